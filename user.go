@@ -1,0 +1,40 @@
+package seckill
+
+import (
+	"context"
+	"time"
+)
+
+// User is a buyer, known by the phone number they log in with.
+type User struct {
+	ID        int64
+	Phone     string
+	CreatedAt time.Time
+}
+
+// UserStore keeps users in the database.
+type UserStore interface {
+	// EnsureUser returns the user with the phone number, creating one if
+	// there is none; created reports which. Concurrent calls for one phone
+	// return the same user.
+	EnsureUser(ctx context.Context, phone string) (u *User, created bool, err error)
+	// User returns the user with the id, or ErrUserNotFound.
+	User(ctx context.Context, id int64) (*User, error)
+}
+
+// LoginCodes keeps the one-time codes that prove a buyer holds a phone.
+type LoginCodes interface {
+	// Issue stores code as the phone's login code, replacing any earlier one.
+	// It returns an *Error of kind ErrRateLimited, with RetryAfter set, when
+	// a code was issued for the phone too recently.
+	Issue(ctx context.Context, phone, code string) error
+	// Redeem consumes the phone's code if code matches it. A wrong, expired
+	// or missing code is ErrUnauthorized; too many wrong tries void the code.
+	Redeem(ctx context.Context, phone, code string) error
+}
+
+// CodeSender delivers a login code to the holder of a phone: by SMS in
+// production, to the log by default.
+type CodeSender interface {
+	SendCode(ctx context.Context, phone, code string) error
+}

@@ -1,0 +1,215 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits on a voucher, checked by [Voucher.Validate].
+const (
+	MaxTitleLength = 200
+	MaxStock       = 10_000_000
+)
+
+// Voucher is an item on flash sale: a limited stock sold one per buyer
+// within a sale window [BeginTime, EndTime).
+type Voucher struct {
+	ID    int64
+	Title string
+	// Stock is what the database still has to sell: InitialStock less the
+	// orders persisted so far.
+	Stock        int64
+	InitialStock int64
+	BeginTime    time.Time
+	EndTime      time.Time
+	CreatedAt    time.Time
+}
+
+// Validate reports every rule the voucher breaks as one ErrInvalidArgument
+// error whose message names each field and why.
+func (v *Voucher) Validate(now time.Time) error {
+	var problems []string
+	title := strings.TrimSpace(v.Title)
+	switch n := utf8.RuneCountInString(v.Title); {
+	case !utf8.ValidString(v.Title):
+		problems = append(problems, "title: must be valid UTF-8")
+	case title == "":
+		problems = append(problems, "title: must not be empty or blank")
+	case n > MaxTitleLength:
+		problems = append(problems, fmt.Sprintf("title: must be at most %d characters, got %d", MaxTitleLength, n))
+	case strings.IndexFunc(v.Title, unicode.IsControl) >= 0:
+		problems = append(problems, "title: must not contain control characters")
+	}
+	if v.Stock < 1 || v.Stock > MaxStock {
+		problems = append(problems, fmt.Sprintf("stock: must be between 1 and %d, got %d", MaxStock, v.Stock))
+	}
+	switch {
+	case v.BeginTime.IsZero():
+		problems = append(problems, "beginTime: is required")
+	case v.EndTime.IsZero():
+		problems = append(problems, "endTime: is required")
+	case !v.BeginTime.Before(v.EndTime):
+		problems = append(problems, "endTime: must be after beginTime")
+	}
+	if !v.EndTime.IsZero() && !v.EndTime.After(now) {
+		problems = append(problems, "endTime: must be in the future")
+	}
+	if len(problems) > 0 {
+		return Errorf(ErrInvalidArgument, "%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// VoucherStore keeps vouchers in the database, the source of truth for
+// their existence, window and stock.
+type VoucherStore interface {
+	// CreateVoucher inserts v and sets its ID and CreatedAt.
+	CreateVoucher(ctx context.Context, v *Voucher) error
+	// Voucher returns the voucher with the id, or ErrVoucherNotFound.
+	Voucher(ctx context.Context, id int64) (*Voucher, error)
+	// Vouchers returns up to limit vouchers, newest first.
+	Vouchers(ctx context.Context, limit int) ([]*Voucher, error)
+	// UnendedVouchers returns every voucher whose sale ends after t, oldest
+	// first: those that admission may still need.
+	UnendedVouchers(ctx context.Context, t time.Time) ([]*Voucher, error)
+}
+
+// VoucherCache is the copy of a voucher's stock and sale window that
+// admission reads in Redis.
+type VoucherCache interface {
+	// LoadVoucher writes the voucher's sale window and, unless the cache
+	// already holds a stock for it, its stock. It reports whether it wrote
+	// the stock, and is safe to call any number of times.
+	LoadVoucher(ctx context.Context, v *Voucher) (loaded bool, err error)
+	// Remaining returns the cached stock left for each of ids; an id whose
+	// voucher is not loaded is absent from the map.
+	Remaining(ctx context.Context, ids ...int64) (map[int64]int64, error)
+}
+
+// VoucherView is a voucher as clients see it: the database's record and the
+// stock left in the cache, which is what buyers compete for.
+type VoucherView struct {
+	*Voucher
+	// Remaining is the cached stock left; nil when the voucher is not loaded
+	// in the cache.
+	Remaining *int64
+}
+
+// VoucherService holds the rules for creating and reading vouchers across
+// the database and the cache.
+type VoucherService struct {
+	Store interface {
+		VoucherStore
+		OrderCounter
+	}
+	Cache  VoucherCache
+	Logger *slog.Logger
+	// Now returns the current time; tests replace it.
+	Now func() time.Time
+}
+
+// Create validates v, stores it, and loads its stock into the cache. When
+// the cache cannot be reached the voucher still exists in the database:
+// Create returns ErrUnavailable, and [VoucherService.Restore] loads it at the
+// next start.
+func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, error) {
+	if err := v.Validate(s.Now()); err != nil {
+		return nil, err
+	}
+	v.Title = strings.TrimSpace(v.Title)
+	v.InitialStock = v.Stock
+	if err := s.Store.CreateVoucher(ctx, v); err != nil {
+		return nil, fmt.Errorf("create voucher: %w", err)
+	}
+	if _, err := s.Cache.LoadVoucher(ctx, v); err != nil {
+		s.Logger.Error("voucher saved but not loaded into the cache", "voucher", v.ID, "err", err)
+		return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was saved but its stock could not be loaded; it will be loaded when the service restarts", v.ID), RetryAfter: time.Second}
+	}
+	remaining := v.Stock
+	return &VoucherView{Voucher: v, Remaining: &remaining}, nil
+}
+
+// Get returns the voucher with the id and its cached remaining stock.
+func (s *VoucherService) Get(ctx context.Context, id int64) (*VoucherView, error) {
+	v, err := s.Store.Voucher(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get voucher %d: %w", id, err)
+	}
+	views, err := s.withRemaining(ctx, []*Voucher{v})
+	if err != nil {
+		return nil, err
+	}
+	return views[0], nil
+}
+
+// List returns up to limit vouchers, newest first, with their remaining stock.
+func (s *VoucherService) List(ctx context.Context, limit int) ([]*VoucherView, error) {
+	vs, err := s.Store.Vouchers(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list vouchers: %w", err)
+	}
+	return s.withRemaining(ctx, vs)
+}
+
+func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*VoucherView, error) {
+	ids := make([]int64, len(vs))
+	for i, v := range vs {
+		ids[i] = v.ID
+	}
+	remaining, err := s.Cache.Remaining(ctx, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("read remaining stock: %w", err)
+	}
+	views := make([]*VoucherView, len(vs))
+	for i, v := range vs {
+		views[i] = &VoucherView{Voucher: v}
+		if n, ok := remaining[v.ID]; ok {
+			views[i].Remaining = &n
+		}
+	}
+	return views, nil
+}
+
+// Restore loads into the cache every voucher still on sale whose stock the
+// cache has lost, as long as it has no orders yet, so a Redis that restarted
+// empty sells it again. A voucher with orders is left unloaded and reported:
+// loading its database stock would forget who already bought.
+func (s *VoucherService) Restore(ctx context.Context) error {
+	now := s.Now()
+	vs, err := s.Store.UnendedVouchers(ctx, now)
+	if err != nil {
+		return fmt.Errorf("restore vouchers: %w", err)
+	}
+	views, err := s.withRemaining(ctx, vs)
+	if err != nil {
+		return fmt.Errorf("restore vouchers: %w", err)
+	}
+	var errs []error
+	for _, view := range views {
+		v := view.Voucher
+		if view.Remaining != nil {
+			continue
+		}
+		n, err := s.Store.CountOrders(ctx, v.ID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("count orders of voucher %d: %w", v.ID, err))
+			continue
+		}
+		if n > 0 {
+			s.Logger.Warn("voucher has orders but no stock in the cache; it is not on sale until reconciled", "voucher", v.ID, "orders", n)
+			continue
+		}
+		if _, err := s.Cache.LoadVoucher(ctx, v); err != nil {
+			errs = append(errs, fmt.Errorf("load voucher %d: %w", v.ID, err))
+			continue
+		}
+		s.Logger.Info("voucher loaded into the cache", "voucher", v.ID, "stock", v.Stock)
+	}
+	return errors.Join(errs...)
+}
