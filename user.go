@@ -24,13 +24,13 @@ type UserStore interface {
 
 // LoginCodes keeps the one-time codes that prove a buyer holds a phone.
 type LoginCodes interface {
-	// Issue stores code as the phone's login code, replacing any earlier one.
+	// IssueCode stores code as the phone's login code, replacing any earlier one.
 	// It returns an *Error of kind ErrRateLimited, with RetryAfter set, when
 	// a code was issued for the phone too recently.
-	Issue(ctx context.Context, phone, code string) error
-	// Redeem consumes the phone's code if code matches it. A wrong, expired
+	IssueCode(ctx context.Context, phone, code string) error
+	// RedeemCode consumes the phone's code if code matches it. A wrong, expired
 	// or missing code is ErrUnauthorized; too many wrong tries void the code.
-	Redeem(ctx context.Context, phone, code string) error
+	RedeemCode(ctx context.Context, phone, code string) error
 }
 
 // CodeSender delivers a login code to the holder of a phone: by SMS in

@@ -1,0 +1,157 @@
+// Package redis owns all of seckill's Redis I/O: the keys (one builder, hash
+// tagged per voucher), the Lua scripts (embedded .lua files run by SHA) and
+// the mapping of their results to domain errors.
+//
+// It works on a Redis server or Cluster, and on an embedded Redis-protocol
+// server (miniredis) for trying seckill with no setup.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+)
+
+// DefaultPrefix starts every key unless Config.Prefix says otherwise.
+const DefaultPrefix = "seckill"
+
+// Config configures a Client.
+type Config struct {
+	// URL of the Redis server: redis://[user:password@]host:port[/db], or
+	// rediss:// for TLS. For a Cluster, name more nodes with ?addr=host:port;
+	// the client discovers the rest. Required.
+	URL string
+	// Prefix starts every key, so that several deployments or tests can
+	// share one Redis. Default DefaultPrefix.
+	Prefix string
+}
+
+// Client is seckill's connection to Redis. It implements
+// [seckill.VoucherCache] and [seckill.LoginCodes].
+type Client struct {
+	rdb     rueidis.Client
+	keys    keyspace
+	scripts scripts
+	logger  *slog.Logger
+	// server is the embedded server this client runs, if any.
+	server *miniredis.Miniredis
+}
+
+var (
+	_ seckill.VoucherCache = (*Client)(nil)
+	_ seckill.LoginCodes   = (*Client)(nil)
+)
+
+// Open connects to the Redis of cfg and checks that it will not evict keys:
+// an evicted stock or buyer set would oversell. A Redis that will not say its
+// eviction policy (CONFIG disabled, as on some managed services) is used with
+// a warning.
+func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error) {
+	opt, err := rueidis.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis: parse URL: %w", err)
+	}
+	c, err := open(opt, cfg.Prefix, false, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkEviction(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// OpenEmbedded starts an in-process Redis-protocol server on a loopback port
+// and connects to it. It keeps its data in memory only: for trying seckill,
+// not for production. Close stops the server.
+func OpenEmbedded(prefix string, logger *slog.Logger) (*Client, error) {
+	server := miniredis.NewMiniRedis()
+	if err := server.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("redis: start embedded server: %w", err)
+	}
+	c, err := open(rueidis.ClientOption{InitAddress: []string{server.Addr()}, ForceSingleClient: true}, prefix, true, logger)
+	if err != nil {
+		server.Close()
+		return nil, err
+	}
+	c.server = server
+	return c, nil
+}
+
+func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.Logger) (*Client, error) {
+	// Client-side caching is of no use to us and the embedded server lacks it.
+	// rueidis never retries a write on its own, which the admission script
+	// needs (DESIGN section 4a); with DisableRetry it does not retry reads
+	// either, so a Redis that is down is an error at once, not a wait.
+	opt.DisableCache = true
+	opt.DisableRetry = true
+	rdb, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("redis: connect to %s: %w", strings.Join(opt.InitAddress, ","), err)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return &Client{rdb: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded), logger: logger}, nil
+}
+
+// Addr returns the address of the embedded server, or "" for a Client of a
+// real Redis.
+func (c *Client) Addr() string {
+	if c.server == nil {
+		return ""
+	}
+	return c.server.Addr()
+}
+
+// Close closes the connections and stops the embedded server, if any.
+func (c *Client) Close() {
+	c.rdb.Close()
+	if c.server != nil {
+		c.server.Close()
+	}
+}
+
+// Ping checks that Redis answers.
+func (c *Client) Ping(ctx context.Context) error {
+	if err := c.rdb.Do(ctx, c.rdb.B().Ping().Build()).Error(); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+func (c *Client) checkEviction(ctx context.Context) error {
+	m, err := c.rdb.Do(ctx, c.rdb.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	if err != nil {
+		if isNetwork(err) {
+			return unavailable("read maxmemory-policy", err)
+		}
+		c.logger.Warn("cannot read Redis maxmemory-policy; make sure it is noeviction, or a full Redis will drop stock and buyers", "err", err)
+		return nil
+	}
+	if policy := m["maxmemory-policy"]; policy != "noeviction" {
+		return fmt.Errorf("redis: maxmemory-policy is %q: evicting keys would oversell; set it to noeviction "+
+			"(CONFIG SET maxmemory-policy noeviction, and maxmemory-policy noeviction in redis.conf)", policy)
+	}
+	return nil
+}
+
+// unavailable wraps a Redis failure as ErrUnavailable: the client may retry.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("redis: %s: %w: %w", op, seckill.ErrUnavailable, err)
+}
+
+// isNetwork reports whether err is a failure to talk to Redis rather than
+// an error reply from it.
+func isNetwork(err error) bool {
+	var re *rueidis.RedisError
+	return err != nil && !errors.As(err, &re)
+}

@@ -1,0 +1,114 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// each runs test against the real Redis of this machine and against the
+// embedded server: the same code must behave the same on both.
+func each(t *testing.T, test func(t *testing.T, c *Client)) {
+	t.Helper()
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		url := testenv.RedisURL(t)
+		c, err := Open(context.Background(), Config{URL: url, Prefix: testenv.RedisPrefix(t)}, testLogger(t))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(c.Close)
+		test(t, c)
+	})
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		c, err := OpenEmbedded("", testLogger(t))
+		if err != nil {
+			t.Fatalf("OpenEmbedded: %v", err)
+		}
+		t.Cleanup(c.Close)
+		test(t, c)
+	})
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestOpenRefusesEvictingRedis(t *testing.T) {
+	url, _ := testenv.StartRedis(t, "--maxmemory-policy", "allkeys-lru")
+	_, err := Open(context.Background(), Config{URL: url}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "noeviction") {
+		t.Fatalf("Open on a Redis with allkeys-lru: got %v, want an error that says to use noeviction", err)
+	}
+}
+
+func TestOpenAcceptsNoeviction(t *testing.T) {
+	url, _ := testenv.StartRedis(t, "--maxmemory-policy", "noeviction")
+	c, err := Open(context.Background(), Config{URL: url}, testLogger(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	c.Close()
+}
+
+func TestPingAfterServerStops(t *testing.T) {
+	c, err := OpenEmbedded("", testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping on a running server: %v", err)
+	}
+	c.server.Close()
+	if err := c.Ping(ctx); !errors.Is(err, seckill.ErrUnavailable) {
+		t.Fatalf("Ping on a stopped server: got %v, want ErrUnavailable", err)
+	}
+}
+
+func TestKeysShareHashTag(t *testing.T) {
+	k := keyspace{prefix: "p"}
+	tag := func(key string) string {
+		i, j := strings.IndexByte(key, '{'), strings.IndexByte(key, '}')
+		if i < 0 || j < i {
+			t.Fatalf("key %q has no hash tag", key)
+		}
+		return key[i : j+1]
+	}
+	v := k.voucher(42)
+	for _, key := range []string{v.Stock, v.Window} {
+		if got := tag(key); got != "{v42}" {
+			t.Errorf("voucher key %q has tag %s, want {v42}", key, got)
+		}
+	}
+	l := k.login("+8613800000000")
+	for _, key := range []string{l.Code, l.Tries, l.Cooldown} {
+		if got := tag(key); got != "{+8613800000000}" {
+			t.Errorf("login key %q has tag %s", key, got)
+		}
+	}
+	if v.Stock == k.voucher(4).Stock || v.Stock == k.voucher(420).Stock {
+		t.Errorf("distinct vouchers share key %q", v.Stock)
+	}
+}

@@ -1,0 +1,40 @@
+package redis
+
+import "strconv"
+
+// keyspace builds every key this package touches. All keys of one voucher
+// share the hash tag {v<id>} and all keys of one phone share {<phone>}, so
+// each script's keys live in one Cluster slot (DESIGN section 4).
+type keyspace struct {
+	prefix string
+}
+
+// voucherKeys are the keys of one voucher.
+type voucherKeys struct {
+	Stock  string // string: units left to admit
+	Window string // hash: begin, end in unix milliseconds
+}
+
+func (k keyspace) voucher(id int64) voucherKeys {
+	tag := k.prefix + ":{v" + strconv.FormatInt(id, 10) + "}:"
+	return voucherKeys{
+		Stock:  tag + "stock",
+		Window: tag + "window",
+	}
+}
+
+// loginKeys are the keys of one phone's login code.
+type loginKeys struct {
+	Code     string
+	Tries    string
+	Cooldown string
+}
+
+func (k keyspace) login(phone string) loginKeys {
+	tag := k.prefix + ":login:{" + phone + "}:"
+	return loginKeys{
+		Code:     tag + "code",
+		Tries:    tag + "tries",
+		Cooldown: tag + "cooldown",
+	}
+}

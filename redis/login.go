@@ -1,0 +1,63 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/seckill/seckill"
+)
+
+// Rules for login codes.
+const (
+	// CodeTTL is how long a login code stays valid.
+	CodeTTL = 5 * time.Minute
+	// CodeCooldown is how long a phone waits before it can get a new code.
+	CodeCooldown = time.Minute
+	// CodeTries is how many wrong codes void a code.
+	CodeTries = 5
+)
+
+// IssueCode stores code as the phone's login code for CodeTTL, unless a code
+// was issued for the phone within CodeCooldown.
+func (c *Client) IssueCode(ctx context.Context, phone, code string) error {
+	k := c.keys.login(phone)
+	wait, err := c.scripts.issueCode.Exec(ctx, c.rdb,
+		[]string{k.Code, k.Tries, k.Cooldown},
+		[]string{code, ms(CodeTTL), ms(CodeCooldown)}).AsInt64()
+	if err != nil {
+		return unavailable("issue login code", err)
+	}
+	if wait > 0 {
+		retry := time.Duration(wait) * time.Millisecond
+		return &seckill.Error{
+			Kind:       seckill.ErrRateLimited,
+			Message:    "a code was sent to this phone less than a minute ago; wait before asking again",
+			RetryAfter: retry,
+		}
+	}
+	return nil
+}
+
+// RedeemCode consumes the phone's code if code matches it.
+func (c *Client) RedeemCode(ctx context.Context, phone, code string) error {
+	k := c.keys.login(phone)
+	n, err := c.scripts.redeemCode.Exec(ctx, c.rdb,
+		[]string{k.Code, k.Tries},
+		[]string{code, strconv.Itoa(CodeTries)}).AsInt64()
+	if err != nil {
+		return unavailable("redeem login code", err)
+	}
+	switch {
+	case n == 0:
+		return nil
+	case n == -1:
+		return seckill.Errorf(seckill.ErrUnauthorized, "no valid code for this phone; ask for a new one")
+	case n == -2:
+		return seckill.Errorf(seckill.ErrUnauthorized, "wrong code; too many wrong tries, ask for a new one")
+	default:
+		return seckill.Errorf(seckill.ErrUnauthorized, "wrong code; %d tries left", n)
+	}
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -1,0 +1,51 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+)
+
+// LoadVoucher writes the voucher's sale window and, when Redis has no stock
+// for it, its stock, in one script call.
+func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, error) {
+	k := c.keys.voucher(v.ID)
+	n, err := c.scripts.loadVoucher.Exec(ctx, c.rdb,
+		[]string{k.Stock, k.Window},
+		[]string{
+			strconv.FormatInt(v.Stock, 10),
+			strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
+			strconv.FormatInt(v.EndTime.UnixMilli(), 10),
+		}).AsInt64()
+	if err != nil {
+		return false, unavailable(fmt.Sprintf("load voucher %d", v.ID), err)
+	}
+	return n == 1, nil
+}
+
+// Remaining reads the stock left of each voucher in one round trip per node.
+func (c *Client) Remaining(ctx context.Context, ids ...int64) (map[int64]int64, error) {
+	if len(ids) == 0 {
+		return map[int64]int64{}, nil
+	}
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = c.rdb.B().Get().Key(c.keys.voucher(id).Stock).Build()
+	}
+	left := make(map[int64]int64, len(ids))
+	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
+		n, err := res.AsInt64()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return nil, unavailable("read remaining stock", err)
+		}
+		left[ids[i]] = n
+	}
+	return left, nil
+}
