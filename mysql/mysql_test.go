@@ -1,0 +1,36 @@
+package mysql
+
+import (
+	"context"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newDatabase makes a database of its own on the test MariaDB.
+func newDatabase(tb testing.TB) storetest.OpenFunc {
+	url := testenv.MySQLURL(tb)
+	return func(tb testing.TB) seckill.Store {
+		tb.Helper()
+		s, err := Open(context.Background(), url, 10)
+		if err != nil {
+			tb.Fatalf("Open(%s): %v", url, err)
+		}
+		tb.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				tb.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	}
+}
+
+func TestStore(t *testing.T) { storetest.Run(t, newDatabase) }
+
+func BenchmarkSaveOrders(b *testing.B) { storetest.BenchmarkSaveOrders(b, newDatabase) }

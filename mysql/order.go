@@ -1,0 +1,359 @@
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	seckill "github.com/seckill/seckill"
+)
+
+const orderColumns = `id, user_id, voucher_id, status, reason, created_at`
+
+const (
+	selectOrderSQL      = `SELECT ` + orderColumns + ` FROM orders WHERE id = ?`
+	selectUserOrdersSQL = `SELECT ` + orderColumns + ` FROM orders WHERE user_id = ? ORDER BY id DESC LIMIT ?`
+	countOrdersSQL      = `SELECT COUNT(*) FROM orders WHERE voucher_id = ?`
+
+	// lockVouchersSQL locks a batch's vouchers, in id order, and reads their
+	// stock; %s is one '?' per voucher.
+	lockVouchersSQL = `SELECT id, stock FROM vouchers WHERE id IN (%s) ORDER BY id FOR UPDATE`
+	// selectClashingOrdersSQL finds the stored orders that share an id or a
+	// (user, voucher) pair with a batch; %[1]s is one '?' per order and
+	// %[2]s one '(?, ?)' per order. Both halves are range scans of an index
+	// (the row constructor IN too, on MySQL 5.7+ and MariaDB 10.3+).
+	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id FROM orders WHERE id IN (%[1]s)
+UNION ALL
+SELECT id, user_id, voucher_id FROM orders WHERE (user_id, voucher_id) IN (%[2]s)`
+	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
+	// order. A plain INSERT, not INSERT IGNORE: a clash is an error, never
+	// silently skipped.
+	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES %s`
+	insertOrderRow  = `(?, ?, ?, 'created', ?)`
+	// takeStockSQL takes n from a voucher's stock unless that would make it
+	// negative: then it changes no row.
+	takeStockSQL = `UPDATE vouchers SET stock = stock - ? WHERE id = ? AND stock >= ?`
+)
+
+// batchChunk is how many orders one statement of SaveOrders covers: few
+// enough to stay far below the protocol's 65535 parameters and the
+// server's max_allowed_packet, many enough for a batch of a few hundred to
+// take a constant number of round trips.
+const batchChunk = 500
+
+// saveAttempts is how many times SaveOrders runs its transaction when a
+// concurrent one got in its way.
+const saveAttempts = 5
+
+// SaveOrders writes the orders that are new with status created, and takes
+// their number from each voucher's stock, in one transaction; see
+// [seckill.OrderStore].
+//
+// The transaction first locks the batch's vouchers (SELECT … FOR UPDATE,
+// in id order), so that concurrent batches of one voucher take turns: the
+// orders one finds stored then include every order the previous one
+// committed. Without that lock, two batches would each take a shared lock
+// on the voucher row by inserting orders (the foreign key check) and then
+// deadlock when both tried to update its stock. A batch can still meet an
+// order inserted meanwhile for another voucher (a clashing id), or a
+// deadlock; it then starts over, up to saveAttempts times.
+func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+	if slices.Contains(orders, nil) {
+		return nil, fmt.Errorf("mysql: save orders: %w: nil order", seckill.ErrInvalidArgument)
+	}
+	if len(orders) == 0 {
+		return []seckill.SaveOutcome{}, nil
+	}
+	for attempt := 1; ; attempt++ {
+		outcomes, err := s.saveOrders(ctx, orders)
+		if err == nil {
+			return outcomes, nil
+		}
+		if !isUniqueViolation(err) && !isDeadlock(err) {
+			return nil, fmt.Errorf("mysql: save orders: %w", err)
+		}
+		if attempt == saveAttempts {
+			return nil, fmt.Errorf("mysql: save orders: %w: concurrent writers got in the way %d times: %w", seckill.ErrTransient, attempt, err)
+		}
+		// Jitter, so that the transactions that collided do not collide
+		// again at once.
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("mysql: save orders: %w", ctx.Err())
+		case <-time.After(time.Duration(rand.Int64N(int64(attempt) * int64(time.Millisecond)))):
+		}
+	}
+}
+
+// saveOrders is one attempt of SaveOrders. A unique violation or a deadlock
+// comes back as it is, for SaveOrders to try again.
+func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", dbErr(err))
+	}
+	defer tx.Rollback()
+
+	stocks, err := lockVouchers(ctx, tx, orders)
+	if err != nil {
+		return nil, err
+	}
+	var stored []storedOrder
+	for chunk := range slices.Chunk(orders, batchChunk) {
+		if stored, err = appendClashingOrders(ctx, tx, stored, chunk); err != nil {
+			return nil, err
+		}
+	}
+	outcomes, inserts := decide(orders, stored)
+	takes := stockTakes(inserts)
+	for _, t := range takes {
+		if _, ok := stocks[t.voucherID]; !ok {
+			return nil, fmt.Errorf("voucher %d: %w", t.voucherID, seckill.ErrVoucherNotFound)
+		}
+	}
+
+	for chunk := range slices.Chunk(inserts, batchChunk) {
+		args := make([]any, 0, 4*len(chunk))
+		for _, o := range chunk {
+			args = append(args, o.ID, o.UserID, o.VoucherID, createdAt(o))
+		}
+		query := fmt.Sprintf(insertOrdersSQL, placeholders(insertOrderRow, len(chunk)))
+		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+			switch {
+			case isUniqueViolation(err) || isDeadlock(err):
+				return nil, err
+			case isForeignKeyViolation(err):
+				return nil, fmt.Errorf("insert orders: a voucher does not exist: %w: %w", seckill.ErrVoucherNotFound, err)
+			}
+			return nil, fmt.Errorf("insert orders: %w", dbErr(err))
+		}
+	}
+
+	// After the inserts, as DESIGN 4a says: the stock drops only for
+	// orders that went in. The guard in the statement, not the stock read
+	// above, is what refuses to oversell.
+	for _, t := range takes {
+		res, err := tx.ExecContext(ctx, takeStockSQL, t.n, t.voucherID, t.n)
+		if err != nil {
+			if isDeadlock(err) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.n, t.voucherID, dbErr(err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.n, t.voucherID, dbErr(err))
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", t.voucherID, stocks[t.voucherID], t.n, seckill.ErrSoldOut)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", dbErr(err))
+	}
+	return outcomes, nil
+}
+
+// lockVouchers locks the vouchers of orders for the transaction and
+// returns the stock of each that exists.
+func lockVouchers(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) (map[int64]int64, error) {
+	var ids []any
+	seen := map[int64]bool{}
+	for _, o := range orders {
+		if !seen[o.VoucherID] {
+			seen[o.VoucherID] = true
+			ids = append(ids, o.VoucherID)
+		}
+	}
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(lockVouchersSQL, placeholders("?", len(ids))), ids...)
+	if err != nil {
+		if isDeadlock(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("lock vouchers: %w", dbErr(err))
+	}
+	defer rows.Close()
+	stocks := make(map[int64]int64, len(ids))
+	for rows.Next() {
+		var id, stock int64
+		if err := rows.Scan(&id, &stock); err != nil {
+			return nil, fmt.Errorf("lock vouchers: %w", dbErr(err))
+		}
+		stocks[id] = stock
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock vouchers: %w", dbErr(err))
+	}
+	return stocks, nil
+}
+
+// appendClashingOrders appends to stored the stored orders that share an id
+// or a (user, voucher) pair with one of orders.
+func appendClashingOrders(ctx context.Context, q querier, stored []storedOrder, orders []*seckill.Order) ([]storedOrder, error) {
+	args := make([]any, 0, 3*len(orders))
+	for _, o := range orders {
+		args = append(args, o.ID)
+	}
+	for _, o := range orders {
+		args = append(args, o.UserID, o.VoucherID)
+	}
+	query := fmt.Sprintf(selectClashingOrdersSQL, placeholders("?", len(orders)), placeholders("(?, ?)", len(orders)))
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("find stored orders: %w", dbErr(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o storedOrder
+		if err := rows.Scan(&o.id, &o.userID, &o.voucherID); err != nil {
+			return nil, fmt.Errorf("find stored orders: %w", dbErr(err))
+		}
+		stored = append(stored, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find stored orders: %w", dbErr(err))
+	}
+	return stored, nil
+}
+
+// Order returns the order with the id, or an error wrapping
+// [seckill.ErrOrderNotFound].
+func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
+	o, err := scanOrder(s.db.QueryRowContext(ctx, selectOrderSQL, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, seckill.Errorf(seckill.ErrOrderNotFound, "order %d not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mysql: order %d: %w", id, dbErr(err))
+	}
+	return o, nil
+}
+
+// UserOrders returns up to limit of the user's orders, newest first (order
+// ids grow with time); limit <= 0 means 100.
+func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	rows, err := s.db.QueryContext(ctx, selectUserOrdersSQL, userID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: orders of user %d: %w", userID, dbErr(err))
+	}
+	defer rows.Close()
+	var os []*seckill.Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, fmt.Errorf("mysql: orders of user %d: %w", userID, dbErr(err))
+		}
+		os = append(os, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: orders of user %d: %w", userID, dbErr(err))
+	}
+	return os, nil
+}
+
+// CountOrders returns how many orders of the voucher the database holds,
+// whatever their status.
+func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, countOrdersSQL, voucherID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("mysql: count orders of voucher %d: %w", voucherID, dbErr(err))
+	}
+	return n, nil
+}
+
+// scanOrder reads the orderColumns of one row.
+func scanOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
+	var o seckill.Order
+	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt); err != nil {
+		return nil, err
+	}
+	o.CreatedAt = o.CreatedAt.UTC()
+	return &o, nil
+}
+
+// storedOrder is the key of an order found in the database.
+type storedOrder struct{ id, userID, voucherID int64 }
+
+// buyer is who bought what: at most one order each (G2).
+type buyer struct{ userID, voucherID int64 }
+
+// decide gives each order its outcome against the stored orders and the
+// orders before it in the batch, and returns the orders to insert.
+func decide(orders []*seckill.Order, stored []storedOrder) ([]seckill.SaveOutcome, []*seckill.Order) {
+	byID := make(map[int64]buyer, len(stored)+len(orders))
+	byBuyer := make(map[buyer]bool, len(stored)+len(orders))
+	for _, o := range stored {
+		b := buyer{o.userID, o.voucherID}
+		byID[o.id] = b
+		byBuyer[b] = true
+	}
+	outcomes := make([]seckill.SaveOutcome, len(orders))
+	var inserts []*seckill.Order
+	for i, o := range orders {
+		b := buyer{o.UserID, o.VoucherID}
+		if had, ok := byID[o.ID]; ok {
+			if had == b {
+				outcomes[i] = seckill.AlreadySaved
+			} else {
+				outcomes[i] = seckill.IDConflict
+			}
+			continue
+		}
+		if byBuyer[b] {
+			outcomes[i] = seckill.BuyerConflict
+			continue
+		}
+		outcomes[i] = seckill.Saved
+		byID[o.ID] = b
+		byBuyer[b] = true
+		inserts = append(inserts, o)
+	}
+	return outcomes, inserts
+}
+
+// stockTake is how much of a voucher's stock a batch takes.
+type stockTake struct{ voucherID, n int64 }
+
+// stockTakes sums the orders per voucher, in voucher order.
+func stockTakes(inserts []*seckill.Order) []stockTake {
+	var ts []stockTake
+	for _, o := range inserts {
+		i, found := slices.BinarySearchFunc(ts, o.VoucherID, func(t stockTake, id int64) int { return cmp.Compare(t.voucherID, id) })
+		if !found {
+			ts = slices.Insert(ts, i, stockTake{voucherID: o.VoucherID})
+		}
+		ts[i].n++
+	}
+	return ts
+}
+
+// createdAt is the creation time to store for o: its own, else now.
+func createdAt(o *seckill.Order) time.Time {
+	if o.CreatedAt.IsZero() {
+		return now()
+	}
+	return utc(o.CreatedAt)
+}
+
+// placeholders returns n copies of group joined by commas: the parameters
+// of a statement about n rows.
+func placeholders(group string, n int) string {
+	var b strings.Builder
+	b.Grow(n * (len(group) + 2))
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(group)
+	}
+	return b.String()
+}

@@ -1,0 +1,157 @@
+// Package mysql is the [seckill.Store] on MySQL or MariaDB (InnoDB), through
+// github.com/go-sql-driver/mysql and database/sql.
+//
+// Times are stored as DATETIME(6) in UTC: the connection parses DATETIME
+// values as UTC times, and the store writes times in UTC to the
+// microsecond, the precision the columns keep.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	seckill "github.com/seckill/seckill"
+)
+
+// DefaultMaxConns is the size of the connection pool when Open is given
+// none.
+const DefaultMaxConns = 20
+
+// defaultLimit is how many rows the listing methods return when given no
+// limit.
+const defaultLimit = 100
+
+// Store is a [seckill.Store] on one MySQL or MariaDB database.
+type Store struct {
+	db *sql.DB
+}
+
+var _ seckill.Store = (*Store)(nil)
+
+// Open connects to the database at rawURL,
+// mysql://user:password@host:port/database?param=value, with a pool of at
+// most maxConns connections (DefaultMaxConns when maxConns <= 0), and
+// checks that it answers. Query parameters go to the driver (timeout, tls,
+// system variables…); interpolateParams defaults to true, so that a
+// statement with arguments takes one round trip instead of three, and
+// parseTime and loc are always true and UTC, which the store relies on.
+func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
+	cfg, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	connector, err := mysqldriver.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: open %s: %w", redact(rawURL), err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	// Below the servers' usual wait_timeout, and so that connections follow
+	// a failover after a while.
+	db.SetConnMaxLifetime(time.Hour)
+	s := &Store{db: db}
+	if err := s.Ping(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mysql: open %s: %w", redact(rawURL), err)
+	}
+	return s, nil
+}
+
+// parseURL turns a mysql:// URL into the driver's configuration.
+func parseURL(rawURL string) (*mysqldriver.Config, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// The error would quote the URL, password and all.
+		return nil, errors.New("mysql: URL: malformed")
+	}
+	if u.Scheme != "mysql" {
+		// Not a URL of ours: it may not even hide its password as one does.
+		return nil, fmt.Errorf("mysql: URL scheme %q: want mysql", u.Scheme)
+	}
+	if u.Opaque != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("mysql: URL %s:…: want mysql://user:password@host:port/database", u.Scheme)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return nil, fmt.Errorf("mysql: URL %s: no host", u.Redacted())
+	}
+	port := u.Port()
+	if port == "" {
+		port = "3306"
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	if dbName == "" || strings.Contains(dbName, "/") {
+		return nil, fmt.Errorf("mysql: URL %s: the path must name one database", u.Redacted())
+	}
+	// The driver parses its own parameters; ours come first so that the
+	// URL's replace them.
+	params := "interpolateParams=true"
+	if u.RawQuery != "" {
+		params += "&" + u.RawQuery
+	}
+	cfg, err := mysqldriver.ParseDSN("/?" + params)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: URL %s: %w", u.Redacted(), err)
+	}
+	cfg.Net = "tcp"
+	cfg.Addr = net.JoinHostPort(host, port)
+	cfg.DBName = dbName
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	return cfg, nil
+}
+
+// redact returns rawURL without its password, for messages.
+func redact(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Redacted()
+	}
+	return "(malformed URL)"
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("mysql: ping: %w", dbErr(err))
+	}
+	return nil
+}
+
+// Close closes the connection pool; it is safe to call more than once.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("mysql: close: %w", err)
+	}
+	return nil
+}
+
+// utc is how the store writes a time: in UTC, to the microsecond that
+// DATETIME(6) keeps (MySQL would round the rest, MariaDB cut it).
+func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// now is the time the store writes as a row's creation time.
+func now() time.Time { return utc(time.Now()) }
+
+// querier is what *sql.DB, *sql.Conn and *sql.Tx share, for code that runs
+// in a transaction or out of one.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}

@@ -1,0 +1,105 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	seckill "github.com/seckill/seckill"
+)
+
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at`
+
+const (
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`
+	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
+	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
+	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
+)
+
+// CreateVoucher inserts v as it is, and sets its ID and CreatedAt. It does
+// not validate v: the service does. The database refuses a negative stock
+// with an error wrapping [seckill.ErrInvalidArgument].
+func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
+	created := now()
+	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
+		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created)
+	if err != nil {
+		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
+	}
+	v.ID, v.CreatedAt = id, created
+	return nil
+}
+
+// Voucher returns the voucher with the id, or an error wrapping
+// [seckill.ErrVoucherNotFound].
+func (s *Store) Voucher(ctx context.Context, id int64) (*seckill.Voucher, error) {
+	v, err := scanVoucher(s.db.QueryRowContext(ctx, selectVoucherSQL, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, seckill.Errorf(seckill.ErrVoucherNotFound, "voucher %d not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mysql: voucher %d: %w", id, dbErr(err))
+	}
+	return v, nil
+}
+
+// Vouchers returns up to limit vouchers, newest first; limit <= 0 means
+// 100.
+func (s *Store) Vouchers(ctx context.Context, limit int) ([]*seckill.Voucher, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	vs, err := queryVouchers(ctx, s.db, selectVouchersSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: vouchers: %w", err)
+	}
+	return vs, nil
+}
+
+// UnendedVouchers returns every voucher whose sale ends after t, oldest
+// first.
+func (s *Store) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Voucher, error) {
+	vs, err := queryVouchers(ctx, s.db, selectUnendedVouchersSQL, utc(t))
+	if err != nil {
+		return nil, fmt.Errorf("mysql: unended vouchers: %w", err)
+	}
+	return vs, nil
+}
+
+func queryVouchers(ctx context.Context, q querier, query string, args ...any) ([]*seckill.Voucher, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	var vs []*seckill.Voucher
+	for rows.Next() {
+		v, err := scanVoucher(rows)
+		if err != nil {
+			return nil, dbErr(err)
+		}
+		vs = append(vs, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr(err)
+	}
+	return vs, nil
+}
+
+// scanVoucher reads the voucherColumns of one row.
+func scanVoucher(row interface{ Scan(...any) error }) (*seckill.Voucher, error) {
+	var v seckill.Voucher
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt); err != nil {
+		return nil, err
+	}
+	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
+	return &v, nil
+}

@@ -1,0 +1,96 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	seckill "github.com/seckill/seckill"
+)
+
+// PostgreSQL error codes (SQLSTATE) the store acts on.
+const (
+	codeUniqueViolation     = "23505"
+	codeForeignKeyViolation = "23503"
+	codeCheckViolation      = "23514"
+	codeStringTooLong       = "22001"
+	codeOutOfRange          = "22003"
+	codeSerialization       = "40001"
+	codeDeadlock            = "40P01"
+	codeLockNotAvailable    = "55P03"
+	codeTooManyConnections  = "53300"
+	codeAdminShutdown       = "57P01"
+	codeCrashShutdown       = "57P02"
+	codeCannotConnectNow    = "57P03"
+	// classConnection is the class of connection exceptions, 08xxx.
+	classConnection = "08"
+)
+
+// dbErr marks err with the domain error it stands for, keeping err in the
+// chain: a lost connection, a serialization failure or a deadlock is
+// transient (the statement or transaction may succeed as it is if tried
+// again); a failed CHECK or a value too large for its column is an invalid
+// argument.
+func dbErr(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// The caller gave up: nothing to retry.
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch code := pgErr.Code; {
+		case code == codeSerialization, code == codeDeadlock, code == codeLockNotAvailable,
+			code == codeTooManyConnections, code == codeAdminShutdown, code == codeCrashShutdown,
+			code == codeCannotConnectNow, strings.HasPrefix(code, classConnection):
+			return fmt.Errorf("%w: %w", seckill.ErrTransient, err)
+		case code == codeCheckViolation, code == codeStringTooLong, code == codeOutOfRange:
+			return fmt.Errorf("%w: %w", seckill.ErrInvalidArgument, err)
+		}
+		return err
+	}
+	var (
+		netErr     net.Error
+		connectErr *pgconn.ConnectError
+	)
+	switch {
+	case pgconn.SafeToRetry(err),
+		errors.As(err, &connectErr),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE),
+		errors.As(err, &netErr):
+		return fmt.Errorf("%w: %w", seckill.ErrTransient, err)
+	}
+	return err
+}
+
+// sqlState is the SQLSTATE of a PostgreSQL error, "" for other errors.
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// isForeignKeyViolation reports whether err is a reference to a missing row.
+func isForeignKeyViolation(err error) bool { return sqlState(err) == codeForeignKeyViolation }
+
+// isRetryable reports whether a SaveOrders transaction that failed with err
+// may succeed if run again at once: a concurrent transaction inserted some
+// of its orders, or chose it as a deadlock's victim.
+func isRetryable(err error) bool {
+	switch sqlState(err) {
+	case codeUniqueViolation, codeDeadlock, codeSerialization:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,104 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	seckill "github.com/seckill/seckill"
+)
+
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at`
+
+const (
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at)
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`
+	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = $1`
+	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT $1`
+	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > $1 ORDER BY id`
+)
+
+// CreateVoucher inserts v as it is, and sets its ID and CreatedAt. It does
+// not validate v: the service does. The database refuses a negative stock
+// with an error wrapping [seckill.ErrInvalidArgument].
+func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
+	created := now()
+	var id int64
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, insertVoucherSQL,
+			v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created,
+		).Scan(&id)
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: create voucher: %w", dbErr(err))
+	}
+	v.ID, v.CreatedAt = id, created
+	return nil
+}
+
+// Voucher returns the voucher with the id, or an error wrapping
+// [seckill.ErrVoucherNotFound].
+func (s *Store) Voucher(ctx context.Context, id int64) (*seckill.Voucher, error) {
+	var v *seckill.Voucher
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		var err error
+		v, err = scanVoucher(conn.QueryRow(ctx, selectVoucherSQL, id))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, seckill.Errorf(seckill.ErrVoucherNotFound, "voucher %d not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: voucher %d: %w", id, dbErr(err))
+	}
+	return v, nil
+}
+
+// Vouchers returns up to limit vouchers, newest first; limit <= 0 means
+// 100.
+func (s *Store) Vouchers(ctx context.Context, limit int) ([]*seckill.Voucher, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	vs, err := s.queryVouchers(ctx, selectVouchersSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: vouchers: %w", err)
+	}
+	return vs, nil
+}
+
+// UnendedVouchers returns every voucher whose sale ends after t, oldest
+// first.
+func (s *Store) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Voucher, error) {
+	vs, err := s.queryVouchers(ctx, selectUnendedVouchersSQL, utc(t))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: unended vouchers: %w", err)
+	}
+	return vs, nil
+}
+
+func (s *Store) queryVouchers(ctx context.Context, query string, args ...any) ([]*seckill.Voucher, error) {
+	var vs []*seckill.Voucher
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		vs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*seckill.Voucher, error) { return scanVoucher(row) })
+		return err
+	})
+	return vs, dbErr(err)
+}
+
+// scanVoucher reads the voucherColumns of one row.
+func scanVoucher(row pgx.Row) (*seckill.Voucher, error) {
+	var v seckill.Voucher
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt); err != nil {
+		return nil, err
+	}
+	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
+	return &v, nil
+}

@@ -1,0 +1,154 @@
+// Package sqlite is the [seckill.Store] on SQLite, through the pure-Go
+// driver modernc.org/sqlite: the embedded default, for trying the service
+// without a database server.
+//
+// SQLite has one writer at a time. Every connection waits for the write lock
+// (busy_timeout) instead of failing, and every transaction takes that lock
+// when it begins (_txlock=immediate): a transaction that read first and then
+// tried to write could otherwise fail at once with SQLITE_BUSY, since
+// waiting could deadlock. WAL lets readers go on while one writes.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	seckill "github.com/seckill/seckill"
+)
+
+// DefaultMaxConns is the size of the connection pool when Open is given
+// none. Only one of them writes at a time; the others read.
+const DefaultMaxConns = 20
+
+// busyTimeout is how long a statement waits for another connection's write
+// lock before it fails with SQLITE_BUSY. Writers hold it for milliseconds.
+const busyTimeout = 5 * time.Second
+
+// defaultLimit is how many rows the listing methods return when given no
+// limit.
+const defaultLimit = 100
+
+// Store is a [seckill.Store] on one SQLite database file.
+type Store struct {
+	db *sql.DB
+}
+
+var _ seckill.Store = (*Store)(nil)
+
+// Open opens the SQLite database at rawURL, sqlite:///abs/path.db or
+// sqlite://rel/path.db (relative to the working directory), creating the
+// file but not its directory, with a pool of at most maxConns connections
+// (DefaultMaxConns when maxConns <= 0), and checks that it can be used.
+// Query parameters of the URL go to the driver after the store's own
+// (WAL, busy_timeout, foreign keys, _txlock=immediate).
+func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
+	dsn, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", rawURL, err)
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	s := &Store{db: db}
+	if err := s.Ping(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", rawURL, err)
+	}
+	return s, nil
+}
+
+// parseURL turns a sqlite:// URL into the driver's data source name: an
+// absolute file path, so that a later change of working directory does not
+// move the database, and the connection parameters.
+func parseURL(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// The error would quote the URL, password and all.
+		return "", errors.New("sqlite: URL: malformed")
+	}
+	if u.Scheme != "sqlite" {
+		// Not a URL of ours: it may not even hide its password as one does.
+		return "", fmt.Errorf("sqlite: URL scheme %q: want sqlite", u.Scheme)
+	}
+	if u.Opaque != "" || u.User != nil || u.Fragment != "" {
+		return "", fmt.Errorf("sqlite: URL %s:…: want sqlite:///abs/path.db or sqlite://rel/path.db", u.Scheme)
+	}
+	path := u.Host + u.Path
+	switch {
+	case path == "" || path == "/":
+		return "", fmt.Errorf("sqlite: URL %q: no file path", rawURL)
+	case strings.HasSuffix(path, "/"):
+		return "", fmt.Errorf("sqlite: URL %q: the path names a directory", rawURL)
+	case strings.ContainsAny(path, "?\x00"):
+		// The driver cuts its parameters off at the first '?'.
+		return "", fmt.Errorf("sqlite: URL %q: the path must not hold '?' or NUL", rawURL)
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return "", fmt.Errorf("sqlite: URL %q: %w", rawURL, err)
+	}
+	params := url.Values{
+		"_pragma": {
+			fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()),
+			"journal_mode(WAL)",
+			"foreign_keys(1)",
+		},
+		"_txlock": {"immediate"},
+	}
+	for k, vs := range u.Query() {
+		params[k] = append(params[k], vs...)
+	}
+	return path + "?" + params.Encode(), nil
+}
+
+// Ping checks that the database file can be read.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", dbErr(err))
+	}
+	// Ping alone does not touch the file; a query does.
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", dbErr(err))
+	}
+	return nil
+}
+
+// Close closes the connection pool; it is safe to call more than once.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("sqlite: close: %w", err)
+	}
+	return nil
+}
+
+// micros is how a time is stored: microseconds since the Unix epoch.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros is the time stored as micros, in UTC.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// now is the time the store writes as a row's creation time, to the
+// microsecond that it keeps.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// querier is what *sql.DB and *sql.Tx share, for code that runs in a
+// transaction or out of one.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}

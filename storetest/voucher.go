@@ -1,0 +1,247 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	seckill "github.com/seckill/seckill"
+)
+
+func (s suite) testVoucherRoundTrip(t *testing.T) {
+	st := s.store(t)
+	v := &seckill.Voucher{
+		Title:        "秒杀 Café 🎉 voucher",
+		Stock:        7,
+		InitialStock: 9,
+		BeginTime:    base,
+		EndTime:      base.Add(36*time.Hour + 999*time.Nanosecond),
+	}
+	before := time.Now()
+	if err := st.CreateVoucher(t.Context(), v); err != nil {
+		t.Fatalf("CreateVoucher: %v", err)
+	}
+	after := time.Now()
+	if v.ID <= 0 {
+		t.Errorf("CreateVoucher set ID = %d; want > 0", v.ID)
+	}
+	checkNow(t, "CreateVoucher set CreatedAt", v.CreatedAt, before, after)
+	checkUTC(t, "CreateVoucher set CreatedAt", v.CreatedAt)
+
+	got, err := st.Voucher(t.Context(), v.ID)
+	if err != nil {
+		t.Fatalf("Voucher(%d): %v", v.ID, err)
+	}
+	want := &seckill.Voucher{
+		ID:           v.ID,
+		Title:        v.Title,
+		Stock:        7,
+		InitialStock: 9,
+		BeginTime:    micro(v.BeginTime),
+		EndTime:      micro(v.EndTime),
+		// The time the store wrote is the time it reported.
+		CreatedAt: v.CreatedAt,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Voucher(%d) (-want +got):\n%s", v.ID, diff)
+	}
+	checkUTC(t, "Voucher", got.BeginTime, got.EndTime, got.CreatedAt)
+
+	// A second voucher gets another id.
+	w := newVoucher(t, st, 1)
+	if w.ID == v.ID {
+		t.Errorf("two vouchers got the same id %d", w.ID)
+	}
+}
+
+func (s suite) testVoucherLongUnicodeTitle(t *testing.T) {
+	st := s.store(t)
+	// MaxTitleLength characters of four bytes each: the column counts
+	// characters, and holds characters outside the Basic Multilingual Plane.
+	title := strings.Repeat("🎉", seckill.MaxTitleLength/2) + strings.Repeat("秒", seckill.MaxTitleLength/2)
+	v := &seckill.Voucher{Title: title, Stock: 1, InitialStock: 1, BeginTime: base, EndTime: base.Add(time.Hour)}
+	if err := st.CreateVoucher(t.Context(), v); err != nil {
+		t.Fatalf("CreateVoucher with a %d-character title: %v", seckill.MaxTitleLength, err)
+	}
+	got, err := st.Voucher(t.Context(), v.ID)
+	if err != nil {
+		t.Fatalf("Voucher: %v", err)
+	}
+	if got.Title != title {
+		t.Errorf("title read back = %q; want %q", got.Title, title)
+	}
+}
+
+func (s suite) testVoucherNotFound(t *testing.T) {
+	st := s.store(t)
+	v := newVoucher(t, st, 1)
+	for _, id := range []int64{v.ID + 1, 0, -1} {
+		got, err := st.Voucher(t.Context(), id)
+		if !errors.Is(err, seckill.ErrVoucherNotFound) {
+			t.Errorf("Voucher(%d) = %+v, %v; want ErrVoucherNotFound", id, got, err)
+		}
+	}
+}
+
+func (s suite) testVoucherNegativeStock(t *testing.T) {
+	st := s.store(t)
+	for _, tc := range []struct {
+		name           string
+		stock, initial int64
+	}{
+		{"stock", -1, 1},
+		{"initial stock", 1, -1},
+	} {
+		v := &seckill.Voucher{Title: "negative " + tc.name, Stock: tc.stock, InitialStock: tc.initial, BeginTime: base, EndTime: base.Add(time.Hour)}
+		err := st.CreateVoucher(t.Context(), v)
+		if !errors.Is(err, seckill.ErrInvalidArgument) {
+			t.Errorf("CreateVoucher with a negative %s: %v; want an error wrapping ErrInvalidArgument", tc.name, err)
+		}
+	}
+	vs, err := st.Vouchers(t.Context(), 0)
+	if err != nil {
+		t.Fatalf("Vouchers: %v", err)
+	}
+	if len(vs) != 0 {
+		t.Errorf("refused vouchers were stored: %+v", vs)
+	}
+	// Zero is a valid stock: a voucher sold out.
+	newVoucher(t, st, 0)
+}
+
+// storedVoucher is how the store gives back v once created.
+func storedVoucher(v *seckill.Voucher) *seckill.Voucher {
+	w := *v
+	w.BeginTime, w.EndTime, w.CreatedAt = micro(v.BeginTime), micro(v.EndTime), micro(v.CreatedAt)
+	return &w
+}
+
+// voucherIDs returns the ids of vs, in order.
+func voucherIDs(vs []*seckill.Voucher) []int64 {
+	ids := make([]int64, len(vs))
+	for i, v := range vs {
+		ids[i] = v.ID
+	}
+	return ids
+}
+
+func (s suite) testVouchersOrderAndLimit(t *testing.T) {
+	st := s.store(t)
+	if vs, err := st.Vouchers(t.Context(), 10); err != nil || len(vs) != 0 {
+		t.Errorf("Vouchers of an empty store = %v, %v; want none", vs, err)
+	}
+	var created []*seckill.Voucher
+	for i := range 5 {
+		created = append(created, newVoucher(t, st, int64(i+1)))
+	}
+	newestFirst := []int64{created[4].ID, created[3].ID, created[2].ID, created[1].ID, created[0].ID}
+	for _, tc := range []struct {
+		limit int
+		want  []int64
+	}{
+		{0, newestFirst},
+		{-1, newestFirst},
+		{10, newestFirst},
+		{5, newestFirst},
+		{2, newestFirst[:2]},
+		{1, newestFirst[:1]},
+	} {
+		got, err := st.Vouchers(t.Context(), tc.limit)
+		if err != nil {
+			t.Fatalf("Vouchers(%d): %v", tc.limit, err)
+		}
+		if diff := cmp.Diff(tc.want, voucherIDs(got)); diff != "" {
+			t.Errorf("Vouchers(%d) ids (-want +got):\n%s", tc.limit, diff)
+		}
+	}
+	// The listed vouchers are whole.
+	got, err := st.Vouchers(t.Context(), 1)
+	if err != nil {
+		t.Fatalf("Vouchers: %v", err)
+	}
+	if diff := cmp.Diff(storedVoucher(created[4]), got[0]); diff != "" {
+		t.Errorf("listed voucher (-created +listed):\n%s", diff)
+	}
+	checkUTC(t, "Vouchers", got[0].BeginTime, got[0].EndTime, got[0].CreatedAt)
+}
+
+func (s suite) testVouchersDefaultLimit(t *testing.T) {
+	st := s.store(t)
+	const n = 101
+	var last *seckill.Voucher
+	for range n {
+		last = newVoucher(t, st, 1)
+	}
+	for _, limit := range []int{0, -5} {
+		got, err := st.Vouchers(t.Context(), limit)
+		if err != nil {
+			t.Fatalf("Vouchers(%d): %v", limit, err)
+		}
+		if len(got) != 100 {
+			t.Errorf("Vouchers(%d) returned %d vouchers of %d; want the default of 100", limit, len(got), n)
+		}
+		if len(got) > 0 && got[0].ID != last.ID {
+			t.Errorf("Vouchers(%d) starts with voucher %d; want the newest, %d", limit, got[0].ID, last.ID)
+		}
+	}
+	got, err := st.Vouchers(t.Context(), 1000)
+	if err != nil {
+		t.Fatalf("Vouchers(1000): %v", err)
+	}
+	if len(got) != n {
+		t.Errorf("Vouchers(1000) returned %d vouchers; want all %d", len(got), n)
+	}
+}
+
+func (s suite) testUnendedVouchers(t *testing.T) {
+	st := s.store(t)
+	now := base.Add(24 * time.Hour)
+	create := func(end time.Time) *seckill.Voucher {
+		t.Helper()
+		v := &seckill.Voucher{Title: "ends " + end.String(), Stock: 3, InitialStock: 3, BeginTime: base, EndTime: end}
+		if err := st.CreateVoucher(t.Context(), v); err != nil {
+			t.Fatalf("CreateVoucher: %v", err)
+		}
+		return v
+	}
+	// Created in an order unlike their end times: oldest first means the
+	// order of creation.
+	late := create(now.Add(time.Hour))
+	create(now.Add(-time.Hour))
+	soon := create(now.Add(time.Microsecond))
+	create(now)
+	later := create(now.Add(48 * time.Hour))
+
+	got, err := st.UnendedVouchers(t.Context(), now)
+	if err != nil {
+		t.Fatalf("UnendedVouchers: %v", err)
+	}
+	want := []int64{late.ID, soon.ID, later.ID}
+	if diff := cmp.Diff(want, voucherIDs(got)); diff != "" {
+		t.Errorf("UnendedVouchers(now) ids (-want +got):\n%s", diff)
+	}
+	if len(got) > 0 {
+		if diff := cmp.Diff(storedVoucher(late), got[0]); diff != "" {
+			t.Errorf("unended voucher (-created +listed):\n%s", diff)
+		}
+	}
+	// The argument's zone does not matter.
+	got, err = st.UnendedVouchers(t.Context(), now.In(time.FixedZone("UTC-5", -5*3600)))
+	if err != nil {
+		t.Fatalf("UnendedVouchers: %v", err)
+	}
+	if diff := cmp.Diff(want, voucherIDs(got)); diff != "" {
+		t.Errorf("UnendedVouchers(now in UTC-5) ids (-want +got):\n%s", diff)
+	}
+
+	got, err = st.UnendedVouchers(t.Context(), now.Add(100*time.Hour))
+	if err != nil {
+		t.Fatalf("UnendedVouchers: %v", err)
+	}
+	if len(got) != 0 {
+		t.Errorf("UnendedVouchers after every end = %v; want none", voucherIDs(got))
+	}
+}
