@@ -1,0 +1,52 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"sync"
+)
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Status string `json:"status"`
+	}{Status: "ok"})
+}
+
+// readyz asks every dependency at once, each within ReadyTimeout. Its
+// answer names which are down; the reasons go to the log, not to clients.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		states = make(map[string]string, len(s.checks))
+		down   []string
+	)
+	for name, check := range s.checks {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
+			defer cancel()
+			err := check(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				s.logger.Warn("dependency not ready", "dependency", name, "err", err)
+				states[name] = "down"
+				down = append(down, name)
+				return
+			}
+			states[name] = "ok"
+		})
+	}
+	wg.Wait()
+	if len(down) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, struct {
+			errorBody
+			Checks map[string]string `json:"checks"`
+		}{errorBody{Code: "unavailable", Message: "not ready: a dependency does not answer"}, states})
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}{"ok", states})
+}

@@ -1,0 +1,175 @@
+// Package http serves seckill's JSON API (DESIGN section 5), its health
+// checks and its Prometheus metrics.
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
+)
+
+// Config holds the server's settings. Zero fields take the defaults named
+// in their comments.
+type Config struct {
+	// Addr is the TCP address to listen on. Default ":8080".
+	Addr string
+	// MaxBodyBytes caps a request body. Default 64 KiB.
+	MaxBodyBytes int64
+	// MaxHeaderBytes caps a request's headers. Default 16 KiB.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout bounds reading a request's headers, so a client
+	// that trickles them cannot hold a connection. Default 5s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request. Default 10s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds handling a request and writing its answer.
+	// Default 15s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long. Default 60s.
+	IdleTimeout time.Duration
+	// RequestTimeout bounds the work of one request: calls to Redis and the
+	// database give up when it passes. Default 5s.
+	RequestTimeout time.Duration
+	// ReadyTimeout bounds each dependency check of /readyz. Default 2s.
+	ReadyTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = ":8080"
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 64 << 10
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = 16 << 10
+	}
+	def(&c.ReadHeaderTimeout, 5*time.Second)
+	def(&c.ReadTimeout, 10*time.Second)
+	def(&c.WriteTimeout, 15*time.Second)
+	def(&c.IdleTimeout, 60*time.Second)
+	def(&c.RequestTimeout, 5*time.Second)
+	def(&c.ReadyTimeout, 2*time.Second)
+	return c
+}
+
+// Check is a dependency that /readyz asks: nil when it answers.
+type Check func(ctx context.Context) error
+
+// Services are what the server's handlers call.
+type Services struct {
+	Vouchers *seckill.VoucherService
+	Login    *auth.Login
+	Tokens   *auth.Tokens
+	// Checks are the dependencies /readyz reports, by name.
+	Checks map[string]Check
+}
+
+// Server is the HTTP server.
+type Server struct {
+	cfg      Config
+	vouchers *seckill.VoucherService
+	login    *auth.Login
+	tokens   *auth.Tokens
+	checks   map[string]Check
+	logger   *slog.Logger
+	metrics  *metrics
+	handler  http.Handler
+
+	srv *http.Server
+	ln  net.Listener
+}
+
+// New returns a server of the services. It registers its metrics on reg and
+// serves reg's metrics at /metrics.
+func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger) (*Server, error) {
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg.withDefaults(),
+		vouchers: svc.Vouchers,
+		login:    svc.Login,
+		tokens:   svc.Tokens,
+		checks:   svc.Checks,
+		logger:   logger,
+		metrics:  m,
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/auth/code", s.sendCode)
+	mux.HandleFunc("POST /api/auth/login", s.logIn)
+	mux.Handle("POST /api/admin/vouchers", s.admin(s.createVoucher))
+	mux.HandleFunc("GET /api/vouchers", s.listVouchers)
+	mux.HandleFunc("GET /api/vouchers/{id}", s.getVoucher)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
+	s.handler = s.limit(s.instrument(s.recover(jsonFallback(mux))))
+	return s, nil
+}
+
+// Handler returns the server's handler, for tests and for embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start listens on the configured address and serves in the background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("http: listen on %s: %w", s.cfg.Addr, err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("http server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Addr returns the address the server listens on, once started.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting connections and waits, until ctx ends, for the
+// requests in flight to finish.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("http: shutdown: %w", err)
+	}
+	return nil
+}
+
+// error answers with err, through the one error table. Only 5xx answers
+// are logged: those are ours to fix.
+func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
+	if status := writeError(w, err); status >= 500 {
+		s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
+}

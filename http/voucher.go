@@ -1,0 +1,143 @@
+package http
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/seckill/seckill"
+)
+
+// voucherJSON is a voucher as the API shows it.
+type voucherJSON struct {
+	ID    int64  `json:"id,string"`
+	Title string `json:"title"`
+	Stock int64  `json:"stock"`
+	// Remaining is null while the voucher's stock is not loaded in Redis.
+	Remaining *int64    `json:"remaining"`
+	BeginTime time.Time `json:"beginTime"`
+	EndTime   time.Time `json:"endTime"`
+}
+
+func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
+	return voucherJSON{
+		ID:        v.ID,
+		Title:     v.Title,
+		Stock:     v.Stock,
+		Remaining: v.Remaining,
+		BeginTime: v.BeginTime.UTC(),
+		EndTime:   v.EndTime.UTC(),
+	}
+}
+
+// createVoucherRequest is the body of POST /api/admin/vouchers. Times are
+// strings so that a bad one gets a message naming its field.
+type createVoucherRequest struct {
+	Title     *string `json:"title"`
+	Stock     *int64  `json:"stock"`
+	BeginTime *string `json:"beginTime"`
+	EndTime   *string `json:"endTime"`
+}
+
+// decodeVoucher reads a voucher to create from body and validates it
+// against now. Every failure wraps ErrInvalidArgument, or errBodyTooLarge.
+func decodeVoucher(body io.Reader, now time.Time) (*seckill.Voucher, error) {
+	var req createVoucherRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Title == nil:
+		return nil, seckill.Errorf(seckill.ErrInvalidArgument, "title: is required")
+	case req.Stock == nil:
+		return nil, seckill.Errorf(seckill.ErrInvalidArgument, "stock: is required")
+	case req.BeginTime == nil:
+		return nil, seckill.Errorf(seckill.ErrInvalidArgument, "beginTime: is required")
+	case req.EndTime == nil:
+		return nil, seckill.Errorf(seckill.ErrInvalidArgument, "endTime: is required")
+	}
+	begin, err := parseTime("beginTime", *req.BeginTime)
+	if err != nil {
+		return nil, err
+	}
+	end, err := parseTime("endTime", *req.EndTime)
+	if err != nil {
+		return nil, err
+	}
+	v := &seckill.Voucher{Title: *req.Title, Stock: *req.Stock, BeginTime: begin, EndTime: end}
+	if err := v.Validate(now); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// parseTime reads an RFC 3339 time, kept to the microsecond that every
+// database stores.
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, seckill.Errorf(seckill.ErrInvalidArgument, "%s: must be an RFC 3339 time such as 2026-12-01T20:00:00+08:00, got %q", field, truncate(s, 40))
+	}
+	if t.Year() < 1970 || t.Year() > 9999 {
+		return time.Time{}, seckill.Errorf(seckill.ErrInvalidArgument, "%s: year must be between 1970 and 9999", field)
+	}
+	return t.UTC().Truncate(time.Microsecond), nil
+}
+
+func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request) {
+	v, err := decodeVoucher(r.Body, s.vouchers.Now())
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	view, err := s.vouchers.Create(r.Context(), v)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.logger.Info("voucher created", "voucher", view.ID, "stock", view.Stock, "admin", identity(r).UserID)
+	w.Header().Set("Location", "/api/vouchers/"+strconv.FormatInt(view.ID, 10))
+	writeJSON(w, http.StatusCreated, newVoucherJSON(view))
+}
+
+func (s *Server) getVoucher(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID("voucher id", r.PathValue("id"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	view, err := s.vouchers.Get(r.Context(), id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newVoucherJSON(view))
+}
+
+// maxListLimit bounds GET /api/vouchers?limit=.
+const maxListLimit = 1000
+
+func (s *Server) listVouchers(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > maxListLimit {
+			s.error(w, r, seckill.Errorf(seckill.ErrInvalidArgument, "limit: must be an integer from 1 to %d", maxListLimit))
+			return
+		}
+		limit = n
+	}
+	views, err := s.vouchers.List(r.Context(), limit)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	out := struct {
+		Vouchers []voucherJSON `json:"vouchers"`
+	}{Vouchers: make([]voucherJSON, len(views))}
+	for i, v := range views {
+		out.Vouchers[i] = newVoucherJSON(v)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,190 @@
+package seckill_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/mysql"
+	"github.com/seckill/seckill/redis"
+)
+
+func TestValidate(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	valid := func() seckill.Voucher {
+		return seckill.Voucher{Title: "t", Stock: 1, BeginTime: now, EndTime: now.Add(time.Hour)}
+	}
+	for name, tc := range map[string]struct {
+		edit func(v *seckill.Voucher)
+		want string // "" for valid
+	}{
+		"valid":             {func(v *seckill.Voucher) {}, ""},
+		"begun in the past": {func(v *seckill.Voucher) { v.BeginTime = now.Add(-24 * time.Hour) }, ""},
+		"200 characters":    {func(v *seckill.Voucher) { v.Title = strings.Repeat("券", 200) }, ""},
+		"max stock":         {func(v *seckill.Voucher) { v.Stock = seckill.MaxStock }, ""},
+		"201 characters":    {func(v *seckill.Voucher) { v.Title = strings.Repeat("a", 201) }, "title"},
+		"empty title":       {func(v *seckill.Voucher) { v.Title = "" }, "title"},
+		"blank title":       {func(v *seckill.Voucher) { v.Title = " \t " }, "title"},
+		"invalid UTF-8":     {func(v *seckill.Voucher) { v.Title = "\xff" }, "UTF-8"},
+		"control character": {func(v *seckill.Voucher) { v.Title = "a\nb" }, "control"},
+		"stock 0":           {func(v *seckill.Voucher) { v.Stock = 0 }, "stock"},
+		"stock over max":    {func(v *seckill.Voucher) { v.Stock = seckill.MaxStock + 1 }, "stock"},
+		"end before begin": {func(v *seckill.Voucher) {
+			v.EndTime = now.Add(-time.Minute)
+			v.BeginTime = now.Add(-time.Hour + time.Hour*2)
+		}, "endTime"},
+		"end equals begin": {func(v *seckill.Voucher) { v.EndTime = v.BeginTime }, "endTime"},
+		"ended":            {func(v *seckill.Voucher) { v.BeginTime = now.Add(-2 * time.Hour); v.EndTime = now }, "future"},
+		"no begin":         {func(v *seckill.Voucher) { v.BeginTime = time.Time{} }, "beginTime"},
+		"several problems": {func(v *seckill.Voucher) { v.Title = ""; v.Stock = 0 }, "title: must not be empty or blank; stock"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := valid()
+			tc.edit(&v)
+			err := v.Validate(now)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, seckill.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want ErrInvalidArgument mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// services returns a VoucherService on a fresh MariaDB database and on the
+// Redis at redisURL (the shared one, under a fresh prefix, if empty).
+func services(t *testing.T, redisURL string) (*seckill.VoucherService, *mysql.Store, *logBuffer) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := mysql.Open(ctx, testenv.MySQLURL(t), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	cfg := redis.Config{URL: redisURL}
+	if redisURL == "" {
+		cfg = redis.Config{URL: testenv.RedisURL(t), Prefix: testenv.RedisPrefix(t)}
+	}
+	cache, err := redis.Open(ctx, cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cache.Close)
+	return &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}, store, logs
+}
+
+type logBuffer struct{ strings.Builder }
+
+func (b *logBuffer) Write(p []byte) (int, error) { return b.Builder.Write(p) }
+
+var _ io.Writer = (*logBuffer)(nil)
+
+func onSale(title string, stock int64) *seckill.Voucher {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	return &seckill.Voucher{Title: title, Stock: stock, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)}
+}
+
+func TestCreate(t *testing.T) {
+	s, store, _ := services(t, "")
+	ctx := context.Background()
+	if _, err := s.Create(ctx, &seckill.Voucher{Title: "x", Stock: 0}); !errors.Is(err, seckill.ErrInvalidArgument) {
+		t.Fatalf("Create(stock 0) = %v, want ErrInvalidArgument", err)
+	}
+	if vs, _ := store.Vouchers(ctx, 10); len(vs) != 0 {
+		t.Fatalf("an invalid voucher was stored: %+v", vs[0])
+	}
+	view, err := s.Create(ctx, onSale("  padded  ", 50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.Title != "padded" || view.InitialStock != 50 || view.Remaining == nil || *view.Remaining != 50 {
+		t.Fatalf("Create = %+v (remaining %v)", view.Voucher, view.Remaining)
+	}
+	got, err := s.Get(ctx, view.ID)
+	if err != nil || got.Remaining == nil || *got.Remaining != 50 || got.Stock != 50 {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if _, err := s.Get(ctx, view.ID+1000); !errors.Is(err, seckill.ErrVoucherNotFound) {
+		t.Fatalf("Get(unknown) = %v, want ErrVoucherNotFound", err)
+	}
+}
+
+// TestRestoreAfterRedisLoss: a Redis that comes back empty gets the stock
+// of every voucher still on sale without orders, and only those.
+func TestRestoreAfterRedisLoss(t *testing.T) {
+	url, kill := testenv.StartRedis(t)
+	s, store, _ := services(t, url)
+	ctx := context.Background()
+	fresh, err := s.Create(ctx, onSale("fresh", 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sold, err := s.Create(ctx, onSale("has orders", 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.SaveOrders(ctx, []*seckill.Order{{ID: 1001, UserID: 7, VoucherID: sold.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	// Redis dies: creating fails with ErrUnavailable but the voucher is saved.
+	kill()
+	late, err := s.Create(ctx, onSale("created while Redis was down", 5))
+	if !errors.Is(err, seckill.ErrUnavailable) || late != nil {
+		t.Fatalf("Create with Redis down = %v, %v; want ErrUnavailable", late, err)
+	}
+	vs, err := store.Vouchers(ctx, 10)
+	if err != nil || len(vs) != 3 || vs[0].Title != "created while Redis was down" {
+		t.Fatalf("vouchers in the DB after a failed load: %d, %v", len(vs), err)
+	}
+	lateID := vs[0].ID
+	// A sale that is over needs no stock in Redis.
+	now := time.Now().UTC()
+	ended := &seckill.Voucher{Title: "over", Stock: 3, InitialStock: 3, BeginTime: now.Add(-2 * time.Hour), EndTime: now.Add(-time.Hour)}
+	if err := store.CreateVoucher(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new, empty Redis.
+	url2, _ := testenv.StartRedis(t)
+	s2, _, logs := services(t, url2)
+	s2.Store = s.Store
+	if err := s2.Restore(ctx); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	for id, want := range map[int64]*int64{fresh.ID: ptr(10), lateID: ptr(5), sold.ID: nil, ended.ID: nil} {
+		got, err := s2.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got.Remaining == nil) != (want == nil) || (want != nil && *got.Remaining != *want) {
+			t.Errorf("voucher %d %q remaining after Restore = %v, want %v", id, got.Title, deref(got.Remaining), deref(want))
+		}
+	}
+	if !strings.Contains(logs.String(), "has orders but no stock") {
+		t.Errorf("Restore did not warn about the voucher with orders; log:\n%s", logs.String())
+	}
+}
+
+func ptr(n int64) *int64 { return &n }
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
