@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/redis"
+)
+
+// Config is every setting of seckill. Each is a flag and an environment
+// variable (see envName); the defaults are those registered in the flag
+// functions below and listed in the README.
+type Config struct {
+	Addr              string        // HTTP listen address
+	Mode              string        // order pipeline: stream
+	RedisURL          string        // empty with DBURL empty: embedded default
+	RedisPrefix       string        // starts every Redis key
+	DBURL             string        // mysql://, postgres://, sqlite://
+	DBMaxConns        int           // database connection pool size
+	DataDir           string        // the embedded default's files
+	JWTSecret         string        // HS256 secret, at least 32 bytes
+	TokenTTL          time.Duration // lifetime of login and printed admin tokens
+	Migrate           bool          // apply migrations at serve start
+	ShutdownTimeout   time.Duration // grace for requests in flight at shutdown
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	LogLevel          string // debug, info, warn, error
+	LogFormat         string // auto, text, json
+}
+
+func (c *Config) httpFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Addr, "addr", ":8080", "HTTP listen address")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 5*time.Second, "time allowed to read a request's headers")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", 10*time.Second, "time allowed to read a whole request")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", 15*time.Second, "time allowed to handle a request and write the answer")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 60*time.Second, "close keep-alive connections idle this long")
+}
+
+func (c *Config) redisFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL: redis://[user:pass@]host:port[/db], rediss:// for TLS, ?addr=host:port for more Cluster nodes (empty, with --db-url empty: the embedded default)")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", redis.DefaultPrefix, "prefix of every Redis key")
+}
+
+func (c *Config) dbFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DBURL, "db-url", "", "database URL: mysql://user:pass@host:port/db, postgres://user:pass@host:port/db, sqlite:///abs/path.db or sqlite://rel/path.db (empty, with --redis-url empty: the embedded default)")
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", 20, "database connection pool size")
+	fs.StringVar(&c.DataDir, "data-dir", "seckill-data", "directory of the embedded default's SQLite file and generated JWT secret")
+}
+
+func (c *Config) secretFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.JWTSecret, "jwt-secret", "", "HS256 secret for tokens, at least 32 bytes (required with real services; the embedded default generates one in --data-dir)")
+}
+
+func (c *Config) logFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "auto", "log format: text, json, or auto (text on the embedded default, json otherwise)")
+}
+
+// embedded reports whether to run on the embedded default: neither a Redis
+// nor a database URL. One without the other is a mistake, not a mix.
+func (c *Config) embedded() (bool, error) {
+	switch {
+	case c.RedisURL == "" && c.DBURL == "":
+		return true, nil
+	case c.RedisURL == "":
+		return false, errors.New("SECKILL_DB_URL is set but SECKILL_REDIS_URL is not: set both to run on real services, or neither to run on the embedded default")
+	case c.DBURL == "":
+		return false, errors.New("SECKILL_REDIS_URL is set but SECKILL_DB_URL is not: set both to run on real services, or neither to run on the embedded default")
+	}
+	return false, nil
+}
+
+// newLogger returns the process's logger, writing to w.
+func (c *Config) newLogger(w io.Writer, embedded bool) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	format := strings.ToLower(c.LogFormat)
+	if format == "auto" {
+		format = "json"
+		if embedded {
+			format = "text"
+		}
+	}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want auto, text or json", c.LogFormat)
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+)
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var c Config
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	c.dbFlags(fs)
+	if err := parseFlags(fs, args, getenv, stderr); err != nil {
+		return err
+	}
+	store, err := openStore(ctx, &c)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	where := redact(c.DBURL)
+	if c.DBURL == "" {
+		where = sqlitePath(&c) + " (embedded default)"
+	}
+	fmt.Fprintf(stdout, "database %s is up to date\n", where)
+	return nil
+}

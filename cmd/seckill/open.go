@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/mysql"
+	"github.com/seckill/seckill/postgres"
+	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/sqlite"
+)
+
+// embeddedDBFile is the SQLite file of the embedded default, in DataDir.
+const embeddedDBFile = "seckill.db"
+
+// secretFile keeps the embedded default's generated JWT secret, in DataDir,
+// so that printed tokens outlive a restart.
+const secretFile = "jwt-secret"
+
+// openStore opens the database of c.DBURL, or the embedded default's SQLite
+// file when c.DBURL is empty.
+func openStore(ctx context.Context, c *Config) (seckill.Store, error) {
+	raw := c.DBURL
+	if raw == "" {
+		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+		raw = "sqlite://" + filepath.Join(c.DataDir, embeddedDBFile)
+	}
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, fmt.Errorf("database URL %q: want mysql://, postgres:// or sqlite://", redact(raw))
+	}
+	var (
+		store seckill.Store
+		err   error
+	)
+	switch scheme {
+	case "mysql":
+		store, err = mysql.Open(ctx, raw, c.DBMaxConns)
+	case "postgres", "postgresql":
+		store, err = postgres.Open(ctx, raw, c.DBMaxConns)
+	case "sqlite":
+		store, err = sqlite.Open(ctx, raw, c.DBMaxConns)
+	default:
+		return nil, fmt.Errorf("database URL %q: unknown scheme %q; want mysql, postgres or sqlite", redact(raw), scheme)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", redact(raw), err)
+	}
+	return store, nil
+}
+
+// openRedis connects to c.RedisURL, or starts the embedded server.
+func openRedis(ctx context.Context, c *Config, embedded bool, logger *slog.Logger) (*redis.Client, error) {
+	if embedded {
+		return redis.OpenEmbedded(c.RedisPrefix, logger)
+	}
+	return redis.Open(ctx, redis.Config{URL: c.RedisURL, Prefix: c.RedisPrefix}, logger)
+}
+
+// jwtSecret returns the signing secret: c.JWTSecret if set; else, on the
+// embedded default only, the one kept in DataDir, made on first use.
+func jwtSecret(c *Config, embedded bool) ([]byte, error) {
+	if c.JWTSecret != "" {
+		if len(c.JWTSecret) < auth.MinSecretLen {
+			return nil, fmt.Errorf("SECKILL_JWT_SECRET is %d bytes; it must be at least %d (try: openssl rand -hex 32)", len(c.JWTSecret), auth.MinSecretLen)
+		}
+		return []byte(c.JWTSecret), nil
+	}
+	if !embedded {
+		return nil, fmt.Errorf("SECKILL_JWT_SECRET is required with real services: at least %d bytes (try: openssl rand -hex 32)", auth.MinSecretLen)
+	}
+	path := filepath.Join(c.DataDir, secretFile)
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) >= auth.MinSecretLen {
+		return []byte(strings.TrimSpace(string(b))), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read JWT secret: %w", err)
+	}
+	var random [32]byte
+	rand.Read(random[:])
+	secret := hex.EncodeToString(random[:])
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("save JWT secret: %w", err)
+	}
+	return []byte(secret), nil
+}
+
+// redact hides the password of a URL for messages and logs.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}

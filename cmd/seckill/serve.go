@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
+	sechttp "github.com/seckill/seckill/http"
+)
+
+// adminPhone is the phone of the embedded default's admin user: not a
+// phone number, so nobody can log in as it through the API.
+const adminPhone = "admin"
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var c Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.httpFlags(fs)
+	c.redisFlags(fs)
+	c.dbFlags(fs)
+	c.secretFlags(fs)
+	c.logFlags(fs)
+	fs.StringVar(&c.Mode, "mode", "stream", "order pipeline: stream (sync and queue are not built yet)")
+	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")
+	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of login tokens and of the admin token the embedded default prints")
+	if err := parseFlags(fs, args, getenv, stderr); err != nil {
+		return err
+	}
+	if c.Mode != "stream" {
+		return fmt.Errorf("--mode %q: only stream is built so far", c.Mode)
+	}
+	embedded, err := c.embedded()
+	if err != nil {
+		return err
+	}
+	secret, err := jwtSecret(&c, embedded)
+	if err != nil {
+		return err
+	}
+	tokens, err := auth.NewTokens(secret)
+	if err != nil {
+		return err
+	}
+	logger, err := c.newLogger(stderr, embedded)
+	if err != nil {
+		return err
+	}
+
+	store, err := openStore(ctx, &c)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if c.Migrate {
+		if err := store.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	cache, err := openRedis(ctx, &c, embedded, logger)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+
+	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+	if err := vouchers.Restore(ctx); err != nil {
+		// Not fatal: the vouchers that could be loaded are on sale.
+		logger.Error("some vouchers could not be loaded into Redis", "err", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := sechttp.New(sechttp.Config{
+		Addr:              c.Addr,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+	}, sechttp.Services{
+		Vouchers: vouchers,
+		Login: &auth.Login{
+			Codes:    cache,
+			Sender:   auth.LogSender{Logger: logger},
+			Users:    store,
+			Tokens:   tokens,
+			TokenTTL: c.TokenTTL,
+			Logger:   logger,
+		},
+		Tokens: tokens,
+		Checks: map[string]sechttp.Check{"redis": cache.Ping, "db": store.Ping},
+	}, reg, logger)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	base := baseURL(srv.Addr())
+	if embedded {
+		admin, _, err := store.EnsureUser(ctx, adminPhone)
+		if err != nil {
+			return fmt.Errorf("create the admin user: %w", err)
+		}
+		token, err := tokens.Mint(auth.Identity{UserID: admin.ID, Admin: true}, c.TokenTTL)
+		if err != nil {
+			return err
+		}
+		printBanner(stdout, base, &c, token)
+	}
+	logger.Info("seckill listening", "url", base, "mode", c.Mode, "embedded", embedded, "version", version)
+
+	<-ctx.Done()
+	logger.Info("shutting down: finishing requests in flight", "grace", c.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	logger.Info("seckill stopped")
+	return nil
+}
+
+// baseURL is the URL a local client reaches addr at.
+func baseURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func printBanner(w io.Writer, base string, c *Config, adminToken string) {
+	example := fmt.Sprintf(`{"title":"Flash sale","stock":100,"beginTime":"%s","endTime":"%s"}`,
+		time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Add(time.Hour).Format(time.RFC3339))
+	fmt.Fprintf(w, `
+seckill %s: EMBEDDED DEFAULT, for trying it out, not for production.
+  Redis:     an in-process server; its data lives in memory and is gone when seckill stops
+  Database:  SQLite at %s
+  For production set SECKILL_REDIS_URL, SECKILL_DB_URL and SECKILL_JWT_SECRET (see README).
+
+Listening on %s
+
+Admin token (valid %s):
+  export TOKEN=%s
+
+Try:
+  curl -s -X POST %s/api/admin/vouchers -H "Authorization: Bearer $TOKEN" \
+    -d '%s'
+  curl -s %s/api/vouchers
+
+`, version, sqlitePath(c), base, c.TokenTTL, adminToken, base, example, base)
+}
+
+func sqlitePath(c *Config) string {
+	return c.DataDir + "/" + embeddedDBFile
+}
