@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/orderbatch"
 )
 
 const orderColumns = `id, user_id, voucher_id, status, reason, created_at`
@@ -104,17 +104,17 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 	if err != nil {
 		return nil, err
 	}
-	var stored []storedOrder
+	var stored []orderbatch.Key
 	for chunk := range slices.Chunk(orders, batchChunk) {
 		if stored, err = appendClashingOrders(ctx, tx, stored, chunk); err != nil {
 			return nil, err
 		}
 	}
-	outcomes, inserts := decide(orders, stored)
-	takes := stockTakes(inserts)
+	outcomes, inserts := orderbatch.Classify(orders, stored)
+	takes := orderbatch.Takes(inserts)
 	for _, t := range takes {
-		if _, ok := stocks[t.voucherID]; !ok {
-			return nil, fmt.Errorf("voucher %d: %w", t.voucherID, seckill.ErrVoucherNotFound)
+		if _, ok := stocks[t.VoucherID]; !ok {
+			return nil, fmt.Errorf("voucher %d: %w", t.VoucherID, seckill.ErrVoucherNotFound)
 		}
 	}
 
@@ -139,19 +139,19 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 	// orders that went in. The guard in the statement, not the stock read
 	// above, is what refuses to oversell.
 	for _, t := range takes {
-		res, err := tx.ExecContext(ctx, takeStockSQL, t.n, t.voucherID, t.n)
+		res, err := tx.ExecContext(ctx, takeStockSQL, t.N, t.VoucherID, t.N)
 		if err != nil {
 			if isDeadlock(err) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.n, t.voucherID, dbErr(err))
+			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.N, t.VoucherID, dbErr(err))
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.n, t.voucherID, dbErr(err))
+			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.N, t.VoucherID, dbErr(err))
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", t.voucherID, stocks[t.voucherID], t.n, seckill.ErrSoldOut)
+			return nil, fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", t.VoucherID, stocks[t.VoucherID], t.N, seckill.ErrSoldOut)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -195,7 +195,7 @@ func lockVouchers(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) (map
 
 // appendClashingOrders appends to stored the stored orders that share an id
 // or a (user, voucher) pair with one of orders.
-func appendClashingOrders(ctx context.Context, q querier, stored []storedOrder, orders []*seckill.Order) ([]storedOrder, error) {
+func appendClashingOrders(ctx context.Context, q querier, stored []orderbatch.Key, orders []*seckill.Order) ([]orderbatch.Key, error) {
 	args := make([]any, 0, 3*len(orders))
 	for _, o := range orders {
 		args = append(args, o.ID)
@@ -210,8 +210,8 @@ func appendClashingOrders(ctx context.Context, q querier, stored []storedOrder, 
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var o storedOrder
-		if err := rows.Scan(&o.id, &o.userID, &o.voucherID); err != nil {
+		var o orderbatch.Key
+		if err := rows.Scan(&o.ID, &o.UserID, &o.VoucherID); err != nil {
 			return nil, fmt.Errorf("find stored orders: %w", dbErr(err))
 		}
 		stored = append(stored, o)
@@ -278,62 +278,6 @@ func scanOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
 	}
 	o.CreatedAt = o.CreatedAt.UTC()
 	return &o, nil
-}
-
-// storedOrder is the key of an order found in the database.
-type storedOrder struct{ id, userID, voucherID int64 }
-
-// buyer is who bought what: at most one order each (G2).
-type buyer struct{ userID, voucherID int64 }
-
-// decide gives each order its outcome against the stored orders and the
-// orders before it in the batch, and returns the orders to insert.
-func decide(orders []*seckill.Order, stored []storedOrder) ([]seckill.SaveOutcome, []*seckill.Order) {
-	byID := make(map[int64]buyer, len(stored)+len(orders))
-	byBuyer := make(map[buyer]bool, len(stored)+len(orders))
-	for _, o := range stored {
-		b := buyer{o.userID, o.voucherID}
-		byID[o.id] = b
-		byBuyer[b] = true
-	}
-	outcomes := make([]seckill.SaveOutcome, len(orders))
-	var inserts []*seckill.Order
-	for i, o := range orders {
-		b := buyer{o.UserID, o.VoucherID}
-		if had, ok := byID[o.ID]; ok {
-			if had == b {
-				outcomes[i] = seckill.AlreadySaved
-			} else {
-				outcomes[i] = seckill.IDConflict
-			}
-			continue
-		}
-		if byBuyer[b] {
-			outcomes[i] = seckill.BuyerConflict
-			continue
-		}
-		outcomes[i] = seckill.Saved
-		byID[o.ID] = b
-		byBuyer[b] = true
-		inserts = append(inserts, o)
-	}
-	return outcomes, inserts
-}
-
-// stockTake is how much of a voucher's stock a batch takes.
-type stockTake struct{ voucherID, n int64 }
-
-// stockTakes sums the orders per voucher, in voucher order.
-func stockTakes(inserts []*seckill.Order) []stockTake {
-	var ts []stockTake
-	for _, o := range inserts {
-		i, found := slices.BinarySearchFunc(ts, o.VoucherID, func(t stockTake, id int64) int { return cmp.Compare(t.voucherID, id) })
-		if !found {
-			ts = slices.Insert(ts, i, stockTake{voucherID: o.VoucherID})
-		}
-		ts[i].n++
-	}
-	return ts
 }
 
 // createdAt is the creation time to store for o: its own, else now.

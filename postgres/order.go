@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/orderbatch"
 )
 
 const orderColumns = `id, user_id, voucher_id, status, reason, created_at`
@@ -129,16 +129,16 @@ func saveOrders(ctx context.Context, conn *pgx.Conn, orders []*seckill.Order) ([
 		if err != nil {
 			return fmt.Errorf("find stored orders: %w", err)
 		}
-		stored, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (storedOrder, error) {
-			var o storedOrder
-			err := row.Scan(&o.id, &o.userID, &o.voucherID)
+		stored, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (orderbatch.Key, error) {
+			var o orderbatch.Key
+			err := row.Scan(&o.ID, &o.UserID, &o.VoucherID)
 			return o, err
 		})
 		if err != nil {
 			return fmt.Errorf("find stored orders: %w", err)
 		}
 		var inserts []*seckill.Order
-		outcomes, inserts = decide(orders, stored)
+		outcomes, inserts = orderbatch.Classify(orders, stored)
 		if len(inserts) == 0 {
 			return nil
 		}
@@ -158,10 +158,10 @@ func saveOrders(ctx context.Context, conn *pgx.Conn, orders []*seckill.Order) ([
 
 		// After the inserts, as DESIGN 4a says: the stock drops only for
 		// orders that went in.
-		takes := stockTakes(inserts)
+		takes := orderbatch.Takes(inserts)
 		takeIDs, takeNs := make([]int64, len(takes)), make([]int64, len(takes))
 		for i, t := range takes {
-			takeIDs[i], takeNs[i] = t.voucherID, t.n
+			takeIDs[i], takeNs[i] = t.VoucherID, t.N
 		}
 		rows, err = tx.Query(ctx, takeStockSQL, planned, takeIDs, takeNs)
 		if err != nil {
@@ -181,23 +181,23 @@ func saveOrders(ctx context.Context, conn *pgx.Conn, orders []*seckill.Order) ([
 
 // stockError explains why the stock of a voucher could not drop: its stock
 // is short (the foreign key let every order in, so the voucher exists).
-func stockError(ctx context.Context, tx pgx.Tx, takes []stockTake, taken []int64) error {
-	var short stockTake
+func stockError(ctx context.Context, tx pgx.Tx, takes []orderbatch.Take, taken []int64) error {
+	var short orderbatch.Take
 	for _, t := range takes {
-		if !slices.Contains(taken, t.voucherID) {
+		if !slices.Contains(taken, t.VoucherID) {
 			short = t
 			break
 		}
 	}
 	var stock int64
-	err := tx.QueryRow(ctx, selectStockSQL, short.voucherID).Scan(&stock)
+	err := tx.QueryRow(ctx, selectStockSQL, short.VoucherID).Scan(&stock)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("voucher %d: %w", short.voucherID, seckill.ErrVoucherNotFound)
+		return fmt.Errorf("voucher %d: %w", short.VoucherID, seckill.ErrVoucherNotFound)
 	case err != nil:
-		return fmt.Errorf("voucher %d has too little stock for %d new orders: %w (reading the stock: %w)", short.voucherID, short.n, seckill.ErrSoldOut, err)
+		return fmt.Errorf("voucher %d has too little stock for %d new orders: %w (reading the stock: %w)", short.VoucherID, short.N, seckill.ErrSoldOut, err)
 	}
-	return fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", short.voucherID, stock, short.n, seckill.ErrSoldOut)
+	return fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", short.VoucherID, stock, short.N, seckill.ErrSoldOut)
 }
 
 // Order returns the order with the id, or an error wrapping
@@ -260,62 +260,6 @@ func scanOrder(row pgx.Row) (*seckill.Order, error) {
 	}
 	o.CreatedAt = o.CreatedAt.UTC()
 	return &o, nil
-}
-
-// storedOrder is the key of an order found in the database.
-type storedOrder struct{ id, userID, voucherID int64 }
-
-// buyer is who bought what: at most one order each (G2).
-type buyer struct{ userID, voucherID int64 }
-
-// decide gives each order its outcome against the stored orders and the
-// orders before it in the batch, and returns the orders to insert.
-func decide(orders []*seckill.Order, stored []storedOrder) ([]seckill.SaveOutcome, []*seckill.Order) {
-	byID := make(map[int64]buyer, len(stored)+len(orders))
-	byBuyer := make(map[buyer]bool, len(stored)+len(orders))
-	for _, o := range stored {
-		b := buyer{o.userID, o.voucherID}
-		byID[o.id] = b
-		byBuyer[b] = true
-	}
-	outcomes := make([]seckill.SaveOutcome, len(orders))
-	var inserts []*seckill.Order
-	for i, o := range orders {
-		b := buyer{o.UserID, o.VoucherID}
-		if had, ok := byID[o.ID]; ok {
-			if had == b {
-				outcomes[i] = seckill.AlreadySaved
-			} else {
-				outcomes[i] = seckill.IDConflict
-			}
-			continue
-		}
-		if byBuyer[b] {
-			outcomes[i] = seckill.BuyerConflict
-			continue
-		}
-		outcomes[i] = seckill.Saved
-		byID[o.ID] = b
-		byBuyer[b] = true
-		inserts = append(inserts, o)
-	}
-	return outcomes, inserts
-}
-
-// stockTake is how much of a voucher's stock a batch takes.
-type stockTake struct{ voucherID, n int64 }
-
-// stockTakes sums the orders per voucher, in voucher order.
-func stockTakes(inserts []*seckill.Order) []stockTake {
-	var ts []stockTake
-	for _, o := range inserts {
-		i, found := slices.BinarySearchFunc(ts, o.VoucherID, func(t stockTake, id int64) int { return cmp.Compare(t.voucherID, id) })
-		if !found {
-			ts = slices.Insert(ts, i, stockTake{voucherID: o.VoucherID})
-		}
-		ts[i].n++
-	}
-	return ts
 }
 
 // createdAt is the creation time to store for o: its own, else now.

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/orderbatch"
 )
 
 const orderColumns = `id, user_id, voucher_id, status, reason, created_at`
@@ -79,13 +79,13 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 	}
 	defer tx.Rollback()
 
-	var stored []storedOrder
+	var stored []orderbatch.Key
 	for chunk := range slices.Chunk(orders, batchChunk) {
 		if stored, err = appendClashingOrders(ctx, tx, stored, chunk); err != nil {
 			return nil, err
 		}
 	}
-	outcomes, inserts := decide(orders, stored)
+	outcomes, inserts := orderbatch.Classify(orders, stored)
 
 	for chunk := range slices.Chunk(inserts, batchChunk) {
 		args := make([]any, 0, 4*len(chunk))
@@ -106,13 +106,13 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 
 	// After the inserts, as DESIGN 4a says: the stock drops only for
 	// orders that went in.
-	for _, t := range stockTakes(inserts) {
-		res, err := tx.ExecContext(ctx, takeStockSQL, t.n, t.voucherID)
+	for _, t := range orderbatch.Takes(inserts) {
+		res, err := tx.ExecContext(ctx, takeStockSQL, t.N, t.VoucherID)
 		if err != nil {
-			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.n, t.voucherID, dbErr(err))
+			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.N, t.VoucherID, dbErr(err))
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.n, t.voucherID, dbErr(err))
+			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.N, t.VoucherID, dbErr(err))
 		} else if n == 0 {
 			return nil, stockError(ctx, tx, t)
 		}
@@ -125,7 +125,7 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 
 // appendClashingOrders appends to stored the stored orders that share an id
 // or a (user, voucher) pair with one of orders.
-func appendClashingOrders(ctx context.Context, q querier, stored []storedOrder, orders []*seckill.Order) ([]storedOrder, error) {
+func appendClashingOrders(ctx context.Context, q querier, stored []orderbatch.Key, orders []*seckill.Order) ([]orderbatch.Key, error) {
 	args := make([]any, 0, 3*len(orders))
 	for _, o := range orders {
 		args = append(args, o.ID)
@@ -140,8 +140,8 @@ func appendClashingOrders(ctx context.Context, q querier, stored []storedOrder, 
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var o storedOrder
-		if err := rows.Scan(&o.id, &o.userID, &o.voucherID); err != nil {
+		var o orderbatch.Key
+		if err := rows.Scan(&o.ID, &o.UserID, &o.VoucherID); err != nil {
 			return nil, fmt.Errorf("find stored orders: %w", dbErr(err))
 		}
 		stored = append(stored, o)
@@ -152,18 +152,18 @@ func appendClashingOrders(ctx context.Context, q querier, stored []storedOrder, 
 	return stored, nil
 }
 
-// stockError explains why the stock of a voucher could not drop by t.n:
+// stockError explains why the stock of a voucher could not drop by t.N:
 // the voucher is missing, or its stock is short.
-func stockError(ctx context.Context, q querier, t stockTake) error {
+func stockError(ctx context.Context, q querier, t orderbatch.Take) error {
 	var stock int64
-	err := q.QueryRowContext(ctx, selectStockSQL, t.voucherID).Scan(&stock)
+	err := q.QueryRowContext(ctx, selectStockSQL, t.VoucherID).Scan(&stock)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("voucher %d: %w", t.voucherID, seckill.ErrVoucherNotFound)
+		return fmt.Errorf("voucher %d: %w", t.VoucherID, seckill.ErrVoucherNotFound)
 	case err != nil:
-		return fmt.Errorf("voucher %d has too little stock for %d new orders: %w (reading the stock: %w)", t.voucherID, t.n, seckill.ErrSoldOut, dbErr(err))
+		return fmt.Errorf("voucher %d has too little stock for %d new orders: %w (reading the stock: %w)", t.VoucherID, t.N, seckill.ErrSoldOut, dbErr(err))
 	}
-	return fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", t.voucherID, stock, t.n, seckill.ErrSoldOut)
+	return fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", t.VoucherID, stock, t.N, seckill.ErrSoldOut)
 }
 
 // Order returns the order with the id, or an error wrapping
@@ -225,63 +225,6 @@ func scanOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
 	}
 	o.CreatedAt = fromMicros(createdAt)
 	return &o, nil
-}
-
-// storedOrder is the key of an order found in the database.
-type storedOrder struct{ id, userID, voucherID int64 }
-
-// buyer is who bought what: at most one order each (G2).
-type buyer struct{ userID, voucherID int64 }
-
-// decide gives each order its outcome against the stored orders and the
-// orders before it in the batch, and returns the orders to insert.
-func decide(orders []*seckill.Order, stored []storedOrder) ([]seckill.SaveOutcome, []*seckill.Order) {
-	byID := make(map[int64]buyer, len(stored)+len(orders))
-	byBuyer := make(map[buyer]bool, len(stored)+len(orders))
-	for _, o := range stored {
-		b := buyer{o.userID, o.voucherID}
-		byID[o.id] = b
-		byBuyer[b] = true
-	}
-	outcomes := make([]seckill.SaveOutcome, len(orders))
-	var inserts []*seckill.Order
-	for i, o := range orders {
-		b := buyer{o.UserID, o.VoucherID}
-		if had, ok := byID[o.ID]; ok {
-			if had == b {
-				outcomes[i] = seckill.AlreadySaved
-			} else {
-				outcomes[i] = seckill.IDConflict
-			}
-			continue
-		}
-		if byBuyer[b] {
-			outcomes[i] = seckill.BuyerConflict
-			continue
-		}
-		outcomes[i] = seckill.Saved
-		byID[o.ID] = b
-		byBuyer[b] = true
-		inserts = append(inserts, o)
-	}
-	return outcomes, inserts
-}
-
-// stockTake is how much of a voucher's stock a batch takes.
-type stockTake struct{ voucherID, n int64 }
-
-// stockTakes sums the orders per voucher, in voucher order, so that
-// concurrent batches lock vouchers in one order.
-func stockTakes(inserts []*seckill.Order) []stockTake {
-	var ts []stockTake
-	for _, o := range inserts {
-		i, found := slices.BinarySearchFunc(ts, o.VoucherID, func(t stockTake, id int64) int { return cmp.Compare(t.voucherID, id) })
-		if !found {
-			ts = slices.Insert(ts, i, stockTake{voucherID: o.VoucherID})
-		}
-		ts[i].n++
-	}
-	return ts
 }
 
 // createdAt is the creation time to store for o: its own, else now.

@@ -118,7 +118,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	logger.Info("seckill listening", "url", base, "mode", c.Mode, "embedded", embedded, "version", version)
 
 	<-ctx.Done()
-	logger.Info("shutting down: finishing requests in flight", "grace", c.ShutdownTimeout)
+	logger.Info("shutting down: finishing requests in flight", "grace", c.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
