@@ -39,6 +39,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	if len(down) > 0 {
+		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, struct {
 			errorBody
 			Checks map[string]string `json:"checks"`

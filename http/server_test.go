@@ -248,6 +248,9 @@ func TestReadyzWhenRedisIsDown(t *testing.T) {
 	kill()
 	res := e.do("GET", "/readyz", "", nil)
 	e.wantError(res, 503, "unavailable")
+	if res.header.Get("Retry-After") == "" {
+		t.Error("/readyz 503 without Retry-After")
+	}
 	if checks, _ := res.body["checks"].(map[string]any); checks["redis"] != "down" || checks["db"] != "ok" {
 		t.Errorf("/readyz checks = %v, want redis down and db ok", res.body["checks"])
 	}

@@ -23,14 +23,7 @@ const adminPhone = "admin"
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var c Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	c.httpFlags(fs)
-	c.redisFlags(fs)
-	c.dbFlags(fs)
-	c.secretFlags(fs)
-	c.logFlags(fs)
-	fs.StringVar(&c.Mode, "mode", "stream", "order pipeline: stream (sync and queue are not built yet)")
-	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")
-	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of login tokens and of the admin token the embedded default prints")
+	serveFlags(fs, &c)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
@@ -126,6 +119,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	logger.Info("seckill stopped")
 	return nil
+}
+
+// serveFlags registers every setting of serve.
+func serveFlags(fs *flag.FlagSet, c *Config) {
+	c.httpFlags(fs)
+	c.redisFlags(fs)
+	c.dbFlags(fs)
+	c.secretFlags(fs)
+	c.logFlags(fs)
+	fs.StringVar(&c.Mode, "mode", "stream", "order pipeline: stream (sync and queue are not built yet)")
+	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")
+	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of login tokens and of the admin token the embedded default prints")
 }
 
 // baseURL is the URL a local client reaches addr at.
