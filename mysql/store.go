@@ -29,6 +29,10 @@ const DefaultMaxConns = 20
 // limit.
 const defaultLimit = 100
 
+// defaultPageLimit is how many orders VoucherOrders returns when given no
+// limit: pages of a rebuild, read by the thousand.
+const defaultPageLimit = 1000
+
 // Store is a [seckill.Store] on one MySQL or MariaDB database.
 type Store struct {
 	db *sql.DB

@@ -16,13 +16,59 @@ import (
 
 const orderColumns = `id, user_id, voucher_id, status, reason, created_at`
 
+// Created orders are the rows of orders, failed ones those of
+// failed_orders. An id can be in both (FailOrder and SaveOrders racing, or
+// a failed order saved later on a retry); it is created, so the reads take
+// a failed order only if it is notCreated. Each read is one statement, so
+// that it sees both tables at one instant.
+const (
+	// failedOrderColumns are orderColumns of failed_orders f.
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at`
+	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
+
+	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders WHERE id = $1
+UNION ALL
+SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.id = $1 AND ` + notCreated
+	selectUserOrdersSQL = `SELECT ` + orderColumns + ` FROM orders WHERE user_id = $1
+UNION ALL
+SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = $1 AND ` + notCreated + `
+ORDER BY id DESC LIMIT $2`
+	countOrdersSQL = `SELECT count(*) FROM orders WHERE voucher_id = $1`
+	// selectVoucherOrdersSQL reads a page of voucher $1's orders after id
+	// $2 as a range of orders_voucher_id_id_idx (voucher_id, id): just the
+	// page, wherever it is. Written the plain way (voucher_id = $1 AND
+	// id > $2 ORDER BY id), it lets the planner walk the primary key
+	// instead, filtering out other vouchers' orders, which it does when it
+	// takes the voucher for a large share of the table: measured, the first
+	// page of a sale read the 100,000 orders of an earlier one, and the last
+	// page of a sale reads every order after it. The row comparison and
+	// ORDER BY voucher_id, id give the same rows in the same order, but only
+	// that index provides the order (with voucher_id = $1, the planner
+	// would drop voucher_id from the ORDER BY).
+	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders
+WHERE (voucher_id, id) > ($1, $2) AND voucher_id <= $1
+ORDER BY voucher_id, id LIMIT $3`
+	// selectOrderStatusesSQL reads the status of the ids in $1; run as
+	// planned.
+	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id = ANY($1::bigint[])
+UNION ALL
+SELECT f.id, 'failed' FROM failed_orders f WHERE f.id = ANY($1::bigint[]) AND ` + notCreated
+
+	// insertFailedOrderSQL records a failed order unless its id is in
+	// either table. The conflict names the primary key, so that any other
+	// violation still fails; it never waits for or hides a row of orders
+	// (MVCC), and a concurrent insert of the id makes it wait for that
+	// insert to commit, then do nothing. The reason is text, not cast to
+	// varchar(500), which would cut it silently.
+	insertFailedOrderSQL = `INSERT INTO failed_orders (id, user_id, voucher_id, reason, created_at, failed_at)
+SELECT $1::bigint, $2::bigint, $3::bigint, $4::text, $5::timestamptz, $6::timestamptz
+WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = $1)
+ON CONFLICT (id) DO NOTHING`
+)
+
 // The statements of SaveOrders take a batch as arrays, one per column, so
 // that their text is fixed whatever the batch's size.
 const (
-	selectOrderSQL      = `SELECT ` + orderColumns + ` FROM orders WHERE id = $1`
-	selectUserOrdersSQL = `SELECT ` + orderColumns + ` FROM orders WHERE user_id = $1 ORDER BY id DESC LIMIT $2`
-	countOrdersSQL      = `SELECT count(*) FROM orders WHERE voucher_id = $1`
-
 	// selectClashingOrdersSQL finds the stored orders that share an id or a
 	// (user, voucher) pair with a batch: $1 the ids, $2 and $3 the pairs.
 	// The LIMIT 1 (the pair is unique anyway) keeps the planner from
@@ -64,6 +110,8 @@ RETURNING v.id`
 // within 80,000 orders. Planning costs a fraction of a millisecond.
 // (plan_cache_mode=force_custom_plan on the connection would do it too, but
 // replans every foreign key check of every inserted row: 35% slower.)
+// The reads whose best plan depends on their arguments (VoucherOrders,
+// OrderStatuses) run this way too.
 const planned = pgx.QueryExecModeCacheDescribe
 
 // saveAttempts is how many times SaveOrders runs its transaction when a
@@ -200,8 +248,32 @@ func stockError(ctx context.Context, tx pgx.Tx, takes []orderbatch.Take, taken [
 	return fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", short.VoucherID, stock, short.N, seckill.ErrSoldOut)
 }
 
-// Order returns the order with the id, or an error wrapping
-// [seckill.ErrOrderNotFound].
+// FailOrder records o as failed with o.Reason (see [orderbatch.Reason]),
+// unless an order with its id is already recorded, created or failed: then
+// it changes nothing, so that the first reason stays. It does not touch the
+// stock: a failed order never took any in the database. A SaveOrders of the
+// id committing at the same time can leave the id in both tables, which
+// reads as created.
+func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) error {
+	if o == nil {
+		return fmt.Errorf("postgres: fail order: %w: nil order", seckill.ErrInvalidArgument)
+	}
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, insertFailedOrderSQL,
+			o.ID, o.UserID, o.VoucherID, orderbatch.Reason(o.Reason), createdAt(o), now())
+		return err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case isForeignKeyViolation(err):
+		return fmt.Errorf("postgres: fail order %d: voucher %d: %w: %w", o.ID, o.VoucherID, seckill.ErrVoucherNotFound, err)
+	}
+	return fmt.Errorf("postgres: fail order %d: %w", o.ID, dbErr(err))
+}
+
+// Order returns the order with the id, created or failed, or an error
+// wrapping [seckill.ErrOrderNotFound].
 func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
 	var o *seckill.Order
 	err := s.with(ctx, func(conn *pgx.Conn) error {
@@ -218,29 +290,50 @@ func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
 	return o, nil
 }
 
-// UserOrders returns up to limit of the user's orders, newest first (order
-// ids grow with time); limit <= 0 means 100.
+// UserOrders returns up to limit of the user's orders, created and failed,
+// newest first (order ids grow with time); limit <= 0 means 100.
 func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	var os []*seckill.Order
-	err := s.with(ctx, func(conn *pgx.Conn) error {
-		rows, err := conn.Query(ctx, selectUserOrdersSQL, userID, limit)
-		if err != nil {
-			return err
-		}
-		os, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*seckill.Order, error) { return scanOrder(row) })
-		return err
-	})
+	os, err := s.queryOrders(ctx, selectUserOrdersSQL, userID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: orders of user %d: %w", userID, dbErr(err))
 	}
 	return os, nil
 }
 
-// CountOrders returns how many orders of the voucher the database holds,
-// whatever their status.
+// VoucherOrders returns up to limit created orders of the voucher with ids
+// above afterID, by id ascending; limit <= 0 means 1000. Each page costs
+// the same however far into the voucher's orders it is.
+func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
+	if limit <= 0 {
+		limit = defaultPageLimit
+	}
+	os, err := s.queryOrders(ctx, selectVoucherOrdersSQL, planned, voucherID, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: orders of voucher %d after %d: %w", voucherID, afterID, dbErr(err))
+	}
+	return os, nil
+}
+
+// queryOrders runs a query of orderColumns and reads its rows.
+func (s *Store) queryOrders(ctx context.Context, query string, args ...any) ([]*seckill.Order, error) {
+	var os []*seckill.Order
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		os, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*seckill.Order, error) { return scanOrder(row) })
+		return err
+	})
+	return os, err
+}
+
+// CountOrders returns how many created orders of the voucher the database
+// holds: the rows of orders, the stock they took. Failed orders are in
+// failed_orders and do not count.
 func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error) {
 	var n int64
 	err := s.with(ctx, func(conn *pgx.Conn) error {
@@ -250,6 +343,35 @@ func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error)
 		return 0, fmt.Errorf("postgres: count orders of voucher %d: %w", voucherID, dbErr(err))
 	}
 	return n, nil
+}
+
+// OrderStatuses returns the status of each of ids that the database holds,
+// created or failed (created when both); ids it does not hold are absent.
+// The ids go as one array, whatever their number.
+func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error) {
+	statuses := make(map[int64]seckill.OrderStatus, len(ids))
+	if len(ids) == 0 {
+		return statuses, nil
+	}
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, selectOrderStatusesSQL, planned, ids)
+		if err != nil {
+			return err
+		}
+		var (
+			id     int64
+			status seckill.OrderStatus
+		)
+		_, err = pgx.ForEachRow(rows, []any{&id, &status}, func() error {
+			statuses[id] = status
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: order statuses: %w", dbErr(err))
+	}
+	return statuses, nil
 }
 
 // scanOrder reads the orderColumns of one row.

@@ -27,6 +27,10 @@ const DefaultMaxConns = 20
 // limit.
 const defaultLimit = 100
 
+// defaultPageLimit is how many orders VoucherOrders returns when given no
+// limit: pages of a rebuild, read by the thousand.
+const defaultPageLimit = 1000
+
 // Store is a [seckill.Store] on one PostgreSQL database (and schema).
 type Store struct {
 	pool *pgxpool.Pool

@@ -15,11 +15,51 @@ import (
 
 const orderColumns = `id, user_id, voucher_id, status, reason, created_at`
 
+// Created orders are the rows of orders, failed ones those of
+// failed_orders. An id can be in both (a failed order saved later on a
+// retry); it is created, so the reads take a failed order only if it is
+// notCreated. Each read is one statement, so that it sees both tables at
+// one instant.
 const (
-	selectOrderSQL      = `SELECT ` + orderColumns + ` FROM orders WHERE id = ?`
-	selectUserOrdersSQL = `SELECT ` + orderColumns + ` FROM orders WHERE user_id = ? ORDER BY id DESC LIMIT ?`
-	countOrdersSQL      = `SELECT count(*) FROM orders WHERE voucher_id = ?`
+	// failedOrderColumns are orderColumns of failed_orders f.
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at`
+	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
+	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders WHERE id = ?1
+UNION ALL
+SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.id = ?1 AND ` + notCreated
+	selectUserOrdersSQL = `SELECT ` + orderColumns + ` FROM orders WHERE user_id = ?1
+UNION ALL
+SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ?1 AND ` + notCreated + `
+ORDER BY id DESC LIMIT ?2`
+	countOrdersSQL = `SELECT count(*) FROM orders WHERE voucher_id = ?`
+	// selectVoucherOrdersSQL reads a page of a voucher's orders as a range
+	// of orders_voucher_id, which ends with the rowid (id): just the page,
+	// wherever it is. With statistics (ANALYZE, PRAGMA optimize) SQLite may
+	// walk the primary key instead, filtering out other vouchers' orders:
+	// the first page of a sale then reads every order of the sales before
+	// it. INDEXED BY rules that out, and fails the statement if the index
+	// is gone.
+	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders INDEXED BY orders_voucher_id
+WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?`
+	// selectOrderStatusesSQL reads the status of ids; %[1]s is one '?' per
+	// id, and the ids are passed twice.
+	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id IN (%[1]s)
+UNION ALL
+SELECT f.id, 'failed' FROM failed_orders f WHERE f.id IN (%[1]s) AND ` + notCreated
+
+	// insertFailedOrderSQL records a failed order unless its id is in
+	// either table; the conflict names the primary key, so that any other
+	// violation still fails. (The WHERE is what lets SQLite parse an
+	// upsert after a SELECT.) One statement, under the write lock: atomic.
+	insertFailedOrderSQL = `INSERT INTO failed_orders (id, user_id, voucher_id, reason, created_at, failed_at)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6
+WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = ?1)
+ON CONFLICT (id) DO NOTHING`
+)
+
+// The statements of SaveOrders.
+const (
 	// selectClashingOrdersSQL finds the stored orders that share an id or a
 	// (user, voucher) pair with a batch; %[1]s is one '?' per order and
 	// %[2]s one '(?, ?)' per order.
@@ -166,8 +206,27 @@ func stockError(ctx context.Context, q querier, t orderbatch.Take) error {
 	return fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", t.VoucherID, stock, t.N, seckill.ErrSoldOut)
 }
 
-// Order returns the order with the id, or an error wrapping
-// [seckill.ErrOrderNotFound].
+// FailOrder records o as failed with o.Reason (see [orderbatch.Reason]),
+// unless an order with its id is already recorded, created or failed: then
+// it changes nothing, so that the first reason stays. It does not touch the
+// stock: a failed order never took any in the database.
+func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) error {
+	if o == nil {
+		return fmt.Errorf("sqlite: fail order: %w: nil order", seckill.ErrInvalidArgument)
+	}
+	_, err := s.db.ExecContext(ctx, insertFailedOrderSQL,
+		o.ID, o.UserID, o.VoucherID, orderbatch.Reason(o.Reason), micros(createdAt(o)), micros(now()))
+	switch {
+	case err == nil:
+		return nil
+	case isForeignKeyViolation(err):
+		return fmt.Errorf("sqlite: fail order %d: voucher %d: %w: %w", o.ID, o.VoucherID, seckill.ErrVoucherNotFound, err)
+	}
+	return fmt.Errorf("sqlite: fail order %d: %w", o.ID, dbErr(err))
+}
+
+// Order returns the order with the id, created or failed, or an error
+// wrapping [seckill.ErrOrderNotFound].
 func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
 	o, err := scanOrder(s.db.QueryRowContext(ctx, selectOrderSQL, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -179,39 +238,102 @@ func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
 	return o, nil
 }
 
-// UserOrders returns up to limit of the user's orders, newest first (order
-// ids grow with time); limit <= 0 means 100.
+// UserOrders returns up to limit of the user's orders, created and failed,
+// newest first (order ids grow with time); limit <= 0 means 100.
 func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	rows, err := s.db.QueryContext(ctx, selectUserOrdersSQL, userID, limit)
+	os, err := queryOrders(ctx, s.db, selectUserOrdersSQL, userID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: orders of user %d: %w", userID, dbErr(err))
-	}
-	defer rows.Close()
-	var os []*seckill.Order
-	for rows.Next() {
-		o, err := scanOrder(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: orders of user %d: %w", userID, dbErr(err))
-		}
-		os = append(os, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: orders of user %d: %w", userID, dbErr(err))
+		return nil, fmt.Errorf("sqlite: orders of user %d: %w", userID, err)
 	}
 	return os, nil
 }
 
-// CountOrders returns how many orders of the voucher the database holds,
-// whatever their status.
+// VoucherOrders returns up to limit created orders of the voucher with ids
+// above afterID, by id ascending; limit <= 0 means 1000. Each page costs
+// the same however far into the voucher's orders it is.
+func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
+	if limit <= 0 {
+		limit = defaultPageLimit
+	}
+	os, err := queryOrders(ctx, s.db, selectVoucherOrdersSQL, voucherID, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: orders of voucher %d after %d: %w", voucherID, afterID, err)
+	}
+	return os, nil
+}
+
+// CountOrders returns how many created orders of the voucher the database
+// holds: the rows of orders, the stock they took. Failed orders are in
+// failed_orders and do not count.
 func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error) {
 	var n int64
 	if err := s.db.QueryRowContext(ctx, countOrdersSQL, voucherID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlite: count orders of voucher %d: %w", voucherID, dbErr(err))
 	}
 	return n, nil
+}
+
+// OrderStatuses returns the status of each of ids that the database holds,
+// created or failed (created when both); ids it does not hold are absent.
+// It reads batchChunk ids per statement.
+func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error) {
+	statuses := make(map[int64]seckill.OrderStatus, len(ids))
+	for chunk := range slices.Chunk(ids, batchChunk) {
+		args := make([]any, 0, 2*len(chunk))
+		for range 2 {
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+		}
+		if err := readStatuses(ctx, s.db, statuses, fmt.Sprintf(selectOrderStatusesSQL, placeholders("?", len(chunk))), args); err != nil {
+			return nil, fmt.Errorf("sqlite: order statuses: %w", err)
+		}
+	}
+	return statuses, nil
+}
+
+// readStatuses adds to statuses the (id, status) rows of query.
+func readStatuses(ctx context.Context, q querier, statuses map[int64]seckill.OrderStatus, query string, args []any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return dbErr(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id     int64
+			status seckill.OrderStatus
+		)
+		if err := rows.Scan(&id, &status); err != nil {
+			return dbErr(err)
+		}
+		statuses[id] = status
+	}
+	return dbErr(rows.Err())
+}
+
+// queryOrders runs a query of orderColumns and reads its rows.
+func queryOrders(ctx context.Context, q querier, query string, args ...any) ([]*seckill.Order, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	var os []*seckill.Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, dbErr(err)
+		}
+		os = append(os, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr(err)
+	}
+	return os, nil
 }
 
 // scanOrder reads the orderColumns of one row.

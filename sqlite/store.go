@@ -36,6 +36,10 @@ const busyTimeout = 5 * time.Second
 // limit.
 const defaultLimit = 100
 
+// defaultPageLimit is how many orders VoucherOrders returns when given no
+// limit: pages of a rebuild, read by the thousand.
+const defaultPageLimit = 1000
+
 // Store is a [seckill.Store] on one SQLite database file.
 type Store struct {
 	db *sql.DB

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -514,9 +515,250 @@ func (s suite) testCountOrders(t *testing.T) {
 	w := newVoucher(t, st, 10)
 	checkStock(t, st, v.ID, 10, 0)
 	save(t, st, slices.Concat(orders(3, 1, v.ID), orders(1, 1, w.ID))...)
+	// Failed orders are not counted.
+	fail(t, st, order(50, v.ID), "failed")
 	checkStock(t, st, v.ID, 7, 3)
 	checkStock(t, st, w.ID, 9, 1)
 	if n := countOrders(t, st, w.ID+1000); n != 0 {
 		t.Errorf("CountOrders of an unknown voucher = %d; want 0", n)
 	}
+}
+
+func (s suite) testUserOrdersWithFailed(t *testing.T) {
+	st := s.store(t)
+	const buyer, other = 7, 8
+	var vs []*seckill.Voucher
+	for range 6 {
+		vs = append(vs, newVoucher(t, st, 10))
+	}
+	// Ids grow in the order the orders are made; created and failed
+	// interleave, and other buyers' orders are in between.
+	c1 := order(buyer, vs[0].ID)
+	f1 := order(buyer, vs[1].ID)
+	otherFailed := order(other, vs[1].ID)
+	c2 := order(buyer, vs[2].ID)
+	f2 := order(buyer, vs[3].ID)
+	otherCreated := order(other, vs[3].ID)
+	f3 := order(buyer, vs[4].ID)    // the buyer tried again after it failed:
+	again := order(buyer, vs[4].ID) // created
+	both := order(buyer, vs[5].ID)  // failed, then saved: created, once
+	save(t, st, c1, otherCreated)
+	fail(t, st, f1, "f1")
+	fail(t, st, otherFailed, "other")
+	save(t, st, c2)
+	fail(t, st, f2, "f2")
+	fail(t, st, f3, "f3")
+	save(t, st, again)
+	fail(t, st, both, "both")
+	save(t, st, both)
+
+	mine := []*seckill.Order{stored(both), stored(again), failedAs(f3, "f3"), failedAs(f2, "f2"), stored(c2), failedAs(f1, "f1"), stored(c1)}
+	for _, tc := range []struct {
+		limit int
+		want  []*seckill.Order
+	}{
+		{0, mine},
+		{-1, mine},
+		{100, mine},
+		{len(mine), mine},
+		// The order in both tables counts once against the limit.
+		{1, mine[:1]},
+		{2, mine[:2]},
+		{3, mine[:3]},
+		{5, mine[:5]},
+	} {
+		checkUserOrders(t, st, buyer, tc.limit, tc.want)
+	}
+	checkUserOrders(t, st, other, 0, []*seckill.Order{stored(otherCreated), failedAs(otherFailed, "other")})
+}
+
+// walkVoucherOrders reads the voucher's orders page by page, limit at a
+// time, checking each page, and returns them all.
+func walkVoucherOrders(t *testing.T, st seckill.Store, voucherID int64, limit int) []*seckill.Order {
+	t.Helper()
+	var all []*seckill.Order
+	var after int64
+	for page := 0; ; page++ {
+		got, err := st.VoucherOrders(t.Context(), voucherID, after, limit)
+		if err != nil {
+			t.Fatalf("VoucherOrders(%d, %d, %d): %v", voucherID, after, limit, err)
+		}
+		if len(got) > limit {
+			t.Fatalf("VoucherOrders(%d, %d, %d) returned %d orders", voucherID, after, limit, len(got))
+		}
+		for _, o := range got {
+			if o.ID <= after {
+				t.Fatalf("page %d after %d has order %d: not after it, or not in id order", page, after, o.ID)
+			}
+			after = o.ID
+			checkUTC(t, "VoucherOrders", o.CreatedAt)
+		}
+		all = append(all, got...)
+		if len(got) < limit {
+			return all
+		}
+		if page > 1000 {
+			t.Fatal("VoucherOrders keeps returning pages")
+		}
+	}
+}
+
+func (s suite) testVoucherOrders(t *testing.T) {
+	st := s.store(t)
+	v := newVoucher(t, st, 1000)
+	w := newVoucher(t, st, 1000)
+	var want []*seckill.Order
+	// Created orders of v in several batches, orders of w and failed
+	// orders of v in between.
+	first := orders(40, 1, v.ID)
+	save(t, st, slices.Concat(first, orders(10, 1, w.ID))...)
+	for _, o := range first {
+		want = append(want, stored(o))
+	}
+	for i := range 10 {
+		fail(t, st, order(int64(1000+i), v.ID), "failed")
+	}
+	both := order(500, v.ID)
+	fail(t, st, both, "failed, then saved")
+	save(t, st, both)
+	want = append(want, stored(both))
+	fail(t, st, order(2000, w.ID), "failed")
+	second := orders(45, 100, v.ID)
+	save(t, st, slices.Concat(orders(5, 100, w.ID), second)...)
+	for _, o := range second {
+		want = append(want, stored(o))
+	}
+	fail(t, st, order(3000, v.ID), "failed after the rest")
+
+	for _, limit := range []int{1, 7, len(want), len(want) + 1} {
+		if diff := cmp.Diff(want, walkVoucherOrders(t, st, v.ID, limit)); diff != "" {
+			t.Errorf("VoucherOrders of v, %d at a time (-want +got):\n%s", limit, diff)
+		}
+	}
+	for _, tc := range []struct {
+		after int64
+		limit int
+		want  []*seckill.Order
+	}{
+		{0, 0, want},
+		{0, -1, want},
+		{want[10].ID, 5, want[11:16]},
+		{want[10].ID - 1, 1, want[10:11]},
+		{want[len(want)-1].ID, 10, nil},
+		{-1 << 62, 3, want[:3]},
+	} {
+		got, err := st.VoucherOrders(t.Context(), v.ID, tc.after, tc.limit)
+		if err != nil {
+			t.Fatalf("VoucherOrders(%d, %d): %v", tc.after, tc.limit, err)
+		}
+		if diff := cmp.Diff(orderIDs(tc.want), orderIDs(got)); diff != "" {
+			t.Errorf("VoucherOrders(after %d, limit %d) ids (-want +got):\n%s", tc.after, tc.limit, diff)
+		}
+	}
+	if got := walkVoucherOrders(t, st, w.ID, 4); len(got) != 15 {
+		t.Errorf("VoucherOrders of w: %d orders; want 15", len(got))
+	}
+	if got := walkVoucherOrders(t, st, w.ID+1000, 4); len(got) != 0 {
+		t.Errorf("VoucherOrders of an unknown voucher = %v; want none", orderIDs(got))
+	}
+}
+
+func (s suite) testVoucherOrdersDefaultLimit(t *testing.T) {
+	st := s.store(t)
+	v := newVoucher(t, st, 1100)
+	os := orders(1100, 1, v.ID)
+	save(t, st, os...)
+	for _, limit := range []int{0, -1} {
+		got, err := st.VoucherOrders(t.Context(), v.ID, 0, limit)
+		if err != nil {
+			t.Fatalf("VoucherOrders: %v", err)
+		}
+		if diff := cmp.Diff(orderIDs(os[:1000]), orderIDs(got)); diff != "" {
+			t.Errorf("VoucherOrders(limit %d) ids (-want +got):\n%s", limit, diff)
+		}
+	}
+	got, err := st.VoucherOrders(t.Context(), v.ID, os[999].ID, 0)
+	if err != nil {
+		t.Fatalf("VoucherOrders: %v", err)
+	}
+	if diff := cmp.Diff(orderIDs(os[1000:]), orderIDs(got)); diff != "" {
+		t.Errorf("VoucherOrders of the second page ids (-want +got):\n%s", diff)
+	}
+}
+
+func (s suite) testOrderStatuses(t *testing.T) {
+	st := s.store(t)
+	v := newVoucher(t, st, 10)
+	w := newVoucher(t, st, 10)
+	a, b, onW := order(1, v.ID), order(2, v.ID), order(1, w.ID)
+	save(t, st, a, b, onW)
+	f := order(3, v.ID)
+	fail(t, st, f, "failed")
+	both := order(4, v.ID)
+	fail(t, st, both, "failed, then saved")
+	save(t, st, both)
+	unknown := nextID()
+
+	ids := []int64{unknown, a.ID, f.ID, both.ID, onW.ID, 0, -1, a.ID, f.ID}
+	want := map[int64]seckill.OrderStatus{
+		a.ID:    seckill.OrderCreated,
+		f.ID:    seckill.OrderFailed,
+		both.ID: seckill.OrderCreated,
+		onW.ID:  seckill.OrderCreated,
+	}
+	checkStatuses(t, st, ids, want)
+	checkStatuses(t, st, []int64{f.ID}, map[int64]seckill.OrderStatus{f.ID: seckill.OrderFailed})
+	checkStatuses(t, st, []int64{unknown}, map[int64]seckill.OrderStatus{})
+}
+
+func (s suite) testOrderStatusesEmpty(t *testing.T) {
+	st := s.store(t)
+	// Closed, the store cannot query: an empty list must not need to.
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, ids := range [][]int64{nil, {}} {
+		got, err := st.OrderStatuses(t.Context(), ids)
+		if err != nil || len(got) != 0 {
+			t.Errorf("OrderStatuses(%v) = %v, %v; want none and no error, without a query", ids, got, err)
+		}
+	}
+}
+
+func (s suite) testOrderStatusesLarge(t *testing.T) {
+	st := s.store(t)
+	v := newVoucher(t, st, 2000)
+	// 1,200 created, 300 failed, 100 failed then created, 1,400 unknown:
+	// more than one statement's worth on a backend that limits them.
+	created := orders(1200, 1, v.ID)
+	failed := orders(400, 2000, v.ID)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for _, o := range failed[i*100 : (i+1)*100] {
+				if err := st.FailOrder(t.Context(), o); err != nil {
+					t.Errorf("FailOrder: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	save(t, st, slices.Concat(created, failed[300:])...)
+
+	want := map[int64]seckill.OrderStatus{}
+	var ids []int64
+	for _, o := range slices.Concat(created, failed[300:]) {
+		want[o.ID] = seckill.OrderCreated
+		ids = append(ids, o.ID)
+	}
+	for _, o := range failed[:300] {
+		want[o.ID] = seckill.OrderFailed
+		ids = append(ids, o.ID)
+	}
+	for range 1400 {
+		ids = append(ids, nextID())
+	}
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	checkStatuses(t, st, ids, want)
 }

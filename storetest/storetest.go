@@ -73,7 +73,22 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"SaveOrders/ConcurrentNoOversell", s.testSaveOrdersConcurrentNoOversell},
 		{"Order/NotFound", s.testOrderNotFound},
 		{"UserOrders/OrderAndLimit", s.testUserOrders},
+		{"UserOrders/CreatedAndFailed", s.testUserOrdersWithFailed},
 		{"CountOrders", s.testCountOrders},
+		{"FailOrder/ThenOrder", s.testFailOrder},
+		{"FailOrder/TwiceKeepsFirst", s.testFailOrderTwice},
+		{"FailOrder/CreatedUnchanged", s.testFailOrderCreated},
+		{"FailOrder/Concurrent", s.testFailOrderConcurrent},
+		{"FailOrder/RacingSaveOrders", s.testFailOrderRacingSave},
+		{"FailOrder/FreesBuyerAndStock", s.testFailOrderFreesBuyer},
+		{"FailOrder/LongUnicodeReason", s.testFailOrderLongReason},
+		{"FailOrder/Invalid", s.testFailOrderInvalid},
+		{"FailOrder/ThenSaved", s.testFailedThenSaved},
+		{"VoucherOrders/Pages", s.testVoucherOrders},
+		{"VoucherOrders/DefaultLimit", s.testVoucherOrdersDefaultLimit},
+		{"OrderStatuses/Mixed", s.testOrderStatuses},
+		{"OrderStatuses/EmptyNeedsNoQuery", s.testOrderStatusesEmpty},
+		{"OrderStatuses/Large", s.testOrderStatusesLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,6 +1,7 @@
 // Package orderbatch holds the rules every store's SaveOrders applies to a
 // batch of orders: which to insert given the orders already stored, and
-// how much each voucher's stock drops.
+// how much each voucher's stock drops; and the one FailOrder applies to a
+// failed order's reason.
 package orderbatch
 
 import (
