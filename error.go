@@ -24,6 +24,11 @@ var (
 	ErrUnavailable     = errors.New("service unavailable")
 )
 
+// ErrVoucherNotLoaded says that Redis holds no stock or window for a
+// voucher: Redis lost it, or never had it. Admission rebuilds the voucher
+// from the database before it admits again (G6). It never reaches a client.
+var ErrVoucherNotLoaded = errors.New("voucher not loaded in Redis")
+
 // ErrTransient marks a failure worth retrying as it is: a lost connection,
 // a deadlock, a lock wait timeout, a serialization failure. Stores wrap such
 // errors with it; it never reaches a client.

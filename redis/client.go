@@ -31,6 +31,10 @@ type Config struct {
 	// Prefix starts every key, so that several deployments or tests can
 	// share one Redis. Default DefaultPrefix.
 	Prefix string
+	// Embedded says that URL is the embedded server of a running seckill
+	// serve, reached by a command line tool: scripts run without their
+	// shebang line there and it has no eviction policy to check.
+	Embedded bool
 }
 
 // Client is seckill's connection to Redis. It implements
@@ -58,9 +62,19 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("redis: parse URL: %w", err)
 	}
-	c, err := open(opt, cfg.Prefix, false, logger)
+	if cfg.Embedded {
+		opt.ForceSingleClient = true
+	}
+	c, err := open(opt, cfg.Prefix, cfg.Embedded, logger)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Embedded {
+		if err := c.Ping(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
 	}
 	if err := c.checkEviction(ctx); err != nil {
 		c.Close()
@@ -123,7 +137,7 @@ func (c *Client) Close() {
 // Ping checks that Redis answers.
 func (c *Client) Ping(ctx context.Context) error {
 	if err := c.rdb.Do(ctx, c.rdb.B().Ping().Build()).Error(); err != nil {
-		return unavailable("ping", err)
+		return redisErr("ping", err)
 	}
 	return nil
 }
@@ -132,7 +146,7 @@ func (c *Client) checkEviction(ctx context.Context) error {
 	m, err := c.rdb.Do(ctx, c.rdb.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
 	if err != nil {
 		if isNetwork(err) {
-			return unavailable("read maxmemory-policy", err)
+			return redisErr("read maxmemory-policy", err)
 		}
 		c.logger.Warn("cannot read Redis maxmemory-policy; make sure it is noeviction, or a full Redis will drop stock and buyers", "err", err)
 		return nil
@@ -144,9 +158,26 @@ func (c *Client) checkEviction(ctx context.Context) error {
 	return nil
 }
 
-// unavailable wraps a Redis failure as ErrUnavailable: the client may retry.
-func unavailable(op string, err error) error {
+// redisErr wraps a failed call. A failure to talk to Redis, or an answer
+// that says to wait (out of memory, busy, loading, a failover), is
+// ErrUnavailable: trying again may work. Any other error answer (a wrong
+// type, a script error) would only fail again, and is not.
+func redisErr(op string, err error) error {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) && !retryable(re.Error()) {
+		return fmt.Errorf("redis: %s: %w", op, err)
+	}
 	return fmt.Errorf("redis: %s: %w: %w", op, seckill.ErrUnavailable, err)
+}
+
+// retryable reports an error answer that a later try may not get.
+func retryable(msg string) bool {
+	for _, prefix := range []string{"OOM", "BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "MISCONF"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // isNetwork reports whether err is a failure to talk to Redis rather than

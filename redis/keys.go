@@ -3,8 +3,9 @@ package redis
 import "strconv"
 
 // keyspace builds every key this package touches. All keys of one voucher
-// share the hash tag {v<id>} and all keys of one phone share {<phone>}, so
-// each script's keys live in one Cluster slot (DESIGN section 4).
+// share the hash tag {v<id>}, all keys of one phone share {<phone>}, and the
+// node leases live under {nodes}, so each script's keys live in one Cluster
+// slot (DESIGN section 4).
 type keyspace struct {
 	prefix string
 }
@@ -13,6 +14,9 @@ type keyspace struct {
 type voucherKeys struct {
 	Stock  string // string: units left to admit
 	Window string // hash: begin, end in unix milliseconds
+	Buyers string // hash: user id -> order id
+	Orders string // stream: admitted orders, read by the workers' group
+	DLQ    string // stream: order messages that could not be persisted
 }
 
 func (k keyspace) voucher(id int64) voucherKeys {
@@ -20,6 +24,9 @@ func (k keyspace) voucher(id int64) voucherKeys {
 	return voucherKeys{
 		Stock:  tag + "stock",
 		Window: tag + "window",
+		Buyers: tag + "buyers",
+		Orders: tag + "orders",
+		DLQ:    tag + "dlq",
 	}
 }
 
@@ -38,3 +45,6 @@ func (k keyspace) login(phone string) loginKeys {
 		Cooldown: tag + "cooldown",
 	}
 }
+
+// nodes is the hash of node-id leases for order ids.
+func (k keyspace) nodes() string { return k.prefix + ":{nodes}:leases" }

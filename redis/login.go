@@ -26,7 +26,7 @@ func (c *Client) IssueCode(ctx context.Context, phone, code string) error {
 		[]string{k.Code, k.Tries, k.Cooldown},
 		[]string{code, ms(CodeTTL), ms(CodeCooldown)}).AsInt64()
 	if err != nil {
-		return unavailable("issue login code", err)
+		return redisErr("issue login code", err)
 	}
 	if wait > 0 {
 		retry := time.Duration(wait) * time.Millisecond
@@ -46,7 +46,7 @@ func (c *Client) RedeemCode(ctx context.Context, phone, code string) error {
 		[]string{k.Code, k.Tries},
 		[]string{code, strconv.Itoa(CodeTries)}).AsInt64()
 	if err != nil {
-		return unavailable("redeem login code", err)
+		return redisErr("redeem login code", err)
 	}
 	switch {
 	case n == 0:

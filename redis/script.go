@@ -13,9 +13,18 @@ var scriptFiles embed.FS
 // scripts are the Lua scripts, each run by SHA with a fallback to EVAL on
 // NOSCRIPT (rueidis.Lua does that).
 type scripts struct {
-	loadVoucher *rueidis.Lua
-	issueCode   *rueidis.Lua
-	redeemCode  *rueidis.Lua
+	loadVoucher   *rueidis.Lua
+	issueCode     *rueidis.Lua
+	redeemCode    *rueidis.Lua
+	admit         *rueidis.Lua
+	deadLetter    *rueidis.Lua
+	stageBuyers   *rueidis.Lua
+	finishRebuild *rueidis.Lua
+	reapConsumer  *rueidis.Lua
+	countPersist  *rueidis.Lua
+	nodeAcquire   *rueidis.Lua
+	nodeRenew     *rueidis.Lua
+	nodeRelease   *rueidis.Lua
 }
 
 // loadScripts reads the embedded scripts. The embedded server rejects the
@@ -34,8 +43,17 @@ func loadScripts(embedded bool) scripts {
 		return rueidis.NewLuaScript(src)
 	}
 	return scripts{
-		loadVoucher: load("load_voucher"),
-		issueCode:   load("issue_code"),
-		redeemCode:  load("redeem_code"),
+		loadVoucher:   load("load_voucher"),
+		issueCode:     load("issue_code"),
+		redeemCode:    load("redeem_code"),
+		admit:         load("admit"),
+		deadLetter:    load("dead_letter"),
+		stageBuyers:   load("stage_buyers"),
+		finishRebuild: load("finish_rebuild"),
+		reapConsumer:  load("reap_consumer"),
+		countPersist:  load("count_persisted"),
+		nodeAcquire:   load("node_acquire"),
+		nodeRenew:     load("node_renew"),
+		nodeRelease:   load("node_release"),
 	}
 }

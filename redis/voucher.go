@@ -11,18 +11,20 @@ import (
 )
 
 // LoadVoucher writes the voucher's sale window and, when Redis has no stock
-// for it, its stock, in one script call.
+// for it, its stock, and makes its stream's consumer group, in one script
+// call.
 func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, error) {
 	k := c.keys.voucher(v.ID)
 	n, err := c.scripts.loadVoucher.Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Window},
+		[]string{k.Stock, k.Window, k.Orders},
 		[]string{
 			strconv.FormatInt(v.Stock, 10),
 			strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
 			strconv.FormatInt(v.EndTime.UnixMilli(), 10),
+			Group,
 		}).AsInt64()
 	if err != nil {
-		return false, unavailable(fmt.Sprintf("load voucher %d", v.ID), err)
+		return false, redisErr(fmt.Sprintf("load voucher %d", v.ID), err)
 	}
 	return n == 1, nil
 }
@@ -43,7 +45,7 @@ func (c *Client) Remaining(ctx context.Context, ids ...int64) (map[int64]int64, 
 			continue
 		}
 		if err != nil {
-			return nil, unavailable("read remaining stock", err)
+			return nil, redisErr("read remaining stock", err)
 		}
 		left[ids[i]] = n
 	}

@@ -1,0 +1,207 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+)
+
+// onSale returns a voucher whose sale began a minute ago and ends in an hour.
+func onSale(id, stock int64) *seckill.Voucher {
+	now := time.Now()
+	return &seckill.Voucher{ID: id, Stock: stock, InitialStock: stock, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)}
+}
+
+// mustLoad loads v and fails the test unless it set the stock.
+func mustLoad(t *testing.T, c *Client, v *seckill.Voucher) {
+	t.Helper()
+	loaded, err := c.LoadVoucher(context.Background(), v)
+	if err != nil || !loaded {
+		t.Fatalf("LoadVoucher(%d) = %v, %v; want true, nil", v.ID, loaded, err)
+	}
+}
+
+// mustAdmit admits user with order and fails the test otherwise.
+func mustAdmit(t *testing.T, c *Client, voucherID, userID, orderID int64) {
+	t.Helper()
+	if err := c.Admit(context.Background(), voucherID, userID, orderID); err != nil {
+		t.Fatalf("Admit(voucher %d, user %d, order %d): %v", voucherID, userID, orderID, err)
+	}
+}
+
+// do runs a raw command and fails the test on an error other than nil.
+func do(t testing.TB, c *Client, cmd ...string) rueidis.RedisResult {
+	t.Helper()
+	res := c.rdb.Do(context.Background(), c.rdb.B().Arbitrary(cmd...).Build())
+	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatalf("%v: %v", cmd, err)
+	}
+	return res
+}
+
+// stock returns the voucher's stock key's value, or -1 if it is absent.
+func stock(t *testing.T, c *Client, voucherID int64) int64 {
+	t.Helper()
+	n, err := do(t, c, "GET", c.keys.voucher(voucherID).Stock).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return -1
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// hash returns a hash's fields; empty when it is absent.
+func hash(t *testing.T, c *Client, key string) map[string]string {
+	t.Helper()
+	m, err := do(t, c, "HGETALL", key).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// entries returns a stream's entries, oldest first.
+func entries(t *testing.T, c *Client, key string) []rueidis.XRangeEntry {
+	t.Helper()
+	e, err := do(t, c, "XRANGE", key, "-", "+").AsXRange()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// xlen returns a stream's length.
+func xlen(t *testing.T, c *Client, key string) int64 {
+	t.Helper()
+	n, err := do(t, c, "XLEN", key).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// pel is one entry of a group's pending entries list.
+type pel struct {
+	Consumer   string
+	Deliveries int64
+}
+
+// pending returns the pending entries of the voucher's group by entry id.
+func pending(t *testing.T, c *Client, voucherID int64) map[string]pel {
+	t.Helper()
+	rows, err := do(t, c, "XPENDING", c.keys.voucher(voucherID).Orders, Group, "-", "+", "1000").ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]pel{}
+	for _, r := range rows {
+		f, err := r.ToArray()
+		if err != nil || len(f) != 4 {
+			t.Fatalf("XPENDING row %v: %v", r, err)
+		}
+		id, _ := f[0].ToString()
+		consumer, _ := f[1].ToString()
+		n, _ := f[3].AsInt64()
+		got[id] = pel{consumer, n}
+	}
+	return got
+}
+
+// consumers returns the names of the voucher's group's consumers, sorted,
+// with their idle times.
+func consumers(t *testing.T, c *Client, voucherID int64) ([]string, map[string]time.Duration) {
+	t.Helper()
+	rows, err := do(t, c, "XINFO", "CONSUMERS", c.keys.voucher(voucherID).Orders, Group).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	idle := map[string]time.Duration{}
+	for _, r := range rows {
+		m, err := r.AsMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nameMsg, idleMsg := m["name"], m["idle"]
+		name, _ := nameMsg.ToString()
+		ms, _ := idleMsg.AsInt64()
+		names = append(names, name)
+		idle[name] = time.Duration(ms) * time.Millisecond
+	}
+	sort.Strings(names)
+	return names, idle
+}
+
+// msg is an OrderMessage that cmp can compare: its error as text.
+type msg struct {
+	EntryID    string
+	VoucherID  int64
+	Order      seckill.Order
+	Deliveries int64
+	Err        string
+}
+
+func msgs(ms []seckill.OrderMessage) []msg {
+	var out []msg
+	for _, m := range ms {
+		v := msg{EntryID: m.EntryID, VoucherID: m.VoucherID, Order: m.Order, Deliveries: m.Deliveries}
+		if m.Err != nil {
+			v.Err = m.Err.Error()
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// wantMsgs returns the messages the stream entries are, as admit.lua
+// writes them, each delivered the given number of times.
+func wantMsgs(t *testing.T, voucherID int64, es []rueidis.XRangeEntry, deliveries int64) []msg {
+	t.Helper()
+	var out []msg
+	for _, e := range es {
+		num := func(f string) int64 {
+			n, err := strconv.ParseInt(e.FieldValues[f], 10, 64)
+			if err != nil {
+				t.Fatalf("entry %s field %s: %v", e.ID, f, err)
+			}
+			return n
+		}
+		out = append(out, msg{EntryID: e.ID, VoucherID: voucherID, Deliveries: deliveries, Order: seckill.Order{
+			ID: num("id"), UserID: num("user"), VoucherID: voucherID, Status: seckill.OrderPending,
+			CreatedAt: time.UnixMilli(num("at")).UTC(),
+		}})
+	}
+	return out
+}
+
+// waitFor polls cond every 10ms until it holds, and fails the test if it
+// does not within timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// errKind returns the *seckill.Error in err, or fails the test.
+func errKind(t *testing.T, err error, kind error) *seckill.Error {
+	t.Helper()
+	var e *seckill.Error
+	if !errors.As(err, &e) || !errors.Is(err, kind) {
+		t.Fatalf("got error %v, want a *seckill.Error of kind %v", err, kind)
+	}
+	return e
+}

@@ -1,0 +1,201 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Leaser is what a node lease keeps informed: an order-id generator
+// (package orderid).
+type Leaser interface {
+	Lease(node int, lastUnixMs int64, validUntil time.Time)
+	Extend(validUntil time.Time)
+	Revoke()
+	LastUnixMilli() int64
+}
+
+// NodeCount is how many node ids there are to lease (orderid.Nodes).
+const NodeCount = 1024
+
+// NodeLease keeps a node id leased in Redis for an order-id generator, so
+// that no two running instances make ids with one node id (DESIGN 4).
+//
+// The lease lasts TTL in Redis and is renewed every Renew; the generator may
+// use it only until Valid after the start of its last confirmed renewal.
+// Valid is shorter than TTL: an instance that cannot reach Redis stops
+// making ids long before its node id can be leased by another. If Redis
+// loses its data, a holder learns it at its next renewal (within Renew) and
+// stops at once; a newcomer then waits until FreshWait has passed since the
+// leases were first written again, so the two never overlap.
+type NodeLease struct {
+	// TTL, Renew and Valid: see the type's comment. Defaults 15s, 1s, 5s.
+	// Valid leaves room for renewals delayed by a loaded machine: a late
+	// one stops order ids until it lands.
+	TTL, Renew, Valid time.Duration
+	// FreshWait is how long after the leases were written anew a newcomer
+	// waits before making ids. Default Valid; zero where no holder can be
+	// older than the leases: the embedded server, which lives and dies with
+	// this process, or a key prefix private to a test.
+	FreshWait time.Duration
+
+	c      *Client
+	gen    Leaser
+	logger *slog.Logger
+	token  string
+	node   atomic.Int64 // -1 until leased
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// NewNodeLease returns a lease, not yet taken, for gen.
+func (c *Client) NewNodeLease(gen Leaser, logger *slog.Logger) *NodeLease {
+	var b [8]byte
+	rand.Read(b[:])
+	l := &NodeLease{TTL: 15 * time.Second, Renew: time.Second, Valid: 5 * time.Second,
+		c: c, gen: gen, logger: logger, token: hex.EncodeToString(b[:])}
+	l.node.Store(-1)
+	if c.server == nil {
+		l.FreshWait = l.Valid
+	}
+	return l
+}
+
+// Node returns the node id held, or -1.
+func (l *NodeLease) Node() int { return int(l.node.Load()) }
+
+// Start takes a node id, waiting if Redis has just lost its leases, and
+// keeps it renewed in the background until Stop.
+func (l *NodeLease) Start(ctx context.Context) error {
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	l.done = make(chan struct{})
+	go l.run(ctx)
+	return nil
+}
+
+// Stop stops renewing and gives the node id back. It is safe to call twice.
+func (l *NodeLease) Stop() {
+	l.once.Do(func() {
+		if l.cancel == nil {
+			return
+		}
+		l.cancel()
+		<-l.done
+		l.gen.Revoke()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		err := l.c.scripts.nodeRelease.Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
+			[]string{strconv.Itoa(l.Node()), l.token, strconv.FormatInt(l.gen.LastUnixMilli(), 10)}).Error()
+		if err != nil {
+			l.logger.Warn("could not give the node id back; it frees itself when its lease ends", "node", l.Node(), "err", err)
+		}
+	})
+}
+
+func (l *NodeLease) run(ctx context.Context) {
+	defer close(l.done)
+	t := time.NewTicker(l.Renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := l.renew(ctx)
+		switch {
+		case err != nil:
+			// The generator stops on its own when Valid passes unconfirmed.
+			l.logger.Warn("could not renew the node lease", "node", l.Node(), "err", err)
+		case !ok:
+			l.gen.Revoke()
+			l.logger.Error("node lease lost (Redis lost it, or it lapsed); taking another", "node", l.Node())
+			for ctx.Err() == nil {
+				if err := l.acquire(ctx); err == nil {
+					break
+				} else if ctx.Err() == nil {
+					l.logger.Error("could not take a node id", "err", err)
+					select {
+					case <-ctx.Done():
+					case <-time.After(l.Renew):
+					}
+				}
+			}
+		}
+	}
+}
+
+// renew extends the lease, and the generator's validity from the time the
+// renewal was sent.
+func (l *NodeLease) renew(ctx context.Context) (bool, error) {
+	sent := time.Now()
+	n, err := l.c.scripts.nodeRenew.Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
+		[]string{strconv.Itoa(l.Node()), l.token, strconv.FormatInt(l.TTL.Milliseconds(), 10), strconv.FormatInt(l.gen.LastUnixMilli(), 10)},
+	).AsInt64()
+	if err != nil {
+		return false, redisErr("renew node lease", err)
+	}
+	if n != 1 {
+		return false, nil
+	}
+	l.gen.Extend(sent.Add(l.Valid))
+	return true, nil
+}
+
+// acquire leases a free node id and hands it to the generator.
+func (l *NodeLease) acquire(ctx context.Context) error {
+	first, _ := rand.Int(rand.Reader, big.NewInt(NodeCount))
+	res, err := l.c.scripts.nodeAcquire.Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
+		[]string{l.token, strconv.FormatInt(l.TTL.Milliseconds(), 10), first.String(), strconv.Itoa(NodeCount)},
+	).ToArray()
+	if err != nil {
+		return redisErr("take a node id", err)
+	}
+	node, _ := res[0].AsInt64()
+	if node < 0 {
+		return errors.New("redis: every node id is leased: too many instances")
+	}
+	nums := make([]int64, 3)
+	for i := range nums {
+		s, _ := res[i+1].ToString()
+		if nums[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return fmt.Errorf("redis: take a node id: value %q: %w", s, err)
+		}
+	}
+	last, epoch, now := nums[0], nums[1], nums[2]
+	// Leases written anew less than FreshWait ago: a holder from before
+	// Redis lost them may still be making ids with this node id. Wait until
+	// it has stopped.
+	if wait := time.Duration(epoch-now)*time.Millisecond + l.FreshWait; l.FreshWait > 0 && wait > 0 {
+		l.logger.Info("Redis's node leases are new; waiting before making order ids", "wait", wait.String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	l.node.Store(node)
+	l.gen.Lease(int(node), last, time.Time{})
+	ok, err := l.renew(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("redis: node lease lost while it was being taken")
+	}
+	l.logger.Info("node id leased for order ids", "node", node)
+	return nil
+}

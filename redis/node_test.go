@@ -1,0 +1,274 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
+)
+
+// Short lease times keep the tests fast.
+const (
+	testTTL   = 2 * time.Second
+	testRenew = 100 * time.Millisecond
+	testValid = 300 * time.Millisecond
+)
+
+// newLease returns a lease for gen with the short test times, stopped when
+// the test ends.
+func newLease(t *testing.T, c *Client, gen *orderid.Generator) *NodeLease {
+	t.Helper()
+	l := c.NewNodeLease(gen, testLogger(t))
+	l.TTL, l.Renew, l.Valid = testTTL, testRenew, testValid
+	if l.FreshWait > 0 { // the embedded server needs no wait
+		l.FreshWait = testValid
+	}
+	t.Cleanup(l.Stop)
+	return l
+}
+
+func startLease(t *testing.T, c *Client, gen *orderid.Generator) *NodeLease {
+	t.Helper()
+	l := newLease(t, c, gen)
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return l
+}
+
+func next(t *testing.T, g *orderid.Generator) int64 {
+	t.Helper()
+	id, err := g.Next()
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return id
+}
+
+// lastID makes ids with g until it refuses with ErrNoLease, and returns
+// the time just before the last id it made, when the lease was valid; or
+// the time of the call, if it made none.
+func lastID(t *testing.T, g *orderid.Generator) time.Time {
+	t.Helper()
+	last := time.Now()
+	waitFor(t, 5*time.Second, "the generator stops making ids", func() bool {
+		before := time.Now()
+		_, err := g.Next()
+		if err == nil {
+			last = before
+			return false
+		}
+		if !errors.Is(err, orderid.ErrNoLease) {
+			t.Fatalf("Next: %v", err)
+		}
+		return true
+	})
+	return last
+}
+
+// ownRedis starts a redis-server of the test's own and connects to it.
+func ownRedis(t *testing.T) (*Client, func()) {
+	t.Helper()
+	url, kill := testenv.StartRedis(t)
+	c, err := Open(context.Background(), Config{URL: url}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, kill
+}
+
+func TestNodeLeaseDefaults(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		l := c.NewNodeLease(orderid.New(), testLogger(t))
+		if !(l.Renew < l.Valid && l.Valid < l.TTL) {
+			t.Errorf("Renew %v, Valid %v, TTL %v: want Renew < Valid < TTL", l.Renew, l.Valid, l.TTL)
+		}
+		want := l.Valid // a Redis that lost its leases may have holders from before
+		if c.server != nil {
+			want = 0 // the embedded server lives and dies with its only holder
+		}
+		if l.FreshWait != want {
+			t.Errorf("FreshWait %v, want %v", l.FreshWait, want)
+		}
+		if l.Node() != -1 {
+			t.Errorf("Node() of a lease not started = %d, want -1", l.Node())
+		}
+	})
+}
+
+func TestNodeLeaseDistinct(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ga, gb := orderid.New(), orderid.New()
+		a, b := startLease(t, c, ga), startLease(t, c, gb)
+		if a.Node() < 0 || b.Node() < 0 || a.Node() == b.Node() {
+			t.Fatalf("nodes %d and %d, want two distinct node ids", a.Node(), b.Node())
+		}
+		if n := orderid.NodeOf(next(t, ga)); n != a.Node() {
+			t.Errorf("a's id has node %d, want %d", n, a.Node())
+		}
+		if n := orderid.NodeOf(next(t, gb)); n != b.Node() {
+			t.Errorf("b's id has node %d, want %d", n, b.Node())
+		}
+	})
+}
+
+// TestNodeLeaseRelease leaves one node id free, so that each lease must
+// take that one.
+func TestNodeLeaseRelease(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		const free = 7
+		held := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+		args := []string{"HSET", c.keys.nodes(), "epoch", "1"} // leases written long ago: no wait
+		for n := range NodeCount {
+			if n != free {
+				args = append(args, strconv.Itoa(n), "other "+held+" 0")
+			}
+		}
+		do(t, c, args...)
+
+		ga := orderid.New()
+		a := startLease(t, c, ga)
+		if a.Node() != free {
+			t.Fatalf("lease took node %d, want the free one, %d", a.Node(), free)
+		}
+		var last int64
+		for range 3 {
+			last = max(last, next(t, ga))
+		}
+		err := newLease(t, c, orderid.New()).Start(ctx)
+		if err == nil || !strings.Contains(err.Error(), "every node id is leased") {
+			t.Fatalf("Start with every node id held: got %v, want an error saying so", err)
+		}
+
+		a.Stop()
+		a.Stop() // safe twice
+		if _, err := ga.Next(); !errors.Is(err, orderid.ErrNoLease) {
+			t.Errorf("Next after Stop: got %v, want ErrNoLease", err)
+		}
+		want := a.token + " 0 " + strconv.FormatInt(ga.LastUnixMilli(), 10)
+		if got, _ := do(t, c, "HGET", c.keys.nodes(), strconv.Itoa(free)).ToString(); got != want {
+			t.Errorf("released lease %q, want %q", got, want)
+		}
+
+		// The next holder's clock is an hour behind: its ids still come
+		// after the ones made with the node before.
+		gb := orderid.New()
+		gb.Now = func() time.Time { return time.Now().Add(-time.Hour) }
+		b := startLease(t, c, gb)
+		if b.Node() != free {
+			t.Fatalf("second lease took node %d, want the released one, %d", b.Node(), free)
+		}
+		if id := next(t, gb); id <= last || orderid.NodeOf(id) != free {
+			t.Errorf("new holder's id %d (node %d), want above the old holder's last id %d, node %d",
+				id, orderid.NodeOf(id), last, free)
+		}
+		newLease(t, c, orderid.New()).Stop() // never started: safe
+	})
+}
+
+// TestNodeLeaseRedisLosesLeases: Redis loses every lease while a holder
+// makes ids. The holder must stop at its next renewal; a newcomer must
+// wait until the holder is surely stopped; both then use distinct nodes.
+func TestNodeLeaseRedisLosesLeases(t *testing.T) {
+	t.Parallel()
+	c, _ := ownRedis(t)
+	ctx := context.Background()
+	ga := orderid.New()
+	startLease(t, c, ga)
+	before := next(t, ga)
+
+	do(t, c, "FLUSHALL")
+	flushed := time.Now()
+	gb := orderid.New()
+	b := newLease(t, c, gb)
+	type started struct {
+		at  time.Time
+		err error
+	}
+	bStarted := make(chan started, 1)
+	go func() {
+		err := b.Start(ctx)
+		bStarted <- started{time.Now(), err}
+	}()
+
+	aLast := lastID(t, ga)
+	aStopped := aLast.Sub(flushed)
+	if aStopped > 3*testRenew {
+		t.Errorf("the old holder made ids until %v after the loss, want it stopped within about 2 renewals (%v)", aStopped, 2*testRenew)
+	}
+	var s started
+	select {
+	case s = <-bStarted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new lease did not start within 5s")
+	}
+	if s.err != nil {
+		t.Fatalf("new lease Start: %v", s.err)
+	}
+	bWaited := s.at.Sub(flushed)
+	if bWaited < testValid-10*time.Millisecond || bWaited > testValid+500*time.Millisecond {
+		t.Errorf("the new lease started %v after the loss, want about FreshWait (%v)", bWaited, testValid)
+	}
+	if aStopped >= bWaited {
+		t.Errorf("the old holder made ids until %v after the loss, the new one started at %v: they overlapped", aStopped, bWaited)
+	}
+
+	waitFor(t, 5*time.Second, "the old holder makes ids again", func() bool {
+		_, err := ga.Next()
+		return err == nil
+	})
+	idA, idB := next(t, ga), next(t, gb)
+	if orderid.NodeOf(idA) == orderid.NodeOf(idB) {
+		t.Errorf("both holders make ids with node %d", orderid.NodeOf(idA))
+	}
+	if idA <= before {
+		t.Errorf("old holder's id %d after the loss, want above %d", idA, before)
+	}
+}
+
+// TestNodeLeaseRedisDown: a holder that cannot reach Redis stops making
+// ids within Valid, before its lease can end in Redis.
+func TestNodeLeaseRedisDown(t *testing.T) {
+	t.Parallel()
+	c, kill := ownRedis(t)
+	g := orderid.New()
+	startLease(t, c, g)
+	next(t, g)
+
+	killed := time.Now()
+	kill()
+	if stopped := lastID(t, g).Sub(killed); stopped >= testValid {
+		t.Errorf("the holder made ids until %v after Redis went down, want it stopped within Valid (%v)", stopped, testValid)
+	}
+	time.Sleep(3 * testRenew)
+	if _, err := g.Next(); !errors.Is(err, orderid.ErrNoLease) {
+		t.Errorf("Next with Redis still down: got %v, want ErrNoLease", err)
+	}
+}
+
+// TestNodeLeaseNodeWhileRenewing reads Node while the lease is taken again
+// in the background, as a status page or log line would.
+func TestNodeLeaseNodeWhileRenewing(t *testing.T) {
+	t.Parallel()
+	c, _ := ownRedis(t)
+	g := orderid.New()
+	l := startLease(t, c, g)
+	do(t, c, "FLUSHALL")
+	waitFor(t, 2*time.Second, "the lease is lost", func() bool {
+		_ = l.Node()
+		_, ok := g.Node()
+		return !ok
+	})
+	waitFor(t, 5*time.Second, "the lease is taken again", func() bool {
+		_ = l.Node()
+		_, ok := g.Node()
+		return ok
+	})
+}

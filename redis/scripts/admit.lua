@@ -1,0 +1,45 @@
+#!lua
+-- admit: admit one buyer to a flash sale, atomically. Reads first, writes
+-- last: a script that fails half-way does not roll back. The buyer is looked
+-- up before the window, so that a buyer asking again gets their order back
+-- even after the sale ended (G5).
+--
+-- KEYS[1] stock   string: units left to admit
+-- KEYS[2] window  hash: begin, end (unix milliseconds)
+-- KEYS[3] buyers  hash: user id -> order id
+-- KEYS[4] orders  stream: the admitted orders, for the workers
+-- ARGV[1] user id
+-- ARGV[2] order id (made by the service, decimal)
+-- ARGV[3] voucher id
+--
+-- Returns {code, order id}:
+--   {0, ARGV[2]}  admitted: stock taken, buyer recorded, order appended
+--   {1, id}       duplicate: the buyer already has order id
+--   {2, ''}       sold out
+--   {3, ''}       the sale has not started
+--   {4, ''}       the sale has ended
+--   {5, ''}       the voucher is not loaded (no stock or window in Redis)
+local stock = redis.call('GET', KEYS[1])
+local window = redis.call('HMGET', KEYS[2], 'begin', 'end')
+if not stock or not window[1] or not window[2] then
+  return {5, ''}
+end
+local existing = redis.call('HGET', KEYS[3], ARGV[1])
+if existing then
+  return {1, existing}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(window[1]) then
+  return {3, ''}
+end
+if now >= tonumber(window[2]) then
+  return {4, ''}
+end
+if tonumber(stock) <= 0 then
+  return {2, ''}
+end
+redis.call('DECR', KEYS[1])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+redis.call('XADD', KEYS[4], '*', 'id', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3], 'at', tostring(now))
+return {0, ARGV[2]}

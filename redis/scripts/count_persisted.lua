@@ -1,0 +1,26 @@
+#!lua
+-- count_persisted: make Redis count orders the database holds that Redis
+-- may not: orders persisted after Redis lost its data and the voucher was
+-- rebuilt without them. Each buyer absent from Redis is recorded with its
+-- order, and its unit taken from the stock, if there is one; a voucher not
+-- rebuilt yet only gets the buyer, which the rebuild counts.
+--
+-- KEYS[1] stock   string: units left to admit
+-- KEYS[2] buyers  hash: user id -> order id
+-- ARGV    pairs of user id, order id
+--
+-- The stock may go below zero: Redis then admitted more than the database
+-- can hold, and dead letters of those orders give it back.
+--
+-- Returns how many buyers were recorded.
+local has_stock = redis.call('EXISTS', KEYS[1]) == 1
+local recorded = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+    recorded = recorded + 1
+    if has_stock then
+      redis.call('DECR', KEYS[1])
+    end
+  end
+end
+return recorded

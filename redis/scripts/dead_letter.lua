@@ -1,0 +1,49 @@
+#!lua
+-- dead_letter: move an order message that cannot be persisted to the
+-- dead-letter stream, give its stock and its buyer's slot back, and ack it,
+-- atomically.
+--
+-- KEYS[1] stock   string: units left to admit
+-- KEYS[2] buyers  hash: user id -> order id
+-- KEYS[3] orders  stream: the order messages
+-- KEYS[4] dlq     stream: the dead letters
+-- ARGV[1] consumer group
+-- ARGV[2] entry id of the message in KEYS[3]
+-- ARGV[3] order id ('' if the message has none)
+-- ARGV[4] user id ('' if the message has none)
+-- ARGV[5] voucher id
+-- ARGV[6] reason
+-- ARGV[7] '1' to give the stock back, '0' not to (the database has none:
+--         then only a stock below zero, Redis's oversell, is given back)
+-- ARGV[8] order id to leave as the buyer's, or '' to free the slot
+--
+-- The stock and slot go back only if the buyer's slot holds this very order:
+-- that proves the message took them, and a second call finds it freed. The
+-- entry is deleted from KEYS[3] (the dead letter keeps its content), so that
+-- a rebuild of the voucher does not count its buyer again.
+--
+-- Returns -1 if the entry is no longer pending (another worker settled it:
+-- nothing done), 1 if the stock was given back, else 0.
+local pending = redis.call('XPENDING', KEYS[3], ARGV[1], ARGV[2], ARGV[2], 1)
+if #pending == 0 then
+  return -1
+end
+local owns = ARGV[3] ~= '' and ARGV[4] ~= '' and redis.call('HGET', KEYS[2], ARGV[4]) == ARGV[3]
+local returned = 0
+if owns then
+  if ARGV[8] ~= '' then
+    redis.call('HSET', KEYS[2], ARGV[4], ARGV[8])
+  else
+    redis.call('HDEL', KEYS[2], ARGV[4])
+  end
+  local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
+  if ARGV[7] == '1' or stock < 0 then
+    redis.call('INCR', KEYS[1])
+    returned = 1
+  end
+end
+redis.call('XADD', KEYS[4], '*', 'entry', ARGV[2], 'id', ARGV[3], 'user', ARGV[4], 'voucher', ARGV[5],
+  'reason', ARGV[6], 'stock_returned', tostring(returned))
+redis.call('XACK', KEYS[3], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[3], ARGV[2])
+return returned

@@ -1,0 +1,20 @@
+#!lua
+-- node_renew: extend the caller's lease of a node id and record the newest
+-- order-id time it used.
+--
+-- KEYS[1] nodes  hash: node id -> "token expiry_ms last_ms" (see node_acquire)
+-- ARGV[1] node id
+-- ARGV[2] token of the caller
+-- ARGV[3] lease, milliseconds
+-- ARGV[4] newest order-id time used, unix milliseconds
+--
+-- Returns 1 if renewed, 0 if the node id is not the caller's (the lease was
+-- lost: taken by another, or Redis lost it): the caller must stop using it.
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v or string.match(v, '^(%S+) ') ~= ARGV[2] then
+  return 0
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. tostring(now + tonumber(ARGV[3])) .. ' ' .. ARGV[4])
+return 1

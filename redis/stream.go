@@ -1,0 +1,414 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+)
+
+// Group is the consumer group of every order stream. Each instance of the
+// service is a consumer of it under a name of its own.
+const Group = "workers"
+
+var _ seckill.OrderStream = (*Client)(nil)
+
+// ReadOrders reads new order messages of the voucher for consumer (XREADGROUP
+// from ">"), blocking up to block.
+func (c *Client) ReadOrders(ctx context.Context, voucherID int64, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
+	k := c.keys.voucher(voucherID)
+	cmd := c.rdb.B().Xreadgroup().Group(Group, consumer).Count(int64(count))
+	if block <= 0 {
+		// BLOCK 0 would wait forever.
+		return c.readGroup(ctx, voucherID, cmd.Streams().Key(k.Orders).Id(">").Build())
+	}
+	return c.readGroup(ctx, voucherID, cmd.Block(block.Milliseconds()).Streams().Key(k.Orders).Id(">").Build())
+}
+
+// ReadPending reads consumer's unacknowledged messages of the voucher after
+// the entry id after (XREADGROUP from an id reads the consumer's history).
+func (c *Client) ReadPending(ctx context.Context, voucherID int64, consumer, after string, count int) ([]seckill.OrderMessage, error) {
+	k := c.keys.voucher(voucherID)
+	return c.readGroup(ctx, voucherID, c.rdb.B().Xreadgroup().Group(Group, consumer).Count(int64(count)).
+		Streams().Key(k.Orders).Id(after).Build())
+}
+
+func (c *Client) readGroup(ctx context.Context, voucherID int64, cmd rueidis.Completed) ([]seckill.OrderMessage, error) {
+	k := c.keys.voucher(voucherID)
+	res, err := c.rdb.Do(ctx, cmd).AsXRead()
+	if rueidis.IsRedisNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, streamErr(fmt.Sprintf("read orders of voucher %d", voucherID), err)
+	}
+	entries := res[k.Orders]
+	msgs := make([]seckill.OrderMessage, len(entries))
+	for i, e := range entries {
+		msgs[i] = parseMessage(voucherID, e)
+	}
+	return msgs, nil
+}
+
+// parseMessage reads an order message as admit.lua writes it.
+func parseMessage(voucherID int64, e rueidis.XRangeEntry) seckill.OrderMessage {
+	m := seckill.OrderMessage{EntryID: e.ID, VoucherID: voucherID, Order: seckill.Order{VoucherID: voucherID, Status: seckill.OrderPending}}
+	var problems []string
+	field := func(name string) int64 {
+		s, ok := e.FieldValues[name]
+		if !ok {
+			problems = append(problems, "no "+name)
+			return 0
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			problems = append(problems, fmt.Sprintf("%s %q is not a positive integer", name, s))
+			return 0
+		}
+		return n
+	}
+	m.Order.ID = field("id")
+	m.Order.UserID = field("user")
+	if v := field("voucher"); v != 0 && v != voucherID {
+		problems = append(problems, fmt.Sprintf("voucher %d in the stream of voucher %d", v, voucherID))
+	}
+	if at := field("at"); at != 0 {
+		m.Order.CreatedAt = time.UnixMilli(at).UTC()
+	}
+	if len(problems) > 0 {
+		m.Err = fmt.Errorf("malformed order message %s: %s", e.ID, strings.Join(problems, ", "))
+	}
+	return m
+}
+
+// AckOrders acknowledges settled messages and returns how many were
+// pending. XACK on a lost stream answers 0, not NOGROUP, if the stream was
+// made again since; a lost stream or group is ErrStreamLost.
+func (c *Client) AckOrders(ctx context.Context, voucherID int64, entryIDs ...string) (int64, error) {
+	if len(entryIDs) == 0 {
+		return 0, nil
+	}
+	k := c.keys.voucher(voucherID)
+	n, err := c.rdb.Do(ctx, c.rdb.B().Xack().Key(k.Orders).Group(Group).Id(entryIDs...).Build()).AsInt64()
+	if err != nil {
+		return 0, streamErr(fmt.Sprintf("ack orders of voucher %d", voucherID), err)
+	}
+	return n, nil
+}
+
+// CountPersisted runs count_persisted.lua for orders.
+func (c *Client) CountPersisted(ctx context.Context, voucherID int64, orders []*seckill.Order) error {
+	k := c.keys.voucher(voucherID)
+	args := make([]string, 0, 2*len(orders))
+	for _, o := range orders {
+		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+	}
+	n, err := c.scripts.countPersist.Exec(ctx, c.rdb, []string{k.Stock, k.Buyers}, args).AsInt64()
+	if err != nil {
+		return redisErr(fmt.Sprintf("count persisted orders of voucher %d", voucherID), err)
+	}
+	if n > 0 {
+		c.logger.Warn("Redis did not count orders the database holds (it lost data); counted them now", "voucher", voucherID, "orders", n)
+	}
+	return nil
+}
+
+// RefreshClaims resets the idle time of consumer's messages (XCLAIM JUSTID:
+// it does not count as a delivery).
+func (c *Client) RefreshClaims(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) error {
+	if len(entryIDs) == 0 {
+		return nil
+	}
+	k := c.keys.voucher(voucherID)
+	cmd := c.rdb.B().Xclaim().Key(k.Orders).Group(Group).Consumer(consumer).MinIdleTime("0").Id(entryIDs...).Justid().Build()
+	if err := c.rdb.Do(ctx, cmd).Error(); err != nil {
+		return streamErr(fmt.Sprintf("refresh claims on voucher %d", voucherID), err)
+	}
+	return nil
+}
+
+// ClaimStale claims stale messages with XAUTOCLAIM, following its cursor
+// (each call scans a bounded part of the pending list), then reads their
+// delivery counts with XPENDING.
+func (c *Client) ClaimStale(ctx context.Context, voucherID int64, consumer string, minIdle time.Duration, count int) ([]seckill.OrderMessage, []string, error) {
+	k := c.keys.voucher(voucherID)
+	op := fmt.Sprintf("claim stale orders of voucher %d", voucherID)
+	var (
+		msgs    []seckill.OrderMessage
+		deleted []string
+		cursor  = "0-0"
+	)
+	for len(msgs) < count {
+		res, err := c.rdb.Do(ctx, c.rdb.B().Xautoclaim().Key(k.Orders).Group(Group).Consumer(consumer).
+			MinIdleTime(strconv.FormatInt(minIdle.Milliseconds(), 10)).Start(cursor).Count(int64(count-len(msgs))).Build()).ToArray()
+		if err != nil {
+			return nil, nil, streamErr(op, err)
+		}
+		if len(res) < 2 {
+			return nil, nil, fmt.Errorf("redis: %s: %d values returned", op, len(res))
+		}
+		if cursor, err = res[0].ToString(); err != nil {
+			return nil, nil, fmt.Errorf("redis: %s: cursor: %w", op, err)
+		}
+		entries, err := res[1].AsXRange()
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis: %s: %w", op, err)
+		}
+		if len(res) > 2 {
+			ids, err := res[2].AsStrSlice()
+			if err != nil {
+				return nil, nil, fmt.Errorf("redis: %s: deleted ids: %w", op, err)
+			}
+			deleted = append(deleted, ids...)
+		}
+		// Redis before 7 returned deleted entries as empty ones.
+		for _, e := range entries {
+			if e.FieldValues == nil {
+				deleted = append(deleted, e.ID)
+				continue
+			}
+			msgs = append(msgs, parseMessage(voucherID, e))
+		}
+		if cursor == "0-0" {
+			break
+		}
+	}
+	if len(msgs) == 0 {
+		return nil, deleted, nil
+	}
+	if err := c.deliveries(ctx, k.Orders, consumer, msgs); err != nil {
+		return nil, nil, streamErr(op, err)
+	}
+	return msgs, deleted, nil
+}
+
+// deliveries sets the delivery counts of consumer's msgs from XPENDING.
+func (c *Client) deliveries(ctx context.Context, stream, consumer string, msgs []seckill.OrderMessage) error {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.EntryID
+	}
+	counts, err := c.pendingWith(ctx, stream, consumer, ids)
+	if err != nil {
+		return err
+	}
+	for i := range msgs {
+		msgs[i].Deliveries = counts[msgs[i].EntryID]
+	}
+	return nil
+}
+
+// Held returns which of entryIDs are pending with consumer.
+func (c *Client) Held(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) (map[string]bool, error) {
+	held := make(map[string]bool, len(entryIDs))
+	if len(entryIDs) == 0 {
+		return held, nil
+	}
+	counts, err := c.pendingWith(ctx, c.keys.voucher(voucherID).Orders, consumer, entryIDs)
+	if err != nil {
+		return nil, streamErr(fmt.Sprintf("read the pending orders of voucher %d", voucherID), err)
+	}
+	for _, id := range entryIDs {
+		if _, ok := counts[id]; ok {
+			held[id] = true
+		}
+	}
+	return held, nil
+}
+
+// pendingWith returns the delivery counts of the entries pending with
+// consumer between the least and the greatest of ids.
+func (c *Client) pendingWith(ctx context.Context, stream, consumer string, ids []string) (map[string]int64, error) {
+	first, last := ids[0], ids[0]
+	for _, id := range ids {
+		if compareIDs(id, first) < 0 {
+			first = id
+		}
+		if compareIDs(id, last) > 0 {
+			last = id
+		}
+	}
+	counts := make(map[string]int64, len(ids))
+	for {
+		pend, err := c.rdb.Do(ctx, c.rdb.B().Xpending().Key(stream).Group(Group).
+			Start(first).End(last).Count(1000).Consumer(consumer).Build()).ToArray()
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pend {
+			fields, err := p.ToArray()
+			if err != nil || len(fields) < 4 {
+				continue
+			}
+			id, _ := fields[0].ToString()
+			n, _ := fields[3].AsInt64()
+			counts[id] = n
+		}
+		if len(pend) < 1000 {
+			break
+		}
+		id, _ := pend[len(pend)-1].ToArray()
+		lastSeen, _ := id[0].ToString()
+		if first, err = nextID(lastSeen); err != nil {
+			return nil, err
+		}
+	}
+	return counts, nil
+}
+
+// DeadLetter runs dead_letter.lua for msg.
+func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl seckill.DeadLetter) (bool, error) {
+	k := c.keys.voucher(msg.VoucherID)
+	num := func(n int64) string {
+		if n <= 0 {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	giveStock := "1"
+	if dl.KeepStock {
+		giveStock = "0"
+	}
+	n, err := c.scripts.deadLetter.Exec(ctx, c.rdb,
+		[]string{k.Stock, k.Buyers, k.Orders, k.DLQ},
+		[]string{Group, msg.EntryID, num(msg.Order.ID), num(msg.Order.UserID), strconv.FormatInt(msg.VoucherID, 10),
+			dl.Reason, giveStock, num(dl.BuyerOrder)},
+	).AsInt64()
+	if err != nil {
+		return false, streamErr(fmt.Sprintf("dead-letter order message %s of voucher %d", msg.EntryID, msg.VoucherID), err)
+	}
+	return n >= 0, nil
+}
+
+// TrimOrders trims the stream below its oldest pending entry and its first
+// entry not yet delivered (XTRIM MINID; never MAXLEN, which deletes pending
+// entries). The last delivered id is read before the pending list: an entry
+// delivered in between lies above it and is kept.
+func (c *Client) TrimOrders(ctx context.Context, voucherID int64) (int64, error) {
+	k := c.keys.voucher(voucherID)
+	op := fmt.Sprintf("trim orders of voucher %d", voucherID)
+	last, err := c.lastDelivered(ctx, k.Orders)
+	if err != nil {
+		return 0, streamErr(op, err)
+	}
+	minID, err := nextID(last)
+	if err != nil {
+		return 0, fmt.Errorf("redis: %s: %w", op, err)
+	}
+	summary, err := c.rdb.Do(ctx, c.rdb.B().Xpending().Key(k.Orders).Group(Group).Build()).ToArray()
+	if err != nil {
+		return 0, streamErr(op, err)
+	}
+	if n, _ := summary[0].AsInt64(); n > 0 {
+		oldest, err := summary[1].ToString()
+		if err != nil {
+			return 0, fmt.Errorf("redis: %s: oldest pending: %w", op, err)
+		}
+		if compareIDs(oldest, minID) < 0 {
+			minID = oldest
+		}
+	}
+	n, err := c.rdb.Do(ctx, c.rdb.B().Xtrim().Key(k.Orders).Minid().Threshold(minID).Build()).AsInt64()
+	if err != nil {
+		return 0, streamErr(op, err)
+	}
+	return n, nil
+}
+
+// lastDelivered returns the id of the last entry delivered to the group.
+func (c *Client) lastDelivered(ctx context.Context, stream string) (string, error) {
+	groups, err := c.rdb.Do(ctx, c.rdb.B().XinfoGroups().Key(stream).Build()).ToArray()
+	if err != nil {
+		return "", err
+	}
+	for _, g := range groups {
+		m, err := g.AsMap()
+		if err != nil {
+			return "", err
+		}
+		name, last := m["name"], m["last-delivered-id"]
+		if s, _ := name.ToString(); s == Group {
+			return last.ToString()
+		}
+	}
+	return "", fmt.Errorf("group %s: %w", Group, seckill.ErrStreamLost)
+}
+
+// nextID returns the stream id just after id: "ms-seq" → "ms-(seq+1)"; an
+// id of ms alone (the embedded server's "0") stands for "ms-0".
+func nextID(id string) (string, error) {
+	ms, seq, ok := strings.Cut(id, "-")
+	if !ok {
+		seq = "0"
+	}
+	if _, err := strconv.ParseUint(ms, 10, 64); err != nil {
+		return "", fmt.Errorf("stream id %q: want ms-seq", id)
+	}
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("stream id %q: want ms-seq", id)
+	}
+	return ms + "-" + strconv.FormatUint(n+1, 10), nil
+}
+
+// ReapConsumers lists the group's consumers and removes, each atomically
+// with the check that it has nothing pending, those idle too long.
+func (c *Client) ReapConsumers(ctx context.Context, voucherID int64, self string, idle time.Duration) ([]string, error) {
+	k := c.keys.voucher(voucherID)
+	op := fmt.Sprintf("reap consumers of voucher %d", voucherID)
+	consumers, err := c.rdb.Do(ctx, c.rdb.B().XinfoConsumers().Key(k.Orders).Group(Group).Build()).ToArray()
+	if err != nil {
+		return nil, streamErr(op, err)
+	}
+	var reaped []string
+	for _, cm := range consumers {
+		m, err := cm.AsMap()
+		if err != nil {
+			return reaped, fmt.Errorf("redis: %s: %w", op, err)
+		}
+		nameMsg, idleMsg := m["name"], m["idle"]
+		name, _ := nameMsg.ToString()
+		ms, _ := idleMsg.AsInt64()
+		if name == self || time.Duration(ms)*time.Millisecond <= idle {
+			continue
+		}
+		n, err := c.scripts.reapConsumer.Exec(ctx, c.rdb, []string{k.Orders}, []string{Group, name}).AsInt64()
+		if err != nil {
+			return reaped, streamErr(op, err)
+		}
+		if n == 1 {
+			reaped = append(reaped, name)
+		}
+	}
+	return reaped, nil
+}
+
+// streamErr wraps a failed stream operation: ErrStreamLost when the stream
+// or its group is gone, else as redisErr does.
+func streamErr(op string, err error) error {
+	if errors.Is(err, seckill.ErrStreamLost) {
+		return fmt.Errorf("redis: %s: %w", op, err)
+	}
+	if isNoGroup(err) {
+		return fmt.Errorf("redis: %s: %w: %w", op, seckill.ErrStreamLost, err)
+	}
+	return redisErr(op, err)
+}
+
+// isNoGroup reports an error that says the stream or its group is gone:
+// NOGROUP, or "no such key" from XINFO. Inside a script the embedded server
+// puts its own words first, hence Contains.
+func isNoGroup(err error) bool {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.Contains(msg, "NOGROUP") || strings.Contains(msg, "no such key")
+}

@@ -1,0 +1,87 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrStreamLost says that a voucher's order stream or its consumer group
+// is gone from Redis: Redis lost its data. The voucher is rebuilt from the
+// database before its stream is read again (G6); never is a group made
+// afresh at the stream's end, which would skip its entries.
+var ErrStreamLost = errors.New("order stream or consumer group lost")
+
+// OrderMessage is an admitted order as it waits in its voucher's stream
+// for the workers.
+type OrderMessage struct {
+	// EntryID is the stream entry's id: Redis's, never a business id.
+	EntryID string
+	// VoucherID is the voucher whose stream holds the entry.
+	VoucherID int64
+	// Order is the order the message carries, status pending; CreatedAt is
+	// the admission time.
+	Order Order
+	// Deliveries counts how many times the entry was handed to a consumer;
+	// 0 when not known (a first read).
+	Deliveries int64
+	// Err says why the message is malformed; Order then holds the fields
+	// that could be read.
+	Err error
+}
+
+// DeadLetter says how to settle a message that goes to the dead letters.
+type DeadLetter struct {
+	Reason string
+	// KeepStock leaves the stock taken: for an order the database had no
+	// stock for, giving it back in Redis would sell it again. A stock below
+	// zero (Redis sold more than the database holds) is given back anyway.
+	KeepStock bool
+	// BuyerOrder, if not zero, stays as the buyer's order in Redis instead
+	// of freeing their slot: their order in the database.
+	BuyerOrder int64
+}
+
+// OrderStream is the queue of admitted orders: one Redis Stream per voucher,
+// read by one consumer group whose consumers are the service's instances.
+type OrderStream interface {
+	// ReadOrders reads up to count new messages of the voucher for consumer,
+	// waiting up to block for one to come. It returns ErrStreamLost if the
+	// group is gone.
+	ReadOrders(ctx context.Context, voucherID int64, consumer string, count int, block time.Duration) ([]OrderMessage, error)
+	// ReadPending reads up to count of the messages delivered to consumer
+	// and not yet acknowledged, with entry ids above after ("0" for all).
+	ReadPending(ctx context.Context, voucherID int64, consumer, after string, count int) ([]OrderMessage, error)
+	// AckOrders acknowledges messages that are settled and returns how many
+	// were pending. Fewer than asked means another delivery settled some, or
+	// Redis lost the stream (then the error is ErrStreamLost).
+	AckOrders(ctx context.Context, voucherID int64, entryIDs ...string) (int64, error)
+	// CountPersisted makes the cache count persisted orders it may have
+	// lost: each buyer it does not hold is recorded and takes a unit of the
+	// stock. Orders persisted after Redis lost data need it.
+	CountPersisted(ctx context.Context, voucherID int64, orders []*Order) error
+	// Held returns which of entryIDs are pending with consumer: delivered to
+	// it and not acknowledged. Those it no longer holds were claimed by
+	// another consumer, or lost with the stream (then ErrStreamLost).
+	Held(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) (map[string]bool, error)
+	// RefreshClaims tells the group that consumer is still working on the
+	// messages, so that no one reclaims them as abandoned.
+	RefreshClaims(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) error
+	// ClaimStale hands to consumer up to count messages that their consumer
+	// has held unacknowledged for longer than minIdle, with their delivery
+	// counts. It also returns the ids of such entries that were deleted from
+	// the stream; the group forgets those.
+	ClaimStale(ctx context.Context, voucherID int64, consumer string, minIdle time.Duration, count int) (msgs []OrderMessage, deleted []string, err error)
+	// DeadLetter moves a message to the voucher's dead-letter stream, gives
+	// its stock and buyer slot back as dl says, and acknowledges it, all at
+	// once. It reports false if the message was no longer pending: someone
+	// else settled it, and nothing was done.
+	DeadLetter(ctx context.Context, msg OrderMessage, dl DeadLetter) (bool, error)
+	// TrimOrders deletes the entries that every consumer is done with,
+	// never one that is pending or not yet delivered, and returns how many.
+	TrimOrders(ctx context.Context, voucherID int64) (int64, error)
+	// ReapConsumers removes from the voucher's group the consumers other
+	// than self that have been idle longer than idle and hold no pending
+	// messages, and returns their names.
+	ReapConsumers(ctx context.Context, voucherID int64, self string, idle time.Duration) ([]string, error)
+}
