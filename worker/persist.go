@@ -1,0 +1,291 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckill/seckill"
+)
+
+// persist settles a batch of one voucher's messages: each ends persisted
+// and acknowledged, or dead-lettered, or (stopping, or an error of unknown
+// kind) left pending for a later delivery. It calls inflight.Done.
+func (p *Pool) persist(msgs []seckill.OrderMessage) {
+	defer p.inflight.Done()
+	ctx := p.workCtx
+	stop := p.keepClaimed(msgs)
+	defer stop()
+	start := time.Now()
+	var good []seckill.OrderMessage
+	for _, m := range msgs {
+		switch {
+		case m.Err != nil:
+			p.deadLetter(ctx, m, seckill.DeadLetter{Reason: m.Err.Error()})
+		case m.Deliveries > p.cfg.MaxDeliveries:
+			p.deadLetter(ctx, m, seckill.DeadLetter{Reason: fmt.Sprintf("delivered %d times without being persisted", m.Deliveries)})
+		default:
+			good = append(good, m)
+		}
+	}
+	if len(good) > 0 {
+		p.save(ctx, good)
+	}
+	p.metrics.batchSeconds.Observe(time.Since(start).Seconds())
+}
+
+// save writes msgs in one transaction, retrying transient failures. A batch
+// that fails otherwise is saved again one message at a time, so that one bad
+// message does not hold the others back.
+func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
+	var (
+		msgs     = batch
+		orders   []*seckill.Order
+		outcomes []seckill.SaveOutcome
+	)
+	err := p.retry(ctx, "save orders", func() (err error) {
+		// Save only what this consumer still holds, each try: messages it
+		// no longer holds went to another consumer, which saves them; or
+		// Redis lost them, and a voucher rebuilt since must not find its
+		// units taken by orders it was never told of.
+		if msgs, err = p.held(ctx, batch); err != nil || len(msgs) == 0 {
+			return err
+		}
+		orders = make([]*seckill.Order, len(msgs))
+		for i := range msgs {
+			o := msgs[i].Order
+			orders[i] = &o
+		}
+		outcomes, err = p.store.SaveOrders(ctx, orders)
+		return err
+	})
+	switch {
+	case err == nil && len(msgs) == 0:
+	case err == nil:
+		p.settle(ctx, msgs, outcomes)
+	case errors.Is(err, seckill.ErrStreamLost):
+		p.logger.Warn("order messages lost with their stream in Redis before they were saved", "voucher", batch[0].VoucherID, "orders", len(batch))
+	case ctx.Err() != nil:
+		// Stopping: the messages stay pending for another consumer.
+	case len(msgs) == 0:
+		p.logger.Error("could not tell which order messages this consumer holds; they stay pending", "voucher", batch[0].VoucherID, "err", err)
+	case len(msgs) > 1:
+		p.logger.Warn("batch failed; saving its orders one at a time", "voucher", msgs[0].VoucherID, "orders", len(msgs), "err", err)
+		for _, m := range msgs {
+			p.save(ctx, []seckill.OrderMessage{m})
+		}
+	default:
+		p.failed(ctx, msgs[0], err)
+	}
+}
+
+// held returns the messages of msgs that this consumer still holds.
+func (p *Pool) held(ctx context.Context, msgs []seckill.OrderMessage) ([]seckill.OrderMessage, error) {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.EntryID
+	}
+	held, err := p.stream.Held(ctx, msgs[0].VoucherID, p.cfg.Consumer, ids...)
+	if err != nil {
+		return nil, err
+	}
+	if len(held) == len(msgs) {
+		return msgs, nil
+	}
+	kept := make([]seckill.OrderMessage, 0, len(held))
+	for _, m := range msgs {
+		if held[m.EntryID] {
+			kept = append(kept, m)
+		}
+	}
+	return kept, nil
+}
+
+// failed handles a message whose save failed for good.
+func (p *Pool) failed(ctx context.Context, m seckill.OrderMessage, err error) {
+	switch {
+	case errors.Is(err, seckill.ErrSoldOut):
+		// The database has no stock for it: Redis sold more than the
+		// database holds. Giving the stock back in Redis would sell it again.
+		p.logger.Error("the database has no stock for an order Redis admitted; run seckill reconcile", "voucher", m.VoucherID, "order", m.Order.ID, "err", err)
+		p.deadLetter(ctx, m, seckill.DeadLetter{Reason: "sold out in the database", KeepStock: true})
+	case errors.Is(err, seckill.ErrVoucherNotFound):
+		p.deadLetter(ctx, m, seckill.DeadLetter{Reason: "voucher not found in the database", KeepStock: true})
+	case errors.Is(err, seckill.ErrInvalidArgument):
+		p.deadLetter(ctx, m, seckill.DeadLetter{Reason: "the database refused the order as invalid"})
+	default:
+		// Of unknown kind: leave it pending. It is delivered again after the
+		// lease, and goes to the dead letters after MaxDeliveries.
+		p.logger.Error("could not save an order; it stays pending", "voucher", m.VoucherID, "order", m.Order.ID, "entry", m.EntryID, "err", err)
+	}
+}
+
+// settle acknowledges the messages whose orders are in the database and
+// dead-letters those the database refused as conflicts.
+func (p *Pool) settle(ctx context.Context, msgs []seckill.OrderMessage, outcomes []seckill.SaveOutcome) {
+	ack := make([]string, 0, len(msgs))
+	var saved []*seckill.Order
+	for i, m := range msgs {
+		switch outcomes[i] {
+		case seckill.Saved:
+			p.metrics.persisted.Inc()
+			ack = append(ack, m.EntryID)
+			saved = append(saved, &m.Order)
+		case seckill.AlreadySaved:
+			p.metrics.redelivered.Inc()
+			ack = append(ack, m.EntryID)
+			saved = append(saved, &m.Order)
+		case seckill.BuyerConflict:
+			// Redis admitted a buyer twice: it lost the buyer's first order
+			// (a restart without AOF, a failover). Keep the database's order
+			// as the buyer's in Redis and give this one's stock back.
+			existing := p.buyerOrder(ctx, m.Order)
+			p.metrics.doubleAdmissions.Inc()
+			p.logger.Error("ALERT: Redis admitted a buyer twice; the second order goes to the dead letters",
+				"voucher", m.VoucherID, "user", m.Order.UserID, "order", m.Order.ID, "kept_order", existing)
+			p.deadLetter(ctx, m, seckill.DeadLetter{Reason: fmt.Sprintf("buyer already has order %d", existing), BuyerOrder: existing})
+		case seckill.IDConflict:
+			p.logger.Error("ALERT: an order id is used by another order", "voucher", m.VoucherID, "order", m.Order.ID)
+			p.deadLetter(ctx, m, seckill.DeadLetter{Reason: "order id already used by another order"})
+		}
+	}
+	p.ack(ctx, msgs[0].VoucherID, ack, saved)
+}
+
+// buyerOrder returns the id of the buyer's created order of the voucher in
+// the database, or 0.
+func (p *Pool) buyerOrder(ctx context.Context, o seckill.Order) int64 {
+	var orders []*seckill.Order
+	err := p.retry(ctx, "read the buyer's orders", func() (err error) {
+		orders, err = p.store.UserOrders(ctx, o.UserID, 1000)
+		return err
+	})
+	if err != nil {
+		return 0
+	}
+	for _, s := range orders {
+		if s.VoucherID == o.VoucherID && s.Status == seckill.OrderCreated {
+			return s.ID
+		}
+	}
+	return 0
+}
+
+// ack acknowledges persisted messages. If it fails they stay pending, are
+// delivered again, and find their orders saved: then they are acknowledged.
+//
+// If fewer were pending than acknowledged, another delivery settled some,
+// or Redis lost the stream since they were read, and maybe rebuilt the
+// voucher from a database that did not hold these orders yet: then Redis is
+// told to count the orders saved, so that it does not sell their units
+// again (count_persisted.lua; a no-op for orders it knows).
+func (p *Pool) ack(ctx context.Context, voucherID int64, ids []string, saved []*seckill.Order) {
+	if len(ids) == 0 {
+		return
+	}
+	var acked int64
+	err := p.retry(ctx, "acknowledge orders", func() (err error) {
+		acked, err = p.stream.AckOrders(ctx, voucherID, ids...)
+		return err
+	})
+	if err != nil && !errors.Is(err, seckill.ErrStreamLost) {
+		if ctx.Err() == nil {
+			p.logger.Error("could not acknowledge persisted orders; they will be delivered again", "voucher", voucherID, "err", err)
+		}
+		return
+	}
+	if acked == int64(len(ids)) || len(saved) == 0 {
+		return
+	}
+	if err := p.retry(ctx, "count persisted orders in Redis", func() error { return p.stream.CountPersisted(ctx, voucherID, saved) }); err != nil && ctx.Err() == nil {
+		p.logger.Error("could not make Redis count persisted orders; run seckill reconcile", "voucher", voucherID, "err", err)
+	}
+}
+
+// deadLetter records m's order as failed in the database, then moves m to
+// the dead letters, giving back its stock and buyer slot as dl says. If the
+// database cannot record the failure the message stays pending: nothing
+// fails silently.
+func (p *Pool) deadLetter(ctx context.Context, m seckill.OrderMessage, dl seckill.DeadLetter) {
+	log := p.logger.With("voucher", m.VoucherID, "entry", m.EntryID, "order", m.Order.ID, "reason", dl.Reason)
+	if m.Order.ID > 0 && m.Order.UserID > 0 {
+		o := m.Order
+		o.Status, o.Reason = seckill.OrderFailed, dl.Reason
+		if err := p.retry(ctx, "record a failed order", func() error { return p.store.FailOrder(ctx, &o) }); err != nil {
+			log.Error("could not record the failed order; the message stays pending", "err", err)
+			return
+		}
+		// A concurrent delivery may have saved it after all: then it is
+		// done, and its stock stays taken.
+		var st map[int64]seckill.OrderStatus
+		if err := p.retry(ctx, "read the order's status", func() (err error) {
+			st, err = p.store.OrderStatuses(ctx, []int64{o.ID})
+			return err
+		}); err != nil {
+			log.Error("could not read the order's status; the message stays pending", "err", err)
+			return
+		}
+		if st[o.ID] == seckill.OrderCreated {
+			created := m.Order
+			p.ack(ctx, m.VoucherID, []string{m.EntryID}, []*seckill.Order{&created})
+			return
+		}
+	}
+	var moved bool
+	if err := p.retry(ctx, "dead-letter an order", func() (err error) {
+		moved, err = p.stream.DeadLetter(ctx, m, dl)
+		return err
+	}); err != nil {
+		log.Error("could not dead-letter the message; it stays pending", "err", err)
+		return
+	}
+	if moved {
+		p.metrics.deadLetters.Inc()
+		log.Warn("order message dead-lettered; its order is failed")
+	}
+}
+
+// keepClaimed renews the claim on msgs every Lease/3 until the returned
+// func is called, so that no reclaimer takes a batch that is slow, not dead.
+func (p *Pool) keepClaimed(msgs []seckill.OrderMessage) func() {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.EntryID
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(p.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := p.stream.RefreshClaims(p.workCtx, msgs[0].VoucherID, p.cfg.Consumer, ids...); err != nil {
+					p.logger.Warn("could not renew the claim on a slow batch", "voucher", msgs[0].VoucherID, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// retry runs fn until it succeeds, fails for a reason other than a
+// transient one, or ctx ends, waiting with backoff between tries.
+func (p *Pool) retry(ctx context.Context, what string, fn func() error) error {
+	b := p.backoff()
+	for {
+		err := fn()
+		if err == nil || !(errors.Is(err, seckill.ErrTransient) || errors.Is(err, seckill.ErrUnavailable)) {
+			return err
+		}
+		p.metrics.retries.Inc()
+		p.logger.Warn("transient failure; retrying", "op", what, "err", err)
+		if !b.wait(ctx) {
+			return fmt.Errorf("%s: %w (gave up: %w)", what, err, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package worker
+
+import (
+	"errors"
+
+	"github.com/seckill/seckill"
+)
+
+// reclaimAll runs the reclaimer over every voucher being read: it takes over
+// messages idle longer than the lease (their consumer died or hangs),
+// removes consumers long dead with nothing pending, and trims what every
+// consumer is done with.
+func (p *Pool) reclaimAll() {
+	for _, v := range p.watched() {
+		if p.readCtx.Err() != nil {
+			return
+		}
+		p.reclaim(v)
+	}
+}
+
+func (p *Pool) reclaim(voucherID int64) {
+	ctx := p.readCtx
+	log := p.logger.With("voucher", voucherID)
+	for ctx.Err() == nil {
+		msgs, deleted, err := p.stream.ClaimStale(ctx, voucherID, p.cfg.Consumer, p.cfg.Lease, p.cfg.BatchSize)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
+				log.Warn("could not reclaim stale orders", "err", err)
+			}
+			// A lost stream is the reader's to rebuild.
+			return
+		}
+		if len(deleted) > 0 {
+			// Entries gone from the stream while pending: only a loss of
+			// Redis data does that. Their orders are admitted and not in the
+			// database; reconcile finds them.
+			p.metrics.deletedEntries.Add(float64(len(deleted)))
+			log.Error("ALERT: pending order messages were deleted from the stream; run seckill reconcile", "entries", deleted)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		p.metrics.reclaimed.Add(float64(len(msgs)))
+		log.Info("reclaimed order messages from a consumer that stopped", "messages", len(msgs))
+		if !p.dispatch(msgs) {
+			return
+		}
+		if len(msgs) < p.cfg.BatchSize {
+			break
+		}
+	}
+	if reaped, err := p.stream.ReapConsumers(ctx, voucherID, p.cfg.Consumer, 2*p.cfg.Lease); err != nil {
+		if ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
+			log.Warn("could not remove dead consumers", "err", err)
+		}
+	} else if len(reaped) > 0 {
+		log.Info("removed dead consumers with nothing pending", "consumers", reaped)
+	}
+	if _, err := p.stream.TrimOrders(ctx, voucherID); err != nil && ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
+		log.Warn("could not trim the order stream", "err", err)
+	}
+}

@@ -1,0 +1,425 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/mysql"
+	"github.com/seckill/seckill/postgres"
+	"github.com/seckill/seckill/redis"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// bench is a voucher on sale on the real Redis and a real database, each
+// isolated for the test, with a raw Redis client to look at the keys.
+type bench struct {
+	t       *testing.T
+	store   seckill.Store
+	dbURL   string
+	cache   *redis.Client
+	raw     rueidis.Client
+	prefix  string
+	voucher *seckill.Voucher
+	logger  *slog.Logger
+	nextID  atomic.Int64
+}
+
+func newBench(t *testing.T, backend string, stock int64) *bench {
+	t.Helper()
+	ctx := context.Background()
+	b := &bench{t: t, logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	b.nextID.Store(time.Now().UnixMilli() << 22)
+	var err error
+	switch backend {
+	case "mysql":
+		b.dbURL = testenv.MySQLURL(t)
+		b.store, err = mysql.Open(ctx, b.dbURL, 8)
+	case "postgres":
+		b.store, err = postgres.Open(ctx, testenv.PostgresURL(t), 8)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.store.Close() })
+	if err := b.store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	url := testenv.RedisURL(t)
+	b.prefix = testenv.RedisPrefix(t)
+	if b.cache, err = redis.Open(ctx, redis.Config{URL: url, Prefix: b.prefix}, b.logger); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.cache.Close)
+	if b.raw, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}, DisableCache: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.raw.Close)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	b.voucher = &seckill.Voucher{Title: "t", Stock: stock, InitialStock: stock, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)}
+	if err := b.store.CreateVoucher(ctx, b.voucher); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cache.LoadVoucher(ctx, b.voucher); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// key is one of the voucher's Redis keys, e.g. "stock".
+func (b *bench) key(name string) string {
+	return fmt.Sprintf("%s:{v%d}:%s", b.prefix, b.voucher.ID, name)
+}
+
+// admit admits the user and returns the order id.
+func (b *bench) admit(user int64) int64 {
+	b.t.Helper()
+	id := b.nextID.Add(1)
+	if err := b.cache.Admit(context.Background(), b.voucher.ID, user, id); err != nil {
+		b.t.Fatalf("admit user %d: %v", user, err)
+	}
+	return id
+}
+
+// pool returns a pool on the bench's stream. With start, it reads and
+// reclaims on its own; without, the test drives it.
+func (b *bench) pool(consumer string, start bool, store Store) *Pool {
+	b.t.Helper()
+	if store == nil {
+		store = b.store
+	}
+	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: time.Now}
+	p, err := New(Config{
+		Consumer:     consumer,
+		Block:        50 * time.Millisecond,
+		Lease:        time.Second,
+		ReclaimEvery: 100 * time.Millisecond,
+		WatchEvery:   100 * time.Millisecond,
+		BackoffMax:   200 * time.Millisecond,
+	}, b.cache, store, vs.Rebuild, prometheus.NewRegistry(), b.logger)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if start {
+		if err := p.Start(context.Background()); err != nil {
+			b.t.Fatal(err)
+		}
+	} else {
+		p.init(context.Background())
+	}
+	b.t.Cleanup(p.Stop)
+	return p
+}
+
+func (b *bench) int(cmd rueidis.Completed) int64 {
+	b.t.Helper()
+	n, err := b.raw.Do(context.Background(), cmd).AsInt64()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		b.t.Fatal(err)
+	}
+	return n
+}
+
+func (b *bench) dlqLen() int64     { return b.int(b.raw.B().Xlen().Key(b.key("dlq")).Build()) }
+func (b *bench) redisStock() int64 { return b.int(b.raw.B().Get().Key(b.key("stock")).Build()) }
+func (b *bench) pending() int64 {
+	b.t.Helper()
+	res, err := b.raw.Do(context.Background(), b.raw.B().Xpending().Key(b.key("orders")).Group(redis.Group).Build()).ToArray()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	n, _ := res[0].AsInt64()
+	return n
+}
+
+func (b *bench) dbVoucher() *seckill.Voucher {
+	b.t.Helper()
+	v, err := b.store.Voucher(context.Background(), b.voucher.ID)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return v
+}
+
+// waitFor polls cond every 10ms until it holds, failing after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRedeliveredThreeTimes is G4: one message delivered three times,
+// twice at once to two workers, makes one row and one stock decrement.
+func TestRedeliveredThreeTimes(t *testing.T) {
+	for _, backend := range []string{"mysql", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			b := newBench(t, backend, 10)
+			ctx := context.Background()
+			id := b.admit(42)
+			pa, pb, pc := b.pool("a", false, nil), b.pool("b", false, nil), b.pool("c", false, nil)
+
+			first, err := b.cache.ReadOrders(ctx, b.voucher.ID, "a", 10, 0)
+			if err != nil || len(first) != 1 {
+				t.Fatalf("read: %v, %v", first, err)
+			}
+			second, _, err := b.cache.ClaimStale(ctx, b.voucher.ID, "b", 0, 10)
+			if err != nil || len(second) != 1 || second[0].Deliveries != 2 {
+				t.Fatalf("claim: %+v, %v", second, err)
+			}
+			var wg sync.WaitGroup
+			for _, run := range []struct {
+				p   *Pool
+				msg seckill.OrderMessage
+			}{{pa, first[0]}, {pb, second[0]}} {
+				run.p.inflight.Add(1)
+				wg.Go(func() { run.p.persist([]seckill.OrderMessage{run.msg}) })
+			}
+			wg.Wait()
+			// The third delivery: the message was acknowledged; put it back as
+			// a reclaimer would find it had a worker died before its ack.
+			if n := b.pending(); n != 0 {
+				t.Fatalf("%d messages pending after two deliveries settled, want 0", n)
+			}
+			third := first[0]
+			third.Deliveries = 3
+			pc.inflight.Add(1)
+			pc.persist([]seckill.OrderMessage{third})
+
+			if n, err := b.store.CountOrders(ctx, b.voucher.ID); err != nil || n != 1 {
+				t.Fatalf("orders in the database = %d, %v; want 1", n, err)
+			}
+			if v := b.dbVoucher(); v.Stock != 9 {
+				t.Errorf("database stock %d, want 9 (one decrement)", v.Stock)
+			}
+			o, err := b.store.Order(ctx, id)
+			if err != nil || o.Status != seckill.OrderCreated {
+				t.Errorf("order = %+v, %v; want created", o, err)
+			}
+			if n := b.dlqLen(); n != 0 {
+				t.Errorf("%d dead letters, want 0", n)
+			}
+		})
+	}
+}
+
+// TestMalformedMessage: a message that cannot be read goes to the dead
+// letters with its stock and buyer slot given back and its order failed,
+// while the other orders flow.
+func TestMalformedMessage(t *testing.T) {
+	b := newBench(t, "mysql", 100)
+	ctx := context.Background()
+	for u := range int64(20) {
+		b.admit(100 + u)
+	}
+	// An admission whose message is malformed: stock and slot taken as
+	// admit.lua does, and a message whose admission time is garbage.
+	const badUser, badID = 999, 777
+	for _, cmd := range []rueidis.Completed{
+		b.raw.B().Decr().Key(b.key("stock")).Build(),
+		b.raw.B().Hset().Key(b.key("buyers")).FieldValue().FieldValue(fmt.Sprint(badUser), fmt.Sprint(badID)).Build(),
+		b.raw.B().Xadd().Key(b.key("orders")).Id("*").FieldValue().FieldValue("id", fmt.Sprint(badID)).FieldValue("user", fmt.Sprint(badUser)).
+			FieldValue("voucher", fmt.Sprint(b.voucher.ID)).FieldValue("at", "yesterday").Build(),
+	} {
+		if err := b.raw.Do(ctx, cmd).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for u := range int64(20) {
+		b.admit(200 + u)
+	}
+	b.pool("w", true, nil)
+	waitFor(t, 20*time.Second, "40 orders persisted and the bad one dead-lettered", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 40 && b.dlqLen() == 1
+	})
+	if got := b.redisStock(); got != 60 {
+		t.Errorf("Redis stock %d, want 60: the bad message's unit given back", got)
+	}
+	if err := b.raw.Do(ctx, b.raw.B().Hget().Key(b.key("buyers")).Field(fmt.Sprint(badUser)).Build()).Error(); !rueidis.IsRedisNil(err) {
+		t.Errorf("the bad message's buyer still holds a slot (err %v)", err)
+	}
+	o, err := b.store.Order(ctx, badID)
+	if err != nil || o.Status != seckill.OrderFailed || !strings.Contains(o.Reason, "malformed") {
+		t.Errorf("the bad order = %+v, %v; want failed, malformed", o, err)
+	}
+	waitFor(t, 5*time.Second, "nothing pending", func() bool { return b.pending() == 0 })
+}
+
+// TestDatabaseDownThenBack: while the database refuses connections, the
+// workers retry without acknowledging or dead-lettering anything, and all
+// drains when it is back.
+func TestDatabaseDownThenBack(t *testing.T) {
+	b := newBench(t, "mysql", 100)
+	ctx := context.Background()
+	proxy := testenv.StartProxy(t, "127.0.0.1:3306")
+	viaProxy, err := mysql.Open(ctx, strings.Replace(b.dbURL, "127.0.0.1:3306", proxy.Addr(), 1), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { viaProxy.Close() })
+	proxy.Down()
+	for u := range int64(30) {
+		b.admit(300 + u)
+	}
+	p := b.pool("w", true, viaProxy)
+	p.Watch(b.voucher.ID)
+	// Read in one batch, and held unacknowledged: a worker is retrying.
+	waitFor(t, 10*time.Second, "30 messages read", func() bool { return b.pending() == 30 })
+	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 0 {
+		t.Fatalf("%d orders persisted with the database down", n)
+	}
+	proxy.Up()
+	waitFor(t, 20*time.Second, "30 orders persisted after the database is back", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 30
+	})
+	waitFor(t, 5*time.Second, "nothing pending", func() bool { return b.pending() == 0 })
+	if n := b.dlqLen(); n != 0 {
+		t.Errorf("%d dead letters, want 0", n)
+	}
+	if v := b.dbVoucher(); v.Stock != 70 {
+		t.Errorf("database stock %d, want 70", v.Stock)
+	}
+}
+
+// TestStreamLost: when Redis loses a voucher (its stream and group, its
+// stock and buyers), the reader rebuilds it from the database, with the
+// buyers of the orders already persisted, and goes on.
+func TestStreamLost(t *testing.T) {
+	b := newBench(t, "mysql", 50)
+	ctx := context.Background()
+	b.pool("w", true, nil)
+	for u := range int64(10) {
+		b.admit(400 + u)
+	}
+	waitFor(t, 10*time.Second, "10 orders persisted", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 10
+	})
+	if err := b.raw.Do(ctx, b.raw.B().Del().Key(b.key("stock"), b.key("window"), b.key("buyers"), b.key("orders")).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "voucher rebuilt", func() bool {
+		return b.int(b.raw.B().Exists().Key(b.key("stock")).Build()) == 1
+	})
+	if got := b.redisStock(); got != 40 {
+		t.Errorf("rebuilt stock %d, want 40", got)
+	}
+	// The buyers persisted before the loss are known again.
+	err := b.cache.Admit(ctx, b.voucher.ID, 400, b.nextID.Add(1))
+	if !errors.Is(err, seckill.ErrDuplicateOrder) {
+		t.Errorf("a persisted buyer buying again after the rebuild: %v, want ErrDuplicateOrder", err)
+	}
+	for u := range int64(5) {
+		b.admit(500 + u)
+	}
+	waitFor(t, 10*time.Second, "15 orders persisted", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 15
+	})
+	if v := b.dbVoucher(); v.Stock != 35 {
+		t.Errorf("database stock %d, want 35", v.Stock)
+	}
+}
+
+// TestBuyerAdmittedTwice: if Redis admits a buyer again (it lost their
+// slot), the second order goes to the dead letters, its stock comes back,
+// and the buyer's slot holds their order in the database.
+func TestBuyerAdmittedTwice(t *testing.T) {
+	b := newBench(t, "mysql", 10)
+	ctx := context.Background()
+	p := b.pool("w", true, nil)
+	first := b.admit(7)
+	waitFor(t, 10*time.Second, "first order persisted", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 1
+	})
+	// Redis forgets the buyer, and admits them again.
+	if err := b.raw.Do(ctx, b.raw.B().Hdel().Key(b.key("buyers")).Field("7").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	second := b.admit(7)
+	waitFor(t, 10*time.Second, "second order dead-lettered", func() bool { return b.dlqLen() == 1 })
+	if got := b.redisStock(); got != 9 {
+		t.Errorf("Redis stock %d, want 9: the second order's unit given back", got)
+	}
+	slot, err := b.raw.Do(ctx, b.raw.B().Hget().Key(b.key("buyers")).Field("7").Build()).AsInt64()
+	if err != nil || slot != first {
+		t.Errorf("buyer slot = %d, %v; want the persisted order %d", slot, err, first)
+	}
+	o, err := b.store.Order(ctx, second)
+	if err != nil || o.Status != seckill.OrderFailed {
+		t.Errorf("second order = %+v, %v; want failed", o, err)
+	}
+	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 1 {
+		t.Errorf("%d orders in the database, want 1", n)
+	}
+	if got := testutil.ToFloat64(p.metrics.doubleAdmissions); got != 1 {
+		t.Errorf("double admissions metric = %v, want 1", got)
+	}
+}
+
+// TestReclaimAndReap: a consumer that read messages and died is relieved
+// of them after the lease by a live one, and removed from the group once
+// it holds nothing.
+func TestReclaimAndReap(t *testing.T) {
+	b := newBench(t, "mysql", 100)
+	ctx := context.Background()
+	for u := range int64(25) {
+		b.admit(600 + u)
+	}
+	// "dead" reads everything and never acknowledges.
+	msgs, err := b.cache.ReadOrders(ctx, b.voucher.ID, "dead", 100, 0)
+	if err != nil || len(msgs) != 25 {
+		t.Fatalf("dead consumer read %d, %v", len(msgs), err)
+	}
+	b.pool("live", true, nil)
+	waitFor(t, 15*time.Second, "the dead consumer's orders persisted", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 25
+	})
+	waitFor(t, 15*time.Second, "the dead consumer removed", func() bool {
+		res, err := b.raw.Do(ctx, b.raw.B().XinfoConsumers().Key(b.key("orders")).Group(redis.Group).Build()).ToArray()
+		if err != nil {
+			return false
+		}
+		for _, c := range res {
+			m, _ := c.AsStrMap()
+			if m["name"] == "dead" {
+				return false
+			}
+		}
+		return true
+	})
+	if n := b.dlqLen(); n != 0 {
+		t.Errorf("%d dead letters, want 0", n)
+	}
+}
