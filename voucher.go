@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Limits on a voucher, checked by [Voucher.Validate].
@@ -90,6 +94,33 @@ type VoucherCache interface {
 	// Remaining returns the cached stock left for each of ids; an id whose
 	// voucher is not loaded is absent from the map.
 	Remaining(ctx context.Context, ids ...int64) (map[int64]int64, error)
+	// StageBuyers records buyers (user → order id) of a voucher that is
+	// being rebuilt, while it has no stock in the cache. It reports false
+	// once the voucher has a stock again: someone else finished the rebuild.
+	StageBuyers(ctx context.Context, voucherID int64, orders []*Order) (bool, error)
+	// FinishRebuild completes a rebuild: it adds the buyers of the orders
+	// still queued, writes the window and sets the stock to the initial
+	// stock less the buyers, unless the voucher has a stock already. It
+	// reports whether it set the stock, and to what.
+	FinishRebuild(ctx context.Context, v *Voucher) (bool, int64, error)
+	// State reads what the cache holds of a voucher.
+	State(ctx context.Context, voucherID int64) (*CacheState, error)
+	// Unload deletes a voucher's stock and buyers from the cache, so that it
+	// is rebuilt; admission refuses it until then.
+	Unload(ctx context.Context, voucherID int64) error
+}
+
+// CacheState is what the cache holds of a voucher.
+type CacheState struct {
+	Loaded    bool  // it has a stock
+	Remaining int64 // the stock left to admit
+	Buyers    int64 // buyers recorded
+	// Queued are the messages in the voucher's order stream: admitted
+	// orders, maybe not yet persisted, maybe persisted and not yet trimmed.
+	Queued []OrderMessage
+	// Pending counts messages delivered and not acknowledged, Undelivered
+	// those not read yet, DeadLetters those in the dead-letter stream.
+	Pending, Undelivered, DeadLetters int64
 }
 
 // VoucherView is a voucher as clients see it: the database's record and the
@@ -107,11 +138,47 @@ type VoucherService struct {
 	Store interface {
 		VoucherStore
 		OrderCounter
+		VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 	}
 	Cache  VoucherCache
 	Logger *slog.Logger
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
+	// Created, if set, is told of each voucher created, once it is on sale
+	// (the workers start reading its orders).
+	Created func(v *Voucher)
+
+	rebuilds singleflight.Group
+
+	openMu   sync.Mutex
+	openIDs  []int64
+	openRead time.Time
+}
+
+// Recent is how long after its sale ends a voucher may still have orders
+// on their way to the database: OpenIDs keeps it that long.
+const Recent = 24 * time.Hour
+
+// OpenIDs returns the ids of the vouchers whose sale has not ended or ended
+// within Recent: those whose orders may still be pending. The list is read
+// from the database at most once a second.
+func (s *VoucherService) OpenIDs(ctx context.Context) ([]int64, error) {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	now := s.Now()
+	if !s.openRead.IsZero() && now.Sub(s.openRead) < time.Second && now.After(s.openRead) {
+		return s.openIDs, nil
+	}
+	vs, err := s.Store.UnendedVouchers(ctx, now.Add(-Recent))
+	if err != nil {
+		return nil, fmt.Errorf("list open vouchers: %w", err)
+	}
+	ids := make([]int64, len(vs))
+	for i, v := range vs {
+		ids[i] = v.ID
+	}
+	s.openIDs, s.openRead = ids, now
+	return ids, nil
 }
 
 // Create validates v, stores it, and loads its stock into the cache. When
@@ -130,6 +197,12 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 	if _, err := s.Cache.LoadVoucher(ctx, v); err != nil {
 		s.Logger.Error("voucher saved but not loaded into the cache", "voucher", v.ID, "err", err)
 		return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was saved but its stock could not be loaded; it will be loaded when the service restarts", v.ID), RetryAfter: time.Second}
+	}
+	s.openMu.Lock()
+	s.openRead = time.Time{} // the new voucher is open
+	s.openMu.Unlock()
+	if s.Created != nil {
+		s.Created(v)
 	}
 	remaining := v.Stock
 	return &VoucherView{Voucher: v, Remaining: &remaining}, nil
@@ -176,13 +249,11 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 	return views, nil
 }
 
-// Restore loads into the cache every voucher still on sale whose stock the
-// cache has lost, as long as it has no orders yet, so a Redis that restarted
-// empty sells it again. A voucher with orders is left unloaded and reported:
-// loading its database stock would forget who already bought.
+// Restore rebuilds in the cache every voucher still on sale whose stock the
+// cache has lost, so that a Redis that restarted empty sells on exactly
+// where the database and the queued orders say the sale stands (G6).
 func (s *VoucherService) Restore(ctx context.Context) error {
-	now := s.Now()
-	vs, err := s.Store.UnendedVouchers(ctx, now)
+	vs, err := s.Store.UnendedVouchers(ctx, s.Now())
 	if err != nil {
 		return fmt.Errorf("restore vouchers: %w", err)
 	}
@@ -192,24 +263,61 @@ func (s *VoucherService) Restore(ctx context.Context) error {
 	}
 	var errs []error
 	for _, view := range views {
-		v := view.Voucher
 		if view.Remaining != nil {
 			continue
 		}
-		n, err := s.Store.CountOrders(ctx, v.ID)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("count orders of voucher %d: %w", v.ID, err))
-			continue
+		if err := s.rebuild(ctx, view.Voucher); err != nil {
+			errs = append(errs, err)
 		}
-		if n > 0 {
-			s.Logger.Warn("voucher has orders but no stock in the cache; it is not on sale until reconciled", "voucher", v.ID, "orders", n)
-			continue
-		}
-		if _, err := s.Cache.LoadVoucher(ctx, v); err != nil {
-			errs = append(errs, fmt.Errorf("load voucher %d: %w", v.ID, err))
-			continue
-		}
-		s.Logger.Info("voucher loaded into the cache", "voucher", v.ID, "stock", v.Stock)
 	}
 	return errors.Join(errs...)
+}
+
+// rebuildPage is how many buyers a rebuild reads from the database and
+// writes to the cache at a time.
+const rebuildPage = 5000
+
+// Rebuild puts the voucher back in the cache from the database: its window,
+// its buyers (its created orders, and the orders still queued), and the
+// stock they leave. It does nothing to a voucher the cache holds, so
+// concurrent rebuilds, here or in other instances, are harmless. Calls for
+// one voucher in this process share one rebuild.
+func (s *VoucherService) Rebuild(ctx context.Context, id int64) error {
+	_, err, _ := s.rebuilds.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		v, err := s.Store.Voucher(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return nil, s.rebuild(ctx, v)
+	})
+	return err
+}
+
+func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
+	var after int64
+	for {
+		page, err := s.Store.VoucherOrders(ctx, v.ID, after, rebuildPage)
+		if err != nil {
+			return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		staging, err := s.Cache.StageBuyers(ctx, v.ID, page)
+		if err != nil {
+			return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
+		}
+		if !staging || len(page) < rebuildPage {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	set, left, err := s.Cache.FinishRebuild(ctx, v)
+	if err != nil {
+		return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
+	}
+	if set {
+		s.Logger.Warn("voucher rebuilt in Redis from the database", "voucher", v.ID, "remaining", left, "initial_stock", v.InitialStock)
+	}
+	return nil
 }

@@ -124,8 +124,8 @@ func TestCreate(t *testing.T) {
 	}
 }
 
-// TestRestoreAfterRedisLoss: a Redis that comes back empty gets the stock
-// of every voucher still on sale without orders, and only those.
+// TestRestoreAfterRedisLoss: a Redis that comes back empty gets back every
+// voucher still on sale, with its buyers and the stock they leave.
 func TestRestoreAfterRedisLoss(t *testing.T) {
 	url, kill := testenv.StartRedis(t)
 	s, store, _ := services(t, url)
@@ -166,7 +166,7 @@ func TestRestoreAfterRedisLoss(t *testing.T) {
 	if err := s2.Restore(ctx); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	for id, want := range map[int64]*int64{fresh.ID: ptr(10), lateID: ptr(5), sold.ID: nil, ended.ID: nil} {
+	for id, want := range map[int64]*int64{fresh.ID: ptr(10), lateID: ptr(5), sold.ID: ptr(9), ended.ID: nil} {
 		got, err := s2.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -175,8 +175,14 @@ func TestRestoreAfterRedisLoss(t *testing.T) {
 			t.Errorf("voucher %d %q remaining after Restore = %v, want %v", id, got.Title, deref(got.Remaining), deref(want))
 		}
 	}
-	if !strings.Contains(logs.String(), "has orders but no stock") {
-		t.Errorf("Restore did not warn about the voucher with orders; log:\n%s", logs.String())
+	// The buyer of the persisted order is known again: buying twice is refused.
+	err = s2.Cache.(*redis.Client).Admit(ctx, sold.ID, 7, 2002)
+	var e *seckill.Error
+	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != 1001 {
+		t.Errorf("admitting the buyer of order 1001 again after Restore = %v, want duplicate_order with 1001", err)
+	}
+	if !strings.Contains(logs.String(), "rebuilt") {
+		t.Errorf("Restore did not log the rebuild; log:\n%s", logs.String())
 	}
 }
 

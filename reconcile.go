@@ -1,0 +1,115 @@
+package seckill
+
+import (
+	"context"
+	"fmt"
+)
+
+// Reconciliation compares a voucher in the database and in the cache
+// (G6): remaining (cache) + orders (database) + pending == initial stock.
+type Reconciliation struct {
+	Voucher *Voucher
+	// Orders counts the voucher's created orders in the database; Failed
+	// the queued messages whose orders the database records as failed.
+	Orders int64
+	// Loaded, Remaining and Buyers are the cache's.
+	Loaded    bool
+	Remaining int64
+	Buyers    int64
+	// Pending counts queued orders the database does not hold yet.
+	Pending int64
+	// DeadLetters counts the messages in the voucher's dead-letter stream.
+	DeadLetters int64
+	// Drift is InitialStock − (Remaining + Orders + Pending): stock the
+	// cache and the database disagree about. Zero when they agree.
+	Drift int64
+	// BuyerDrift is Buyers − (Orders + Pending): buyers the cache records
+	// without an order in the database or the queue (lost orders, when
+	// positive), or orders without a buyer (when negative).
+	BuyerDrift int64
+	// Repaired says the cache was rebuilt from the database.
+	Repaired bool
+}
+
+// OK reports whether the cache and the database agree.
+func (r *Reconciliation) OK() bool { return r.Loaded && r.Drift == 0 && r.BuyerDrift == 0 }
+
+// Reconciler compares vouchers in the database and in the cache, and
+// repairs the cache from the database.
+type Reconciler struct {
+	Vouchers *VoucherService
+	Store    interface {
+		VoucherStore
+		OrderCounter
+		OrderStatuses(ctx context.Context, ids []int64) (map[int64]OrderStatus, error)
+	}
+	Cache VoucherCache
+}
+
+// Reconcile compares the voucher in the database and in the cache. With
+// repair, a voucher that disagrees is unloaded from the cache and rebuilt
+// from the database and its queued orders, then compared again. Orders are
+// read while the sale may go on: a busy sale can show a passing drift that
+// a second look clears.
+func (r *Reconciler) Reconcile(ctx context.Context, voucherID int64, repair bool) (*Reconciliation, error) {
+	rec, err := r.compare(ctx, voucherID)
+	if err != nil || !repair || rec.OK() {
+		return rec, err
+	}
+	if err := r.Cache.Unload(ctx, voucherID); err != nil {
+		return nil, fmt.Errorf("repair voucher %d: %w", voucherID, err)
+	}
+	if err := r.Vouchers.Rebuild(ctx, voucherID); err != nil {
+		return nil, fmt.Errorf("repair voucher %d: %w", voucherID, err)
+	}
+	if rec, err = r.compare(ctx, voucherID); err != nil {
+		return nil, err
+	}
+	rec.Repaired = true
+	return rec, nil
+}
+
+func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliation, error) {
+	v, err := r.Store.Voucher(ctx, voucherID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	// The cache first: an order persisted in between then counts in the
+	// database and not as pending, rather than in neither.
+	st, err := r.Cache.State(ctx, voucherID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	orders, err := r.Store.CountOrders(ctx, voucherID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	queued := make([]int64, 0, len(st.Queued))
+	for _, m := range st.Queued {
+		if m.Err == nil {
+			queued = append(queued, m.Order.ID)
+		}
+	}
+	stored, err := r.Store.OrderStatuses(ctx, queued)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	rec := &Reconciliation{
+		Voucher:     v,
+		Orders:      orders,
+		Loaded:      st.Loaded,
+		Remaining:   st.Remaining,
+		Buyers:      st.Buyers,
+		DeadLetters: st.DeadLetters,
+	}
+	seen := make(map[int64]bool, len(queued))
+	for _, id := range queued {
+		if _, ok := stored[id]; !ok && !seen[id] {
+			rec.Pending++
+		}
+		seen[id] = true
+	}
+	rec.Drift = v.InitialStock - (rec.Remaining + rec.Orders + rec.Pending)
+	rec.BuyerDrift = rec.Buyers - (rec.Orders + rec.Pending)
+	return rec, nil
+}
