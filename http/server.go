@@ -74,6 +74,7 @@ type Check func(ctx context.Context) error
 // Services are what the server's handlers call.
 type Services struct {
 	Vouchers *seckill.VoucherService
+	Orders   *seckill.OrderService
 	Login    *auth.Login
 	Tokens   *auth.Tokens
 	// Checks are the dependencies /readyz reports, by name.
@@ -84,6 +85,7 @@ type Services struct {
 type Server struct {
 	cfg      Config
 	vouchers *seckill.VoucherService
+	orders   *seckill.OrderService
 	login    *auth.Login
 	tokens   *auth.Tokens
 	checks   map[string]Check
@@ -105,6 +107,7 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	s := &Server{
 		cfg:      cfg.withDefaults(),
 		vouchers: svc.Vouchers,
+		orders:   svc.Orders,
 		login:    svc.Login,
 		tokens:   svc.Tokens,
 		checks:   svc.Checks,
@@ -117,6 +120,9 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	mux.Handle("POST /api/admin/vouchers", s.admin(s.createVoucher))
 	mux.HandleFunc("GET /api/vouchers", s.listVouchers)
 	mux.HandleFunc("GET /api/vouchers/{id}", s.getVoucher)
+	mux.Handle("POST /api/vouchers/{id}/seckill", s.user(s.seckill))
+	mux.Handle("GET /api/orders/{id}", s.user(s.getOrder))
+	mux.Handle("GET /api/orders", s.user(s.listOrders))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,11 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/mysql"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/postgres"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/sqlite"
+	"github.com/seckill/seckill/worker"
 )
 
 func TestMain(m *testing.M) {
@@ -43,6 +48,10 @@ type env struct {
 	// rawRedis and redisPrefix reach the server's Redis keys directly.
 	rawRedis    rueidis.Client
 	redisPrefix string
+	store       seckill.Store
+	vouchers    *seckill.VoucherService
+	pool        *worker.Pool
+	logger      *slog.Logger
 	codes       *codeBox
 	now         time.Time
 }
@@ -67,7 +76,12 @@ func (b *codeBox) last(phone string) string {
 }
 
 type envOptions struct {
-	redisURL string // default: the shared test Redis
+	// backend is "mysql" (default), "postgres" or "embedded" (SQLite and
+	// the in-process Redis server).
+	backend string
+	// redisURL is the Redis to use; default: the shared test Redis under
+	// a prefix of the test's own.
+	redisURL string
 }
 
 func newEnv(t *testing.T, opts ...envOptions) *env {
@@ -78,7 +92,20 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	}
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	store, err := mysql.Open(ctx, testenv.MySQLURL(t), 4)
+	var (
+		store seckill.Store
+		err   error
+	)
+	switch opt.backend {
+	case "", "mysql":
+		store, err = mysql.Open(ctx, testenv.MySQLURL(t), 8)
+	case "postgres":
+		store, err = postgres.Open(ctx, testenv.PostgresURL(t), 8)
+	case "embedded":
+		store, err = sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "seckill.db"), 8)
+	default:
+		t.Fatalf("unknown backend %q", opt.backend)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +113,21 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	redisCfg := redis.Config{URL: opt.redisURL, Prefix: "seckill"}
-	if redisCfg.URL == "" {
-		redisCfg = redis.Config{URL: testenv.RedisURL(t), Prefix: testenv.RedisPrefix(t)}
+	var (
+		cache    *redis.Client
+		prefix   = "seckill"
+		redisURL = opt.redisURL
+	)
+	switch {
+	case opt.backend == "embedded":
+		cache, err = redis.OpenEmbedded(prefix, logger)
+		redisURL = "redis://" + cache.Addr()
+	case redisURL == "":
+		redisURL, prefix = testenv.RedisURL(t), testenv.RedisPrefix(t)
+		fallthrough
+	default:
+		cache, err = redis.Open(ctx, redis.Config{URL: redisURL, Prefix: prefix}, logger)
 	}
-	cache, err := redis.Open(ctx, redisCfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +138,25 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	}
 	codes := &codeBox{codes: map[string]string{}}
 	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+
+	ids := orderid.New()
+	lease := cache.NewNodeLease(ids, logger)
+	// The test's key prefix is its own: no lease holder predates it.
+	lease.TTL, lease.Renew, lease.Valid, lease.FreshWait = 5*time.Second, 100*time.Millisecond, 2*time.Second, 0
+	if err := lease.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lease.Stop)
+	orders := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
-	srv, err := New(Config{}, Services{
+
+	// Correctness, not latency, is tested here: under -race with thousands
+	// of requests at once the embedded server is slow.
+	srv, err := New(Config{RequestTimeout: 60 * time.Second}, Services{
 		Vouchers: vouchers,
+		Orders:   orders,
 		Login:    &auth.Login{Codes: cache, Sender: codes, Users: store, Tokens: tokens, TokenTTL: time.Hour, Logger: logger},
 		Tokens:   tokens,
 		Checks:   map[string]Check{"redis": cache.Ping, "db": store.Ping},
@@ -114,15 +166,37 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{strings.TrimSuffix(strings.TrimPrefix(redisCfg.URL, "redis://"), "/0")}, DisableCache: true})
+	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0")}, DisableCache: true, ForceSingleClient: opt.backend == "embedded"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(raw.Close)
-	e := &env{t: t, url: hs.URL, tokens: tokens, cache: cache, codes: codes, now: time.Now(), rawRedis: raw, redisPrefix: redisCfg.Prefix}
+	e := &env{t: t, url: hs.URL, tokens: tokens, cache: cache, codes: codes, now: time.Now(), rawRedis: raw, redisPrefix: prefix, store: store, vouchers: vouchers, logger: logger}
+	e.startPool()
 	e.admin = e.mint(auth.Identity{UserID: 1, Admin: true}, time.Hour)
 	e.buyer = e.mint(auth.Identity{UserID: 2}, time.Hour)
 	return e
+}
+
+// startPool starts workers (a new consumer) for the env's streams.
+func (e *env) startPool() {
+	e.t.Helper()
+	pool, err := worker.New(worker.Config{
+		Consumer:     "test-" + testenv.Random(),
+		Block:        100 * time.Millisecond,
+		Lease:        2 * time.Second,
+		ReclaimEvery: 200 * time.Millisecond,
+		WatchEvery:   200 * time.Millisecond,
+	}, e.cache, e.store, e.vouchers.Rebuild, prometheus.NewRegistry(), e.logger)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := pool.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Stop)
+	e.pool = pool
+	e.vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
 }
 
 type testWriter struct{ t *testing.T }
@@ -160,8 +234,19 @@ func (e *env) do(method, path, token string, body any) response {
 	return e.doHeader(method, path, header, body)
 }
 
+// doWith is do through client, for tests that need many connections.
+func (e *env) doWith(client *http.Client, method, path, token string, body any) response {
+	e.t.Helper()
+	return e.request(client, method, path, "Bearer "+token, body)
+}
+
 // doHeader is do with an Authorization header as given.
 func (e *env) doHeader(method, path, authorization string, body any) response {
+	e.t.Helper()
+	return e.request(http.DefaultClient, method, path, authorization, body)
+}
+
+func (e *env) request(client *http.Client, method, path, authorization string, body any) response {
 	e.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -184,7 +269,7 @@ func (e *env) doHeader(method, path, authorization string, body any) response {
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -1,0 +1,85 @@
+package http
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/seckill/seckill"
+)
+
+// orderJSON is an order as the API shows it.
+type orderJSON struct {
+	OrderID   int64     `json:"orderId,string"`
+	VoucherID int64     `json:"voucherId,string"`
+	UserID    int64     `json:"userId,string"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"createdAt"`
+	Reason    string    `json:"reason,omitempty"`
+}
+
+func newOrderJSON(o *seckill.Order) orderJSON {
+	return orderJSON{
+		OrderID:   o.ID,
+		VoucherID: o.VoucherID,
+		UserID:    o.UserID,
+		Status:    string(o.Status),
+		CreatedAt: o.CreatedAt.UTC(),
+		Reason:    o.Reason,
+	}
+}
+
+func (s *Server) seckill(w http.ResponseWriter, r *http.Request) {
+	voucherID, err := parseID("voucher id", r.PathValue("id"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	o, err := s.orders.Buy(r.Context(), identity(r).UserID, voucherID)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		OrderID int64  `json:"orderId,string"`
+		Status  string `json:"status"`
+	}{o.ID, string(o.Status)})
+}
+
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID("order id", r.PathValue("id"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	o, err := s.orders.Order(r.Context(), identity(r).UserID, id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newOrderJSON(o))
+}
+
+func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > maxListLimit {
+			s.error(w, r, seckill.Errorf(seckill.ErrInvalidArgument, "limit: must be an integer from 1 to %d", maxListLimit))
+			return
+		}
+		limit = n
+	}
+	orders, err := s.orders.Orders(r.Context(), identity(r).UserID, limit)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	out := struct {
+		Orders []orderJSON `json:"orders"`
+	}{Orders: make([]orderJSON, len(orders))}
+	for i, o := range orders {
+		out.Orders[i] = newOrderJSON(o)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
