@@ -31,8 +31,21 @@ type Config struct {
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
-	LogLevel          string // debug, info, warn, error
-	LogFormat         string // auto, text, json
+	LogLevel          string        // debug, info, warn, error
+	LogFormat         string        // auto, text, json
+	Consumer          string        // this instance's consumer name
+	Workers           int           // batches persisted at once
+	BatchSize         int           // orders per read and per transaction
+	ClaimLease        time.Duration // idle time before a message is reclaimed
+	MaxDeliveries     int64         // deliveries before the dead letters
+}
+
+func (c *Config) workerFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Consumer, "consumer", "", "this instance's consumer name in the order streams' group; must be unique among running instances (default host-pid-random)")
+	fs.IntVar(&c.Workers, "workers", 4, "order batches persisted at once")
+	fs.IntVar(&c.BatchSize, "batch-size", 100, "orders per stream read and per database transaction")
+	fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "how long an order message may sit unacknowledged with a consumer before another takes it over")
+	fs.Int64Var(&c.MaxDeliveries, "max-deliveries", 5, "deliveries of an order message before it goes to the dead letters")
 }
 
 func (c *Config) httpFlags(fs *flag.FlagSet) {

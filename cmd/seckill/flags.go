@@ -11,6 +11,10 @@ import (
 // errUsage is a command-line mistake, already explained on stderr.
 var errUsage = errors.New("usage")
 
+// errDrift is reconcile's finding that Redis and the database disagree,
+// already reported on stdout: exit status 3.
+var errDrift = errors.New("drift")
+
 // envName is the environment variable of a flag: db-url → SECKILL_DB_URL.
 func envName(flagName string) string {
 	return "SECKILL_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))

@@ -3,6 +3,7 @@
 //	seckill serve     run the HTTP service
 //	seckill migrate   apply database migrations
 //	seckill token     mint a JWT for a user or an admin
+//	seckill reconcile compare Redis with the database; --repair fixes Redis
 //	seckill version   print the version
 //
 // Every flag has an environment variable: --db-url is SECKILL_DB_URL. A flag
@@ -36,6 +37,7 @@ var commands = []command{
 	{"serve", "run the HTTP service", runServe},
 	{"migrate", "apply the database migrations", runMigrate},
 	{"token", "mint a JWT for a user or an admin", runToken},
+	{"reconcile", "compare Redis with the database per voucher; --repair fixes Redis", runReconcile},
 	{"version", "print the version", runVersion},
 }
 
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return 0
 		case errors.Is(err, errUsage):
 			return 2
+		case errors.Is(err, errDrift):
+			return 3
 		}
 		fmt.Fprintf(stderr, "seckill %s: %v\n", c.name, err)
 		return 1

@@ -341,12 +341,7 @@ func TestSIGTERM(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "seckill")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"))
+	cmd := exec.Command(seckillBinary(t), "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"))
 	cmd.Env = append(os.Environ(), "SECKILL_REDIS_URL=", "SECKILL_DB_URL=", "SECKILL_JWT_SECRET=")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -11,10 +11,15 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	var c Config
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	c.dbFlags(fs)
+	c.logFlags(fs)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, &c)
+	logger, err := c.newLogger(stderr, c.DBURL == "")
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, &c, logger)
 	if err != nil {
 		return err
 	}

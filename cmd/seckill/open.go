@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	drvmysql "github.com/go-sql-driver/mysql"
+
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/mysql"
@@ -30,7 +32,7 @@ const secretFile = "jwt-secret"
 
 // openStore opens the database of c.DBURL, or the embedded default's SQLite
 // file when c.DBURL is empty.
-func openStore(ctx context.Context, c *Config) (seckill.Store, error) {
+func openStore(ctx context.Context, c *Config, logger *slog.Logger) (seckill.Store, error) {
 	raw := c.DBURL
 	if raw == "" {
 		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
@@ -48,6 +50,9 @@ func openStore(ctx context.Context, c *Config) (seckill.Store, error) {
 	)
 	switch scheme {
 	case "mysql":
+		// The driver logs to the standard error on its own; send that to
+		// our log instead.
+		drvmysql.SetLogger(mysqlLogger{logger})
 		store, err = mysql.Open(ctx, raw, c.DBMaxConns)
 	case "postgres", "postgresql":
 		store, err = postgres.Open(ctx, raw, c.DBMaxConns)
@@ -62,12 +67,43 @@ func openStore(ctx context.Context, c *Config) (seckill.Store, error) {
 	return store, nil
 }
 
-// openRedis connects to c.RedisURL, or starts the embedded server.
+// embeddedAddrFile holds, in DataDir, the address of the embedded Redis of
+// a running serve, for the command line tools to reach it.
+const embeddedAddrFile = "redis-addr"
+
+// openRedis connects to c.RedisURL, or starts the embedded server and
+// writes its address in DataDir.
 func openRedis(ctx context.Context, c *Config, embedded bool, logger *slog.Logger) (*redis.Client, error) {
-	if embedded {
-		return redis.OpenEmbedded(c.RedisPrefix, logger)
+	if !embedded {
+		return redis.Open(ctx, redis.Config{URL: c.RedisURL, Prefix: c.RedisPrefix}, logger)
 	}
-	return redis.Open(ctx, redis.Config{URL: c.RedisURL, Prefix: c.RedisPrefix}, logger)
+	cache, err := redis.OpenEmbedded(c.RedisPrefix, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(c.DataDir, embeddedAddrFile), []byte(cache.Addr()+"\n"), 0o600); err != nil {
+		cache.Close()
+		return nil, fmt.Errorf("record the embedded Redis address: %w", err)
+	}
+	return cache, nil
+}
+
+// dialRedis connects a command line tool to c.RedisURL, or, on the
+// embedded default, to the embedded Redis of the seckill serve running on
+// DataDir.
+func dialRedis(ctx context.Context, c *Config, embedded bool, logger *slog.Logger) (*redis.Client, error) {
+	if !embedded {
+		return redis.Open(ctx, redis.Config{URL: c.RedisURL, Prefix: c.RedisPrefix}, logger)
+	}
+	b, err := os.ReadFile(filepath.Join(c.DataDir, embeddedAddrFile))
+	if err != nil {
+		return nil, fmt.Errorf("no seckill serve is running on the embedded default in %s (its Redis lives inside it): %w", c.DataDir, err)
+	}
+	cache, err := redis.Open(ctx, redis.Config{URL: "redis://" + strings.TrimSpace(string(b)), Prefix: c.RedisPrefix, Embedded: true}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("reach the embedded Redis of the seckill serve running on %s: %w", c.DataDir, err)
+	}
+	return cache, nil
 }
 
 // jwtSecret returns the signing secret: c.JWTSecret if set; else, on the
@@ -101,6 +137,11 @@ func jwtSecret(c *Config, embedded bool) ([]byte, error) {
 	}
 	return []byte(secret), nil
 }
+
+// mysqlLogger is the MySQL driver's logger, writing to ours.
+type mysqlLogger struct{ logger *slog.Logger }
+
+func (l mysqlLogger) Print(v ...any) { l.logger.Warn("mysql driver: " + fmt.Sprint(v...)) }
 
 // redact hides the password of a URL for messages and logs.
 func redact(raw string) string {

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +18,8 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 	sechttp "github.com/seckill/seckill/http"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/worker"
 )
 
 // adminPhone is the phone of the embedded default's admin user: not a
@@ -47,7 +53,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 
-	store, err := openStore(ctx, &c)
+	store, err := openStore(ctx, &c, logger)
 	if err != nil {
 		return err
 	}
@@ -63,14 +69,48 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer cache.Close()
 
+	if embedded {
+		defer os.Remove(filepath.Join(c.DataDir, embeddedAddrFile))
+	}
+
 	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
 	if err := vouchers.Restore(ctx); err != nil {
 		// Not fatal: the vouchers that could be loaded are on sale.
 		logger.Error("some vouchers could not be loaded into Redis", "err", err)
 	}
 
+	// Order ids: a node id leased in Redis, unique among running instances.
+	ids := orderid.New()
+	lease := cache.NewNodeLease(ids, logger)
+	if err := lease.Start(ctx); err != nil {
+		return fmt.Errorf("lease a node id for order ids: %w", err)
+	}
+	defer lease.Stop()
+	orders := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	consumer := c.Consumer
+	if consumer == "" {
+		consumer = consumerName()
+	}
+	pool, err := worker.New(worker.Config{
+		Consumer:      consumer,
+		Workers:       c.Workers,
+		BatchSize:     c.BatchSize,
+		Lease:         c.ClaimLease,
+		MaxDeliveries: c.MaxDeliveries,
+		DrainTimeout:  c.ShutdownTimeout,
+	}, cache, store, vouchers.Rebuild, reg, logger)
+	if err != nil {
+		return err
+	}
+	if err := pool.Start(ctx); err != nil {
+		return err
+	}
+	defer pool.Stop()
+	vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
+
 	srv, err := sechttp.New(sechttp.Config{
 		Addr:              c.Addr,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
@@ -79,6 +119,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		IdleTimeout:       c.IdleTimeout,
 	}, sechttp.Services{
 		Vouchers: vouchers,
+		Orders:   orders,
 		Login: &auth.Login{
 			Codes:    cache,
 			Sender:   auth.LogSender{Logger: logger},
@@ -117,8 +158,24 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := srv.Shutdown(sctx); err != nil {
 		return err
 	}
+	// No more admissions: let the workers finish and acknowledge what they
+	// hold; the rest stays in the streams for the next start or another
+	// instance.
+	pool.Stop()
 	logger.Info("seckill stopped")
 	return nil
+}
+
+// consumerName names this instance in the order streams' groups:
+// host-pid-random, unique among running instances.
+func consumerName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "seckill"
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // serveFlags registers every setting of serve.
@@ -128,6 +185,7 @@ func serveFlags(fs *flag.FlagSet, c *Config) {
 	c.dbFlags(fs)
 	c.secretFlags(fs)
 	c.logFlags(fs)
+	c.workerFlags(fs)
 	fs.StringVar(&c.Mode, "mode", "stream", "order pipeline: stream (sync and queue are not built yet)")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of login tokens and of the admin token the embedded default prints")

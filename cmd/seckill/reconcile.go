@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/seckill/seckill"
+)
+
+func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var (
+		c       Config
+		repair  bool
+		voucher int64
+	)
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	c.redisFlags(fs)
+	c.dbFlags(fs)
+	c.logFlags(fs)
+	fs.BoolVar(&repair, "repair", false, "rebuild in Redis, from the database and the queued orders, each voucher that disagrees")
+	fs.Int64Var(&voucher, "voucher", 0, "reconcile this voucher only (default: every voucher on sale or ended within a day)")
+	if err := parseFlags(fs, args, getenv, stderr); err != nil {
+		return err
+	}
+	embedded, err := c.embedded()
+	if err != nil {
+		return err
+	}
+	logger, err := c.newLogger(stderr, embedded)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, &c, logger)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	cache, err := dialRedis(ctx, &c, embedded, logger)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+
+	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+	ids := []int64{voucher}
+	if voucher == 0 {
+		if ids, err = vouchers.OpenIDs(ctx); err != nil {
+			return err
+		}
+	}
+	r := &seckill.Reconciler{Vouchers: vouchers, Store: store, Cache: cache}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "voucher\tinitial\tdb stock\tdb orders\tredis remaining\tredis buyers\tpending\tdead letters\tdrift\tbuyer drift\t")
+	var bad int
+	for _, id := range ids {
+		rec, err := r.Reconcile(ctx, id, repair)
+		if err != nil {
+			return err
+		}
+		remaining := fmt.Sprint(rec.Remaining)
+		if !rec.Loaded {
+			remaining = "not loaded"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t\n", id, rec.Voucher.InitialStock, rec.Voucher.Stock,
+			rec.Orders, remaining, rec.Buyers, rec.Pending, rec.DeadLetters, rec.Drift, rec.BuyerDrift)
+		if rec.Repaired {
+			fmt.Fprintf(tw, "\t(repaired: rebuilt in Redis from the database)\t\t\t\t\t\t\t\t\t\n")
+		}
+		if !rec.OK() {
+			bad++
+		}
+	}
+	tw.Flush()
+	switch {
+	case len(ids) == 0:
+		fmt.Fprintln(stdout, "no vouchers on sale or ended within a day")
+	case bad == 0:
+		fmt.Fprintln(stdout, "Redis and the database agree: remaining + orders + pending = initial stock for every voucher")
+	default:
+		fmt.Fprintf(stdout, "%d voucher(s) disagree; run again with --repair to rebuild them in Redis from the database\n", bad)
+		return errDrift
+	}
+	return nil
+}
