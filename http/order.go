@@ -2,7 +2,6 @@ package http
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/seckill/seckill"
@@ -61,14 +60,10 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
-	limit := 100
-	if q := r.URL.Query().Get("limit"); q != "" {
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 1 || n > maxListLimit {
-			s.error(w, r, seckill.Errorf(seckill.ErrInvalidArgument, "limit: must be an integer from 1 to %d", maxListLimit))
-			return
-		}
-		limit = n
+	limit, err := listLimit(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
 	orders, err := s.orders.Orders(r.Context(), identity(r).UserID, limit)
 	if err != nil {

@@ -227,6 +227,7 @@ func TestOrderStatus(t *testing.T) {
 	e.wantError(e.do("GET", "/api/orders/"+orderID, "", nil), 401, "unauthorized")
 	e.wantError(e.do("GET", "/api/orders/x1", e.buyer, nil), 400, "invalid_argument")
 	e.wantError(e.do("GET", "/api/orders/12345", e.buyer, nil), 404, "order_not_found")
+	e.wantError(e.do("GET", "/api/orders?limit=0", e.buyer, nil), 400, "invalid_argument")
 
 	// Workers again: the order becomes created.
 	e.startPool()

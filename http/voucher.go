@@ -118,15 +118,24 @@ func (s *Server) getVoucher(w http.ResponseWriter, r *http.Request) {
 // maxListLimit bounds GET /api/vouchers?limit=.
 const maxListLimit = 1000
 
+// listLimit reads the ?limit= of a list: default 100, at most maxListLimit.
+func listLimit(r *http.Request) (int, error) {
+	q := r.URL.Query().Get("limit")
+	if q == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(q)
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, seckill.Errorf(seckill.ErrInvalidArgument, "limit: must be an integer from 1 to %d", maxListLimit)
+	}
+	return n, nil
+}
+
 func (s *Server) listVouchers(w http.ResponseWriter, r *http.Request) {
-	limit := 100
-	if q := r.URL.Query().Get("limit"); q != "" {
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 1 || n > maxListLimit {
-			s.error(w, r, seckill.Errorf(seckill.ErrInvalidArgument, "limit: must be an integer from 1 to %d", maxListLimit))
-			return
-		}
-		limit = n
+	limit, err := listLimit(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
 	views, err := s.vouchers.List(r.Context(), limit)
 	if err != nil {

@@ -328,6 +328,7 @@ func BenchmarkAdmit(b *testing.B) {
 	}
 	var next atomic.Int64
 	b.ReportAllocs()
+	b.SetParallelism(32) // many buyers at once: rueidis pipelines their calls
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -355,6 +356,7 @@ func BenchmarkAdmitSoldOut(b *testing.B) {
 	var next atomic.Int64
 	next.Store(1)
 	b.ReportAllocs()
+	b.SetParallelism(32)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -249,10 +249,6 @@ func (p *Pool) deadLetter(ctx context.Context, m seckill.OrderMessage, dl seckil
 // keepClaimed renews the claim on msgs every Lease/3 until the returned
 // func is called, so that no reclaimer takes a batch that is slow, not dead.
 func (p *Pool) keepClaimed(msgs []seckill.OrderMessage) func() {
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.EntryID
-	}
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -264,7 +260,17 @@ func (p *Pool) keepClaimed(msgs []seckill.OrderMessage) func() {
 			case <-done:
 				return
 			case <-t.C:
-				if err := p.stream.RefreshClaims(p.workCtx, msgs[0].VoucherID, p.cfg.Consumer, ids...); err != nil {
+				// Renew only what is still ours: XCLAIM would take back a
+				// message another consumer has claimed meanwhile.
+				held, err := p.held(p.workCtx, msgs)
+				if err == nil && len(held) > 0 {
+					ids := make([]string, len(held))
+					for i, m := range held {
+						ids[i] = m.EntryID
+					}
+					err = p.stream.RefreshClaims(p.workCtx, msgs[0].VoucherID, p.cfg.Consumer, ids...)
+				}
+				if err != nil {
 					p.logger.Warn("could not renew the claim on a slow batch", "voucher", msgs[0].VoucherID, "err", err)
 				}
 			}
