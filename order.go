@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // OrderStatus is where an order stands on its way to the database.
@@ -102,17 +106,64 @@ type OrderStore interface {
 	// OrderStatuses returns the status of each of ids that the database
 	// holds; ids it does not hold are absent.
 	OrderStatuses(ctx context.Context, ids []int64) (map[int64]OrderStatus, error)
+	// PlaceOrder is the whole of an admission in the database, in one
+	// transaction (the sync mode): it checks the voucher's sale window
+	// against now and the buyer's existing order, inserts o as created and
+	// takes one from the stock with a guarded update. It returns an error of
+	// kind ErrVoucherNotFound, ErrNotStarted, ErrEnded, ErrDuplicateOrder
+	// (an *Error with the buyer's order id) or ErrSoldOut, and then writes
+	// nothing.
+	PlaceOrder(ctx context.Context, o *Order, now time.Time) error
+}
+
+// Mode is how the service takes orders (DESIGN section 1).
+type Mode string
+
+// The modes: the three stages of the design the product grew from.
+const (
+	// ModeSync takes each order in a database transaction in the request.
+	ModeSync Mode = "sync"
+	// ModeQueue admits in Redis and queues the order in memory for
+	// workers: a crash loses the queue (kept to show why stream exists).
+	ModeQueue Mode = "queue"
+	// ModeStream admits in Redis and appends the order to a Redis Stream
+	// that workers of a consumer group persist: nothing accepted is lost.
+	ModeStream Mode = "stream"
+)
+
+// ParseMode returns the mode named s.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeSync, ModeQueue, ModeStream:
+		return m, nil
+	}
+	return "", fmt.Errorf("mode %q: want sync, queue or stream", s)
+}
+
+// OrderQueue is the queue mode's in-process queue of admitted orders.
+type OrderQueue interface {
+	// Offer queues o unless the queue is full, and reports whether it did.
+	Offer(o *Order) bool
 }
 
 // OrderCache is the Redis side of orders: admission, and who holds which
 // order before the database does.
 type OrderCache interface {
 	// Admit admits the user to the voucher's sale with orderID, atomically:
-	// window, stock, one per buyer. It returns nil if admitted; else an
-	// error of kind ErrDuplicateOrder (with the buyer's order id),
-	// ErrSoldOut, ErrNotStarted, ErrEnded or ErrVoucherNotLoaded; or
-	// ErrUnavailable when the outcome is unknown.
+	// window, stock, one per buyer, and the order appended to the voucher's
+	// stream. It returns nil if admitted; else an error of kind
+	// ErrDuplicateOrder (with the buyer's order id), ErrSoldOut,
+	// ErrNotStarted, ErrEnded or ErrVoucherNotLoaded; or ErrUnavailable
+	// when the outcome is unknown.
 	Admit(ctx context.Context, voucherID, userID, orderID int64) error
+	// Reserve is Admit without the stream: the queue mode's admission.
+	Reserve(ctx context.Context, voucherID, userID, orderID int64) error
+	// Release gives back what an admission of orderID took, if the buyer's
+	// slot still holds it, and reports whether it did.
+	Release(ctx context.Context, voucherID, userID, orderID int64) (bool, error)
+	// Buyers returns every buyer of the voucher with their order, unless
+	// there are more than limit: then nil.
+	Buyers(ctx context.Context, voucherID, limit int64) (map[int64]int64, error)
 	// BuyerOrders returns the user's order id in each of the vouchers where
 	// the cache records one.
 	BuyerOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
@@ -125,36 +176,81 @@ type IDGenerator interface {
 
 // OrderService takes buyers' orders and tells them where their orders stand.
 type OrderService struct {
+	// Mode is how orders are taken; default ModeStream.
+	Mode     Mode
 	Cache    OrderCache
 	Store    OrderStore
 	Vouchers *VoucherService
 	IDs      IDGenerator
-	Logger   *slog.Logger
+	// Queue is the queue mode's queue.
+	Queue  OrderQueue
+	Logger *slog.Logger
 	// OrderTime returns the time an order id was made (orderid.Time).
 	OrderTime func(id int64) time.Time
 	// Lookup bounds the look-up of a buyer's order after an admission whose
 	// outcome was not heard. Default 1s.
 	Lookup time.Duration
+	// SoldOutFor is how long a voucher found sold out is answered sold out
+	// here without asking Redis: most buyers of a flash sale ask after the
+	// stock is gone, and should cost almost nothing. Stock given back
+	// (a dead letter, a repair) is sold again after at most this long.
+	// Default 1s; negative turns it off.
+	SoldOutFor time.Duration
+
+	soldOut sync.Map // voucher id → *soldOut
+	loads   singleflight.Group
 }
 
-// Buy admits the user to the voucher's sale and returns their order,
-// pending until a worker writes it to the database. Asking again returns
-// the same order, as ErrDuplicateOrder with its id (G5).
+// soldOut is a voucher known sold out until a time, with its buyers then:
+// a buyer who asks again still gets their order back (G5).
+type soldOut struct {
+	until  time.Time
+	buyers map[int64]int64
+}
+
+// maxSoldOutBuyers bounds the buyers a sold-out voucher keeps in memory;
+// a bigger sale asks Redis for each answer.
+const maxSoldOutBuyers = 200_000
+
+// Buy takes the user's order of the voucher. In the stream and queue modes
+// the order is pending until a worker writes it to the database; in the
+// sync mode it is created. Asking again returns the same order, as
+// ErrDuplicateOrder with its id (G5).
 func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order, error) {
 	id, err := s.IDs.Next()
 	if err != nil {
 		return nil, &Error{Kind: ErrUnavailable, Message: "cannot take orders right now; try again", RetryAfter: time.Second}
 	}
-	err = s.Cache.Admit(ctx, voucherID, userID, id)
+	if s.Mode == ModeSync {
+		o := s.pending(id, userID, voucherID)
+		o.Status = OrderCreated
+		if err := s.Store.PlaceOrder(ctx, o, time.Now()); err != nil {
+			return nil, fmt.Errorf("buy voucher %d: %w", voucherID, err)
+		}
+		return o, nil
+	}
+	if so, ok := s.soldOut.Load(voucherID); ok && time.Now().Before(so.(*soldOut).until) {
+		if existing, ok := so.(*soldOut).buyers[userID]; ok {
+			return nil, &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: existing}
+		}
+		return nil, Errorf(ErrSoldOut, "voucher %d is sold out", voucherID)
+	}
+	admit := s.Cache.Admit
+	if s.Mode == ModeQueue {
+		admit = s.Cache.Reserve
+	}
+	err = admit(ctx, voucherID, userID, id)
 	if errors.Is(err, ErrVoucherNotLoaded) {
 		// Redis lost the voucher, or never had it: rebuild it from the
 		// database, then admit.
 		if err := s.Vouchers.Rebuild(ctx, voucherID); err != nil {
 			return nil, fmt.Errorf("buy voucher %d: %w", voucherID, err)
 		}
-		err = s.Cache.Admit(ctx, voucherID, userID, id)
+		err = admit(ctx, voucherID, userID, id)
 	}
 	switch {
+	case err == nil && s.Mode == ModeQueue:
+		return s.enqueue(ctx, s.pending(id, userID, voucherID))
 	case err == nil:
 		return s.pending(id, userID, voucherID), nil
 	case errors.Is(err, ErrUnavailable):
@@ -162,8 +258,47 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 	case errors.Is(err, ErrVoucherNotLoaded):
 		// Rebuilt, and gone again at once: Redis is in trouble.
 		return nil, &Error{Kind: ErrUnavailable, Message: "the sale is being restored; try again", RetryAfter: time.Second}
+	case errors.Is(err, ErrSoldOut):
+		s.noteSoldOut(ctx, voucherID)
 	}
 	return nil, err
+}
+
+// noteSoldOut remembers that the voucher is sold out, with its buyers, for
+// SoldOutFor. One call at a time reads the buyers; the others go on.
+func (s *OrderService) noteSoldOut(ctx context.Context, voucherID int64) {
+	wait := s.SoldOutFor
+	if wait == 0 {
+		wait = time.Second
+	}
+	if wait < 0 {
+		return
+	}
+	if so, ok := s.soldOut.Load(voucherID); ok && time.Now().Before(so.(*soldOut).until) {
+		return
+	}
+	go s.loads.Do(strconv.FormatInt(voucherID, 10), func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		buyers, err := s.Cache.Buyers(lctx, voucherID, maxSoldOutBuyers)
+		if err != nil || buyers == nil {
+			return nil, err
+		}
+		s.soldOut.Store(voucherID, &soldOut{until: time.Now().Add(wait), buyers: buyers})
+		return nil, nil
+	})
+}
+
+// enqueue puts a reserved order on the queue mode's queue; a full queue
+// gives the reservation back and answers unavailable.
+func (s *OrderService) enqueue(ctx context.Context, o *Order) (*Order, error) {
+	if s.Queue.Offer(o) {
+		return o, nil
+	}
+	if _, err := s.Cache.Release(context.WithoutCancel(ctx), o.VoucherID, o.UserID, o.ID); err != nil {
+		s.Logger.Error("queue full, and the reservation could not be given back; run seckill reconcile", "voucher", o.VoucherID, "order", o.ID, "err", err)
+	}
+	return nil, &Error{Kind: ErrUnavailable, Message: "too many orders at once; try again", RetryAfter: time.Second}
 }
 
 // unknownOutcome settles an admission whose answer was lost: the script

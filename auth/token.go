@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -39,7 +40,24 @@ type Tokens struct {
 	parser *jwt.Parser
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
+
+	// verified remembers tokens already verified, to their expiry: in a
+	// flash sale each buyer clicks again and again, and checking the
+	// signature each time would cost more than answering. The key is the
+	// whole token, signature included, so a forged token never hits.
+	mu       sync.RWMutex
+	verified map[string]verified
 }
+
+// verified is a token's identity and when it expires.
+type verified struct {
+	id  Identity
+	exp time.Time
+}
+
+// maxVerified bounds the memory of verified tokens (about 50 MB at most);
+// when full it is emptied and fills again.
+const maxVerified = 200_000
 
 // NewTokens returns Tokens that sign with secret, which must be at least
 // MinSecretLen bytes.
@@ -47,7 +65,7 @@ func NewTokens(secret []byte) (*Tokens, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("auth: the JWT secret is %d bytes; it must be at least %d", len(secret), MinSecretLen)
 	}
-	t := &Tokens{secret: secret, Now: time.Now}
+	t := &Tokens{secret: secret, Now: time.Now, verified: map[string]verified{}}
 	t.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
@@ -83,6 +101,12 @@ func (t *Tokens) Mint(id Identity, ttl time.Duration) (string, error) {
 // Verify checks the token's signature, algorithm (HS256 only), expiry and
 // subject, and returns whom it names. Every failure is ErrUnauthorized.
 func (t *Tokens) Verify(token string) (Identity, error) {
+	t.mu.RLock()
+	v, ok := t.verified[token]
+	t.mu.RUnlock()
+	if ok && t.Now().Before(v.exp) {
+		return v.id, nil
+	}
 	var c claims
 	_, err := t.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return t.secret, nil })
 	switch {
@@ -97,5 +121,12 @@ func (t *Tokens) Verify(token string) (Identity, error) {
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Subject {
 		return Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "token subject is not a user id")
 	}
-	return Identity{UserID: id, Admin: c.Role == RoleAdmin}, nil
+	ident := Identity{UserID: id, Admin: c.Role == RoleAdmin}
+	t.mu.Lock()
+	if len(t.verified) >= maxVerified {
+		clear(t.verified)
+	}
+	t.verified[token] = verified{id: ident, exp: c.ExpiresAt.Time}
+	t.mu.Unlock()
+	return ident, nil
 }

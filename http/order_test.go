@@ -38,10 +38,20 @@ type answer struct {
 // database holds exactly those orders and the stock they leave.
 func TestSeckillConcurrency(t *testing.T) {
 	const buyers, repeats = 500, 4
-	for _, backend := range []string{"mysql", "postgres", "embedded"} {
+	type run struct {
+		mode    seckill.Mode
+		backend string
+	}
+	runs := []run{
+		{seckill.ModeStream, "mysql"}, {seckill.ModeStream, "postgres"}, {seckill.ModeStream, "embedded"},
+		{seckill.ModeQueue, "mysql"}, {seckill.ModeQueue, "postgres"},
+		{seckill.ModeSync, "mysql"}, {seckill.ModeSync, "postgres"},
+	}
+	for _, r := range runs {
 		for _, stock := range []int64{100, 600} {
-			t.Run(fmt.Sprintf("%s/stock=%d", backend, stock), func(t *testing.T) {
-				e := newEnv(t, envOptions{backend: backend})
+			mode, backend := r.mode, r.backend
+			t.Run(fmt.Sprintf("%s/%s/stock=%d", mode, backend, stock), func(t *testing.T) {
+				e := newEnv(t, envOptions{backend: backend, mode: mode})
 				body := e.validVoucher()
 				body["stock"] = stock
 				voucherID := e.createVoucher(body)["id"].(string)
@@ -137,7 +147,14 @@ func TestSeckillConcurrency(t *testing.T) {
 				}
 				got := e.do("GET", "/api/vouchers/"+voucherID, "", nil)
 				if got.body["remaining"] != float64(stock-want) {
-					t.Errorf("Redis remaining %v, want %d", got.body["remaining"], stock-want)
+					t.Errorf("remaining %v, want %d", got.body["remaining"], stock-want)
+				}
+				if mode == seckill.ModeSync {
+					return
+				}
+				rec, err := (&seckill.Reconciler{Vouchers: e.vouchers, Store: e.store, Cache: e.cache}).Reconcile(ctx, vid, false)
+				if err != nil || !rec.OK() {
+					t.Errorf("Redis and the database disagree: %+v, %v", rec, err)
 				}
 			})
 		}

@@ -82,6 +82,8 @@ type envOptions struct {
 	// redisURL is the Redis to use; default: the shared test Redis under
 	// a prefix of the test's own.
 	redisURL string
+	// mode is how orders are taken; default stream.
+	mode seckill.Mode
 }
 
 func newEnv(t *testing.T, opts ...envOptions) *env {
@@ -137,7 +139,10 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 		t.Fatal(err)
 	}
 	codes := &codeBox{codes: map[string]string{}}
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+	if opt.mode == "" {
+		opt.mode = seckill.ModeStream
+	}
+	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now, DatabaseOnly: opt.mode == seckill.ModeSync}
 
 	ids := orderid.New()
 	lease := cache.NewNodeLease(ids, logger)
@@ -148,7 +153,22 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(lease.Stop)
-	orders := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
+	orders := &seckill.OrderService{Mode: opt.mode, Cache: cache, Store: store, Vouchers: vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
+	if opt.mode == seckill.ModeQueue {
+		release := func(ctx context.Context, o *seckill.Order) error {
+			_, err := cache.Release(ctx, o.VoucherID, o.UserID, o.ID)
+			return err
+		}
+		q, err := worker.NewQueue(worker.QueueConfig{}, store, release, prometheus.NewRegistry(), logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(q.Stop)
+		orders.Queue = q
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
@@ -173,7 +193,9 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	}
 	t.Cleanup(raw.Close)
 	e := &env{t: t, url: hs.URL, tokens: tokens, cache: cache, codes: codes, now: time.Now(), rawRedis: raw, redisPrefix: prefix, store: store, vouchers: vouchers, logger: logger}
-	e.startPool()
+	if opt.mode == seckill.ModeStream {
+		e.startPool()
+	}
 	e.admin = e.mint(auth.Identity{UserID: 1, Admin: true}, time.Hour)
 	e.buyer = e.mint(auth.Identity{UserID: 2}, time.Hour)
 	return e

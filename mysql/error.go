@@ -82,3 +82,7 @@ func isForeignKeyViolation(err error) bool { return errNumber(err) == errNoRefer
 // isDeadlock reports whether err is InnoDB choosing this transaction as a
 // deadlock's victim, which rolled it back whole.
 func isDeadlock(err error) bool { return errNumber(err) == errDeadlock }
+
+// isLockWaitTimeout reports whether err is InnoDB giving up waiting for a
+// row lock (innodb_lock_wait_timeout), which rolled back the statement.
+func isLockWaitTimeout(err error) bool { return errNumber(err) == errLockWaitTimeout }

@@ -94,3 +94,15 @@ func isRetryable(err error) bool {
 	}
 	return false
 }
+
+// lostToConcurrent reports whether a transaction that failed with err lost
+// to a concurrent one, and may succeed if run again at once: chosen as a
+// deadlock's victim, failed to serialize, or waited for a lock past
+// lock_timeout.
+func lostToConcurrent(err error) bool {
+	switch sqlState(err) {
+	case codeDeadlock, codeSerialization, codeLockNotAvailable:
+		return true
+	}
+	return false
+}

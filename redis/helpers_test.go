@@ -19,12 +19,12 @@ func onSale(id, stock int64) *seckill.Voucher {
 	return &seckill.Voucher{ID: id, Stock: stock, InitialStock: stock, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)}
 }
 
-// mustLoad loads v and fails the test unless it set the stock.
+// mustLoad loads v, a voucher new to Redis.
 func mustLoad(t *testing.T, c *Client, v *seckill.Voucher) {
 	t.Helper()
-	loaded, err := c.LoadVoucher(context.Background(), v)
-	if err != nil || !loaded {
-		t.Fatalf("LoadVoucher(%d) = %v, %v; want true, nil", v.ID, loaded, err)
+	replaced, err := c.LoadVoucher(context.Background(), v)
+	if err != nil || replaced {
+		t.Fatalf("LoadVoucher(%d) = %v, %v; want false (nothing stale), nil", v.ID, replaced, err)
 	}
 }
 

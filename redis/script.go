@@ -22,6 +22,7 @@ type scripts struct {
 	finishRebuild *rueidis.Lua
 	reapConsumer  *rueidis.Lua
 	countPersist  *rueidis.Lua
+	release       *rueidis.Lua
 	nodeAcquire   *rueidis.Lua
 	nodeRenew     *rueidis.Lua
 	nodeRelease   *rueidis.Lua
@@ -52,6 +53,7 @@ func loadScripts(embedded bool) scripts {
 		finishRebuild: load("finish_rebuild"),
 		reapConsumer:  load("reap_consumer"),
 		countPersist:  load("count_persisted"),
+		release:       load("release"),
 		nodeAcquire:   load("node_acquire"),
 		nodeRenew:     load("node_renew"),
 		nodeRelease:   load("node_release"),

@@ -10,13 +10,13 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// LoadVoucher writes the voucher's sale window and, when Redis has no stock
-// for it, its stock, and makes its stream's consumer group, in one script
-// call.
+// LoadVoucher puts a voucher just created into Redis, replacing any stale
+// state held under its id, in one script call. It reports whether there was
+// stale state, and logs it: two databases may share one key prefix.
 func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, error) {
 	k := c.keys.voucher(v.ID)
 	n, err := c.scripts.loadVoucher.Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Window, k.Orders},
+		[]string{k.Stock, k.Window, k.Buyers, k.Orders, k.DLQ},
 		[]string{
 			strconv.FormatInt(v.Stock, 10),
 			strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
@@ -25,6 +25,10 @@ func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, err
 		}).AsInt64()
 	if err != nil {
 		return false, redisErr(fmt.Sprintf("load voucher %d", v.ID), err)
+	}
+	if n == 1 {
+		c.logger.Warn("Redis held stale state for a new voucher's id, now replaced: was the database reset, or do two databases share this Redis key prefix?",
+			"voucher", v.ID, "prefix", c.keys.prefix)
 	}
 	return n == 1, nil
 }

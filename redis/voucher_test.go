@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,41 +11,51 @@ import (
 	"github.com/seckill/seckill"
 )
 
+// TestLoadVoucher: a new voucher gets its stock, window and group; state
+// Redis held under its id (from a database since reset) is replaced.
 func TestLoadVoucher(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
-		begin := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+		begin := time.Now().Truncate(time.Millisecond).Add(-time.Minute)
 		v := &seckill.Voucher{ID: 7, Stock: 100, BeginTime: begin, EndTime: begin.Add(time.Hour)}
 
-		loaded, err := c.LoadVoucher(ctx, v)
-		if err != nil || !loaded {
-			t.Fatalf("first LoadVoucher = %v, %v; want true, nil", loaded, err)
+		replaced, err := c.LoadVoucher(ctx, v)
+		if err != nil || replaced {
+			t.Fatalf("first LoadVoucher = %v, %v; want false (nothing stale), nil", replaced, err)
 		}
-		// Admissions take from the stock; loading again must not restore it.
 		k := c.keys.voucher(7)
-		if err := c.rdb.Do(ctx, c.rdb.B().Decrby().Key(k.Stock).Decrement(30).Build()).Error(); err != nil {
+		window, err := c.rdb.Do(ctx, c.rdb.B().Hgetall().Key(k.Window).Build()).AsStrMap()
+		if err != nil {
 			t.Fatal(err)
 		}
-		later := *v
-		later.EndTime = begin.Add(2 * time.Hour)
-		loaded, err = c.LoadVoucher(ctx, &later)
-		if err != nil || loaded {
-			t.Fatalf("second LoadVoucher = %v, %v; want false, nil", loaded, err)
+		want := map[string]string{"begin": fmt.Sprint(begin.UnixMilli()), "end": fmt.Sprint(begin.Add(time.Hour).UnixMilli())}
+		if diff := cmp.Diff(want, window); diff != "" {
+			t.Errorf("window (-want +got):\n%s", diff)
+		}
+		if _, err := c.ReadOrders(ctx, 7, "w", 10, 0); err != nil {
+			t.Errorf("the group is not there: %v", err)
+		}
+
+		// A sale of another database under the same id: sold, with buyers.
+		if err := c.Admit(ctx, 7, 42, 4242); err != nil {
+			t.Fatal(err)
+		}
+		replaced, err = c.LoadVoucher(ctx, &seckill.Voucher{ID: 7, Stock: 5, BeginTime: begin, EndTime: begin.Add(time.Hour)})
+		if err != nil || !replaced {
+			t.Fatalf("LoadVoucher over stale state = %v, %v; want true, nil", replaced, err)
 		}
 		got, err := c.Remaining(ctx, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(map[int64]int64{7: 70}, got); diff != "" {
-			t.Errorf("Remaining after a second load (-want +got):\n%s", diff)
+		if diff := cmp.Diff(map[int64]int64{7: 5}, got); diff != "" {
+			t.Errorf("Remaining after replacing stale state (-want +got):\n%s", diff)
 		}
-		window, err := c.rdb.Do(ctx, c.rdb.B().Hgetall().Key(k.Window).Build()).AsStrMap()
-		if err != nil {
-			t.Fatal(err)
+		if found, _ := c.BuyerOrders(ctx, 42, 7); len(found) != 0 {
+			t.Errorf("the stale buyer is still there: %v", found)
 		}
-		want := map[string]string{"begin": "1893553445000", "end": "1893560645000"}
-		if diff := cmp.Diff(want, window); diff != "" {
-			t.Errorf("window (-want +got):\n%s", diff)
+		if n, err := c.rdb.Do(ctx, c.rdb.B().Xlen().Key(k.Orders).Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("stale stream has %d entries (%v), want 0", n, err)
 		}
 	})
 }

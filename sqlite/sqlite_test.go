@@ -34,3 +34,5 @@ func newDatabase(tb testing.TB) storetest.OpenFunc {
 func TestStore(t *testing.T) { storetest.Run(t, newDatabase) }
 
 func BenchmarkSaveOrders(b *testing.B) { storetest.BenchmarkSaveOrders(b, newDatabase) }
+
+func BenchmarkPlaceOrder(b *testing.B) { storetest.BenchmarkPlaceOrder(b, newDatabase) }

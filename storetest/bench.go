@@ -47,6 +47,39 @@ func BenchmarkSaveOrders(b *testing.B, newDB NewDatabase) {
 	})
 }
 
+// BenchmarkPlaceOrder measures [seckill.Store.PlaceOrder] of new buyers of
+// one voucher, the sync mode's whole admission: from one caller, and from
+// several at once, as requests of a sale arrive. Each reports orders/s.
+func BenchmarkPlaceOrder(b *testing.B, newDB NewDatabase) {
+	b.Run("serial", func(b *testing.B) {
+		st, v := benchStore(b, newDB)
+		var user int64
+		b.ReportAllocs()
+		for b.Loop() {
+			user++
+			if err := st.PlaceOrder(b.Context(), order(user, v.ID), open); err != nil {
+				b.Fatalf("PlaceOrder: %v", err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+	})
+	b.Run("parallel", func(b *testing.B) {
+		st, v := benchStore(b, newDB)
+		var users atomic.Int64
+		b.ReportAllocs()
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := placeRetrying(b.Context(), st, order(users.Add(1), v.ID), open); err != nil {
+					b.Errorf("PlaceOrder: %v", err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+	})
+}
+
 // benchStore returns a migrated store with a voucher whose stock outlasts
 // any benchmark.
 func benchStore(b *testing.B, newDB NewDatabase) (seckill.Store, *seckill.Voucher) {

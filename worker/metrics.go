@@ -6,6 +6,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// persistedCounter counts orders written by the workers of either mode.
+func persistedCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_orders_persisted_total",
+		Help: "Orders written to the database by the workers.",
+	})
+}
+
 // metrics are the workers' event counters, recorded where the events happen.
 type metrics struct {
 	persisted        prometheus.Counter
@@ -24,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
 	m := &metrics{
-		persisted:        counter("seckill_orders_persisted_total", "Orders written to the database by the workers."),
+		persisted:        persistedCounter(),
 		redelivered:      counter("seckill_orders_redelivered_total", "Order messages found already persisted (redeliveries), acknowledged again."),
 		deadLetters:      counter("seckill_dead_letters_total", "Order messages moved to the dead letters, their orders failed."),
 		doubleAdmissions: counter("seckill_double_admissions_total", "Buyers Redis admitted twice to one voucher (Redis lost data); the second order was dead-lettered."),

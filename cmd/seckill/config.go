@@ -38,6 +38,7 @@ type Config struct {
 	BatchSize         int           // orders per read and per transaction
 	ClaimLease        time.Duration // idle time before a message is reclaimed
 	MaxDeliveries     int64         // deliveries before the dead letters
+	QueueCapacity     int           // the queue mode's queue size
 }
 
 func (c *Config) workerFlags(fs *flag.FlagSet) {

@@ -4,6 +4,8 @@
 //	seckill migrate   apply database migrations
 //	seckill token     mint a JWT for a user or an admin
 //	seckill reconcile compare Redis with the database; --repair fixes Redis
+//	seckill demo      a whole flash sale on the embedded default, explained
+//	seckill bench     load a server with a flash sale and check its books
 //	seckill version   print the version
 //
 // Every flag has an environment variable: --db-url is SECKILL_DB_URL. A flag
@@ -38,6 +40,8 @@ var commands = []command{
 	{"migrate", "apply the database migrations", runMigrate},
 	{"token", "mint a JWT for a user or an admin", runToken},
 	{"reconcile", "compare Redis with the database per voucher; --repair fixes Redis", runReconcile},
+	{"demo", "a whole flash sale on the embedded default, explained", runDemo},
+	{"bench", "load a server with a flash sale and check its books", runBench},
 	{"version", "print the version", runVersion},
 }
 

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	sechttp "github.com/seckill/seckill/http"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/worker"
 )
 
@@ -33,137 +35,221 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
-	if c.Mode != "stream" {
-		return fmt.Errorf("--mode %q: only stream is built so far", c.Mode)
+	svc, err := startService(ctx, &c, stderr, false)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+	if svc.embedded {
+		admin, _, err := svc.store.EnsureUser(ctx, adminPhone)
+		if err != nil {
+			return fmt.Errorf("create the admin user: %w", err)
+		}
+		token, err := svc.tokens.Mint(auth.Identity{UserID: admin.ID, Admin: true}, c.TokenTTL)
+		if err != nil {
+			return err
+		}
+		printBanner(stdout, svc.url, &c, token)
+	}
+	svc.logger.Info("seckill listening", "url", svc.url, "mode", svc.mode, "embedded", svc.embedded, "version", version)
+
+	<-ctx.Done()
+	svc.logger.Info("shutting down: finishing requests in flight", "grace", c.ShutdownTimeout.String())
+	if err := svc.shutdown(ctx); err != nil {
+		return err
+	}
+	svc.logger.Info("seckill stopped")
+	return nil
+}
+
+// service is a running seckill: what serve runs, and what bench and demo
+// run in their own process.
+type service struct {
+	url      string
+	mode     seckill.Mode
+	embedded bool
+	logger   *slog.Logger
+	store    seckill.Store
+	cache    *redis.Client
+	tokens   *auth.Tokens
+	vouchers *seckill.VoucherService
+	srv      *sechttp.Server
+	// startWorkers starts the workers if startService held them back.
+	startWorkers func() error
+	stopWorkers  func()
+	closers      []func()
+	shutdownTime time.Duration
+}
+
+// startService opens the stores, starts the workers (unless holdWorkers)
+// and the HTTP server, and returns the running service; close releases
+// everything.
+func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bool) (svc *service, err error) {
+	mode, err := seckill.ParseMode(c.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("--mode: %w", err)
 	}
 	embedded, err := c.embedded()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	secret, err := jwtSecret(&c, embedded)
+	secret, err := jwtSecret(c, embedded)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tokens, err := auth.NewTokens(secret)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	logger, err := c.newLogger(stderr, embedded)
+	logger, err := c.newLogger(logs, embedded)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	svc = &service{mode: mode, embedded: embedded, logger: logger, tokens: tokens, shutdownTime: c.ShutdownTimeout, stopWorkers: func() {}}
+	defer func() {
+		if err != nil {
+			svc.close()
+		}
+	}()
 
-	store, err := openStore(ctx, &c, logger)
-	if err != nil {
-		return err
+	if svc.store, err = openStore(ctx, c, logger); err != nil {
+		return nil, err
 	}
-	defer store.Close()
+	svc.closers = append(svc.closers, func() { svc.store.Close() })
 	if c.Migrate {
-		if err := store.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
+		if err := svc.store.Migrate(ctx); err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
 		}
 	}
-	cache, err := openRedis(ctx, &c, embedded, logger)
-	if err != nil {
-		return err
+	if svc.cache, err = openRedis(ctx, c, embedded, logger); err != nil {
+		return nil, err
 	}
-	defer cache.Close()
-
+	svc.closers = append(svc.closers, svc.cache.Close)
 	if embedded {
-		defer os.Remove(filepath.Join(c.DataDir, embeddedAddrFile))
+		svc.closers = append(svc.closers, func() { os.Remove(filepath.Join(c.DataDir, embeddedAddrFile)) })
 	}
 
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
-	if err := vouchers.Restore(ctx); err != nil {
+	svc.vouchers = &seckill.VoucherService{Store: svc.store, Cache: svc.cache, Logger: logger, Now: time.Now, DatabaseOnly: mode == seckill.ModeSync}
+	if err := svc.vouchers.Restore(ctx); err != nil {
 		// Not fatal: the vouchers that could be loaded are on sale.
 		logger.Error("some vouchers could not be loaded into Redis", "err", err)
 	}
 
 	// Order ids: a node id leased in Redis, unique among running instances.
 	ids := orderid.New()
-	lease := cache.NewNodeLease(ids, logger)
+	lease := svc.cache.NewNodeLease(ids, logger)
 	if err := lease.Start(ctx); err != nil {
-		return fmt.Errorf("lease a node id for order ids: %w", err)
+		return nil, fmt.Errorf("lease a node id for order ids: %w", err)
 	}
-	defer lease.Stop()
-	orders := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
+	svc.closers = append(svc.closers, lease.Stop)
+	orders := &seckill.OrderService{Mode: mode, Cache: svc.cache, Store: svc.store, Vouchers: svc.vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	consumer := c.Consumer
-	if consumer == "" {
-		consumer = consumerName()
-	}
-	pool, err := worker.New(worker.Config{
-		Consumer:      consumer,
-		Workers:       c.Workers,
-		BatchSize:     c.BatchSize,
-		Lease:         c.ClaimLease,
-		MaxDeliveries: c.MaxDeliveries,
-		DrainTimeout:  c.ShutdownTimeout,
-	}, cache, store, vouchers.Rebuild, reg, logger)
+	start, stop, err := newWorkers(ctx, c, mode, svc.cache, svc.store, svc.vouchers, orders, reg, logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := pool.Start(ctx); err != nil {
-		return err
+	svc.startWorkers, svc.stopWorkers = start, stop
+	svc.closers = append(svc.closers, stop)
+	if !holdWorkers {
+		if err := start(); err != nil {
+			return nil, err
+		}
 	}
-	defer pool.Stop()
-	vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
 
-	srv, err := sechttp.New(sechttp.Config{
+	svc.srv, err = sechttp.New(sechttp.Config{
 		Addr:              c.Addr,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,
 		IdleTimeout:       c.IdleTimeout,
 	}, sechttp.Services{
-		Vouchers: vouchers,
+		Vouchers: svc.vouchers,
 		Orders:   orders,
 		Login: &auth.Login{
-			Codes:    cache,
+			Codes:    svc.cache,
 			Sender:   auth.LogSender{Logger: logger},
-			Users:    store,
+			Users:    svc.store,
 			Tokens:   tokens,
 			TokenTTL: c.TokenTTL,
 			Logger:   logger,
 		},
 		Tokens: tokens,
-		Checks: map[string]sechttp.Check{"redis": cache.Ping, "db": store.Ping},
+		Checks: map[string]sechttp.Check{"redis": svc.cache.Ping, "db": svc.store.Ping},
 	}, reg, logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := srv.Start(); err != nil {
-		return err
+	if err := svc.srv.Start(); err != nil {
+		return nil, err
 	}
-	base := baseURL(srv.Addr())
-	if embedded {
-		admin, _, err := store.EnsureUser(ctx, adminPhone)
-		if err != nil {
-			return fmt.Errorf("create the admin user: %w", err)
-		}
-		token, err := tokens.Mint(auth.Identity{UserID: admin.ID, Admin: true}, c.TokenTTL)
-		if err != nil {
+	svc.url = baseURL(svc.srv.Addr())
+	return svc, nil
+}
+
+// shutdown stops taking requests, lets those in flight finish, then lets
+// the workers finish what they hold (in the stream mode the rest stays in
+// the streams for the next start or another instance).
+func (s *service) shutdown(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdownTime)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	s.stopWorkers()
+	return err
+}
+
+// close releases what startService opened, last first. Safe to call twice.
+func (s *service) close() {
+	if s.srv != nil {
+		s.srv.Shutdown(context.Background())
+	}
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// newWorkers makes what writes admitted orders to the database: the stream
+// mode's consumer-group workers or the queue mode's queue (the sync mode
+// writes in the request). It returns funcs that start and stop them; stop
+// is safe to call twice, and before start.
+func newWorkers(ctx context.Context, c *Config, mode seckill.Mode, cache *redis.Client, store seckill.Store,
+	vouchers *seckill.VoucherService, orders *seckill.OrderService, reg prometheus.Registerer, logger *slog.Logger) (start func() error, stop func(), err error) {
+	switch mode {
+	case seckill.ModeQueue:
+		release := func(ctx context.Context, o *seckill.Order) error {
+			_, err := cache.Release(ctx, o.VoucherID, o.UserID, o.ID)
 			return err
 		}
-		printBanner(stdout, base, &c, token)
+		q, err := worker.NewQueue(worker.QueueConfig{Capacity: c.QueueCapacity, Workers: c.Workers, BatchSize: c.BatchSize, DrainTimeout: c.ShutdownTimeout},
+			store, release, reg, logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		orders.Queue = q
+		// The queue takes orders at once; its workers may start later.
+		return func() error { return q.Start(ctx) }, q.Stop, nil
+	case seckill.ModeStream:
+		consumer := c.Consumer
+		if consumer == "" {
+			consumer = consumerName()
+		}
+		pool, err := worker.New(worker.Config{
+			Consumer:      consumer,
+			Workers:       c.Workers,
+			BatchSize:     c.BatchSize,
+			Lease:         c.ClaimLease,
+			MaxDeliveries: c.MaxDeliveries,
+			DrainTimeout:  c.ShutdownTimeout,
+		}, cache, store, vouchers.Rebuild, reg, logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
+		return func() error { return pool.Start(ctx) }, pool.Stop, nil
 	}
-	logger.Info("seckill listening", "url", base, "mode", c.Mode, "embedded", embedded, "version", version)
-
-	<-ctx.Done()
-	logger.Info("shutting down: finishing requests in flight", "grace", c.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return err
-	}
-	// No more admissions: let the workers finish and acknowledge what they
-	// hold; the rest stays in the streams for the next start or another
-	// instance.
-	pool.Stop()
-	logger.Info("seckill stopped")
-	return nil
+	return func() error { return nil }, func() {}, nil
 }
 
 // consumerName names this instance in the order streams' groups:
@@ -186,7 +272,8 @@ func serveFlags(fs *flag.FlagSet, c *Config) {
 	c.secretFlags(fs)
 	c.logFlags(fs)
 	c.workerFlags(fs)
-	fs.StringVar(&c.Mode, "mode", "stream", "order pipeline: stream (sync and queue are not built yet)")
+	fs.StringVar(&c.Mode, "mode", "stream", "how orders are taken: stream (Redis admission, a Redis Stream, workers), queue (Redis admission, an in-memory queue: a crash loses it), sync (a database transaction in the request)")
+	fs.IntVar(&c.QueueCapacity, "queue-capacity", 10_000, "the queue mode's queue size; a full queue answers 503")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of login tokens and of the admin token the embedded default prints")
 }

@@ -1,7 +1,8 @@
 // Package orderbatch holds the rules every store's SaveOrders applies to a
 // batch of orders: which to insert given the orders already stored, and
-// how much each voucher's stock drops; and the one FailOrder applies to a
-// failed order's reason.
+// how much each voucher's stock drops; the one FailOrder applies to a
+// failed order's reason; and the refusals of PlaceOrder, so that the three
+// stores answer a buyer alike.
 package orderbatch
 
 import (

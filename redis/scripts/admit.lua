@@ -11,9 +11,12 @@
 -- ARGV[1] user id
 -- ARGV[2] order id (made by the service, decimal)
 -- ARGV[3] voucher id
+-- ARGV[4] '1' to append the order to KEYS[4] (stream mode), '0' not to
+--         (queue mode: the service queues it in memory)
 --
 -- Returns {code, order id}:
 --   {0, ARGV[2]}  admitted: stock taken, buyer recorded, order appended
+--                 (if ARGV[4] is '1')
 --   {1, id}       duplicate: the buyer already has order id
 --   {2, ''}       sold out
 --   {3, ''}       the sale has not started
@@ -41,5 +44,7 @@ if tonumber(stock) <= 0 then
 end
 redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-redis.call('XADD', KEYS[4], '*', 'id', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3], 'at', tostring(now))
+if ARGV[4] == '1' then
+  redis.call('XADD', KEYS[4], '*', 'id', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3], 'at', tostring(now))
+end
 return {0, ARGV[2]}

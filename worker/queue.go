@@ -1,0 +1,221 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill"
+)
+
+// QueueConfig configures a Queue. Zero fields take the defaults in their
+// comments.
+type QueueConfig struct {
+	// Capacity is how many orders the queue holds; a full queue refuses
+	// more. Default 10,000.
+	Capacity int
+	// Workers is how many batches are written at once. Default 4.
+	Workers int
+	// BatchSize is how many queued orders one transaction writes at most.
+	// Default 100.
+	BatchSize int
+	// BackoffMin and BackoffMax bound the wait between retries after a
+	// transient failure. Defaults 50ms, 5s.
+	BackoffMin, BackoffMax time.Duration
+	// DrainTimeout bounds how long Stop writes what is still queued.
+	// Default 15s.
+	DrainTimeout time.Duration
+}
+
+// Queue is the queue mode's in-process queue (DESIGN section 1): admitted
+// orders wait in memory for workers that write them to the database in
+// batches. A crash loses what it holds; seckill reconcile then reports the
+// drift. It is kept to show why the stream mode exists.
+type Queue struct {
+	cfg     QueueConfig
+	store   Store
+	release func(ctx context.Context, o *seckill.Order) error
+	logger  *slog.Logger
+
+	persisted, full prometheus.Counter
+
+	mu     sync.RWMutex // guards closed against Offer
+	closed bool
+	ch     chan *seckill.Order
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ seckill.OrderQueue = (*Queue)(nil)
+
+// NewQueue returns a queue that writes to store. release gives back in
+// Redis what an order that cannot be written took (its stock and buyer
+// slot).
+func NewQueue(cfg QueueConfig, store Store, release func(ctx context.Context, o *seckill.Order) error, reg prometheus.Registerer, logger *slog.Logger) (*Queue, error) {
+	if cfg.Capacity <= 0 {
+		cfg.Capacity = 10_000
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 100
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 50 * time.Millisecond
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 5 * time.Second
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 15 * time.Second
+	}
+	q := &Queue{cfg: cfg, store: store, release: release, logger: logger, ch: make(chan *seckill.Order, cfg.Capacity),
+		persisted: persistedCounter(),
+		full: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_queue_full_total",
+			Help: "Admissions refused because the queue mode's queue was full (their reservations given back).",
+		}),
+	}
+	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "seckill_queue_orders",
+		Help: "Orders waiting in the queue mode's in-memory queue.",
+	}, func() float64 { return float64(len(q.ch)) })
+	for _, c := range []prometheus.Collector{q.persisted, q.full, depth} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("worker: register metrics: %w", err)
+		}
+	}
+	return q, nil
+}
+
+// Start starts the queue's workers. It returns at once.
+func (q *Queue) Start(ctx context.Context) error {
+	q.ctx, q.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	for range q.cfg.Workers {
+		q.wg.Go(q.work)
+	}
+	return nil
+}
+
+// Offer queues o unless the queue is full or stopped.
+func (q *Queue) Offer(o *seckill.Order) bool {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return false
+	}
+	select {
+	case q.ch <- o:
+		return true
+	default:
+		q.full.Inc()
+		return false
+	}
+}
+
+// Stop refuses new orders and writes what is queued, for up to
+// DrainTimeout; what is left then is lost, as a crash would lose it. Safe
+// to call twice.
+func (q *Queue) Stop() {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	q.closed = true
+	close(q.ch)
+	q.mu.Unlock()
+	if q.cancel == nil { // never started: what is queued is lost
+		return
+	}
+	done := make(chan struct{})
+	go func() { q.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(q.cfg.DrainTimeout):
+		q.logger.Error("queued orders not written within the drain time are lost; run seckill reconcile", "left", len(q.ch))
+		q.cancel()
+		<-done
+	}
+	q.cancel()
+}
+
+// work writes batches: the first order waited for, then as many more as are
+// queued, up to BatchSize.
+func (q *Queue) work() {
+	for o := range q.ch {
+		batch := []*seckill.Order{o}
+	fill:
+		for len(batch) < q.cfg.BatchSize {
+			select {
+			case o, ok := <-q.ch:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		q.save(batch)
+	}
+}
+
+// save writes a batch, retrying transient failures; one that fails
+// otherwise is written one order at a time, and an order the database
+// refuses is recorded failed with its reservation given back.
+func (q *Queue) save(batch []*seckill.Order) {
+	b := &backoff{min: q.cfg.BackoffMin, max: q.cfg.BackoffMax, next: q.cfg.BackoffMin}
+	for {
+		outcomes, err := q.store.SaveOrders(q.ctx, batch)
+		switch {
+		case q.ctx.Err() != nil:
+			q.logger.Error("queued orders lost at shutdown; run seckill reconcile", "orders", len(batch))
+			return
+		case err == nil:
+			for i, o := range batch {
+				switch outcomes[i] {
+				case seckill.Saved:
+					q.persisted.Inc()
+				case seckill.BuyerConflict, seckill.IDConflict:
+					q.fail(o, "conflicts with an order in the database: "+outcomes[i].String())
+				}
+			}
+			return
+		case errors.Is(err, seckill.ErrTransient):
+			q.logger.Warn("transient failure writing queued orders; retrying", "err", err)
+			if !b.wait(q.ctx) {
+				q.logger.Error("queued orders lost at shutdown; run seckill reconcile", "orders", len(batch))
+				return
+			}
+		case len(batch) > 1:
+			for _, o := range batch {
+				q.save([]*seckill.Order{o})
+			}
+			return
+		default:
+			q.fail(batch[0], err.Error())
+			return
+		}
+	}
+}
+
+// fail records o as failed and gives its reservation back.
+func (q *Queue) fail(o *seckill.Order, reason string) {
+	f := *o
+	f.Status, f.Reason = seckill.OrderFailed, reason
+	if err := q.store.FailOrder(q.ctx, &f); err != nil {
+		q.logger.Error("could not record a failed order", "order", o.ID, "err", err)
+	}
+	if err := q.release(q.ctx, o); err != nil {
+		q.logger.Error("could not give back a failed order's reservation; run seckill reconcile", "order", o.ID, "err", err)
+	}
+	q.logger.Warn("queued order failed", "voucher", o.VoucherID, "order", o.ID, "reason", reason)
+}
