@@ -84,7 +84,7 @@ type service struct {
 // startService opens the stores, starts the workers (unless holdWorkers)
 // and the HTTP server, and returns the running service; close releases
 // everything.
-func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bool) (svc *service, err error) {
+func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bool) (_ *service, err error) {
 	mode, err := seckill.ParseMode(c.Mode)
 	if err != nil {
 		return nil, fmt.Errorf("--mode: %w", err)
@@ -105,7 +105,7 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 	if err != nil {
 		return nil, err
 	}
-	svc = &service{mode: mode, embedded: embedded, logger: logger, tokens: tokens, shutdownTime: c.ShutdownTimeout, stopWorkers: func() {}}
+	svc := &service{mode: mode, embedded: embedded, logger: logger, tokens: tokens, shutdownTime: c.ShutdownTimeout, stopWorkers: func() {}}
 	defer func() {
 		if err != nil {
 			svc.close()
