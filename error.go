@@ -10,18 +10,19 @@ import (
 // (with %w, or in an [*Error] carrying a message for the client); the HTTP
 // layer maps each to one status and code in a single table.
 var (
-	ErrInvalidArgument = errors.New("invalid argument")
-	ErrUnauthorized    = errors.New("unauthorized")
-	ErrForbidden       = errors.New("forbidden")
-	ErrVoucherNotFound = errors.New("voucher not found")
-	ErrOrderNotFound   = errors.New("order not found")
-	ErrUserNotFound    = errors.New("user not found")
-	ErrSoldOut         = errors.New("sold out")
-	ErrDuplicateOrder  = errors.New("duplicate order")
-	ErrNotStarted      = errors.New("sale has not started")
-	ErrEnded           = errors.New("sale has ended")
-	ErrRateLimited     = errors.New("rate limited")
-	ErrUnavailable     = errors.New("service unavailable")
+	ErrInvalidArgument    = errors.New("invalid argument")
+	ErrUnauthorized       = errors.New("unauthorized")
+	ErrForbidden          = errors.New("forbidden")
+	ErrVoucherNotFound    = errors.New("voucher not found")
+	ErrOrderNotFound      = errors.New("order not found")
+	ErrUserNotFound       = errors.New("user not found")
+	ErrSoldOut            = errors.New("sold out")
+	ErrDuplicateOrder     = errors.New("duplicate order")
+	ErrNotStarted         = errors.New("sale has not started")
+	ErrEnded              = errors.New("sale has ended")
+	ErrRateLimited        = errors.New("rate limited")
+	ErrUnavailable        = errors.New("service unavailable")
+	ErrDeadLetterNotFound = errors.New("dead letter not found")
 )
 
 // ErrVoucherNotLoaded says that Redis holds no stock or window for a

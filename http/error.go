@@ -29,6 +29,7 @@ var errorCodes = []struct {
 	{seckill.ErrForbidden, http.StatusForbidden, "forbidden"},
 	{seckill.ErrVoucherNotFound, http.StatusNotFound, "voucher_not_found"},
 	{seckill.ErrOrderNotFound, http.StatusNotFound, "order_not_found"},
+	{seckill.ErrDeadLetterNotFound, http.StatusNotFound, "dead_letter_not_found"},
 	{errRouteNotFound, http.StatusNotFound, "not_found"},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{seckill.ErrSoldOut, http.StatusConflict, "sold_out"},

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -34,7 +35,9 @@ func (s *Server) seckill(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
+	start := time.Now()
 	o, err := s.orders.Buy(r.Context(), identity(r).UserID, voucherID)
+	s.admissions.record(admissionResult(err), time.Since(start))
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -43,6 +46,20 @@ func (s *Server) seckill(w http.ResponseWriter, r *http.Request) {
 		OrderID int64  `json:"orderId,string"`
 		Status  string `json:"status"`
 	}{o.ID, string(o.Status)})
+}
+
+// admissionResult names the result of a buy for the metrics: admitted, or
+// the error code of the refusal.
+func admissionResult(err error) string {
+	if err == nil {
+		return "admitted"
+	}
+	for _, e := range errorCodes {
+		if errors.Is(err, e.err) {
+			return e.code
+		}
+	}
+	return "internal"
 }
 
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {

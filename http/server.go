@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,18 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ReadyTimeout bounds each dependency check of /readyz. Default 2s.
 	ReadyTimeout time.Duration
+	// RateUser is how many buy requests a second a buyer may make, with
+	// bursts of RateUserBurst; zero turns the limit off.
+	RateUser      float64
+	RateUserBurst int
+	// RateAddr and RateAddrBurst limit buy requests per client address;
+	// zero (the default) is off: many buyers share an address behind
+	// mobile NAT.
+	RateAddr      float64
+	RateAddrBurst int
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client's address; without them the connection's address is used.
+	TrustedProxies []netip.Prefix
 }
 
 func (c Config) withDefaults() Config {
@@ -79,19 +92,25 @@ type Services struct {
 	Tokens   *auth.Tokens
 	// Checks are the dependencies /readyz reports, by name.
 	Checks map[string]Check
+	// DeadLetters, Stats and Reconciler serve the admin API and page.
+	DeadLetters seckill.DeadLetterAdmin
+	Stats       seckill.StatsSource
+	Reconciler  *seckill.Reconciler
 }
 
 // Server is the HTTP server.
 type Server struct {
-	cfg      Config
-	vouchers *seckill.VoucherService
-	orders   *seckill.OrderService
-	login    *auth.Login
-	tokens   *auth.Tokens
-	checks   map[string]Check
-	logger   *slog.Logger
-	metrics  *metrics
-	handler  http.Handler
+	cfg        Config
+	vouchers   *seckill.VoucherService
+	orders     *seckill.OrderService
+	ops        adminServices
+	login      *auth.Login
+	tokens     *auth.Tokens
+	checks     map[string]Check
+	logger     *slog.Logger
+	metrics    *metrics
+	admissions *admissions
+	handler    http.Handler
 
 	srv *http.Server
 	ln  net.Listener
@@ -104,15 +123,21 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	if err != nil {
 		return nil, err
 	}
+	admissions, err := newAdmissions(reg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg:      cfg.withDefaults(),
-		vouchers: svc.Vouchers,
-		orders:   svc.Orders,
-		login:    svc.Login,
-		tokens:   svc.Tokens,
-		checks:   svc.Checks,
-		logger:   logger,
-		metrics:  m,
+		cfg:        cfg.withDefaults(),
+		vouchers:   svc.Vouchers,
+		orders:     svc.Orders,
+		ops:        adminServices{deadLetters: svc.DeadLetters, stats: svc.Stats, reconciler: svc.Reconciler},
+		login:      svc.Login,
+		tokens:     svc.Tokens,
+		checks:     svc.Checks,
+		logger:     logger,
+		metrics:    m,
+		admissions: admissions,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/auth/code", s.sendCode)
@@ -120,9 +145,16 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	mux.Handle("POST /api/admin/vouchers", s.admin(s.createVoucher))
 	mux.HandleFunc("GET /api/vouchers", s.listVouchers)
 	mux.HandleFunc("GET /api/vouchers/{id}", s.getVoucher)
-	mux.Handle("POST /api/vouchers/{id}/seckill", s.user(s.seckill))
+	mux.Handle("POST /api/vouchers/{id}/seckill", s.user(s.limitRate(s.seckill)))
 	mux.Handle("GET /api/orders/{id}", s.user(s.getOrder))
 	mux.Handle("GET /api/orders", s.user(s.listOrders))
+	mux.Handle("GET /api/admin/stats", s.admin(s.adminStats))
+	mux.Handle("GET /api/admin/dlq", s.admin(s.adminDeadLetters))
+	mux.Handle("POST /api/admin/dlq/{id}/retry", s.admin(s.adminRetryDeadLetter))
+	mux.Handle("POST /api/admin/dlq/{id}/discard", s.admin(s.adminDiscardDeadLetter))
+	mux.Handle("POST /api/admin/vouchers/{id}/reconcile", s.admin(s.adminReconcile))
+	mux.Handle("GET /admin/", s.adminPage())
+	mux.Handle("GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))

@@ -39,11 +39,30 @@ type Config struct {
 	ClaimLease        time.Duration // idle time before a message is reclaimed
 	MaxDeliveries     int64         // deliveries before the dead letters
 	QueueCapacity     int           // the queue mode's queue size
+	RateUser          float64       // buy requests a second per buyer
+	RateUserBurst     int
+	RateAddr          float64 // buy requests a second per client address
+	RateAddrBurst     int
+	TrustedProxies    string // proxies whose X-Forwarded-For is believed
+	BacklogHigh       int64  // stream backlog that stops admission
+	BacklogLow        int64  // stream backlog that resumes it
+	WorkersMax        int    // the most batches persisted at once
+}
+
+func (c *Config) limitFlags(fs *flag.FlagSet) {
+	fs.Float64Var(&c.RateUser, "rate-user", 5, "buy requests a second each buyer may make (0: no limit)")
+	fs.IntVar(&c.RateUserBurst, "rate-user-burst", 10, "buy requests a buyer may make at once above --rate-user")
+	fs.Float64Var(&c.RateAddr, "rate-addr", 0, "buy requests a second each client address may make (0: no limit; many buyers share an address behind mobile NAT)")
+	fs.IntVar(&c.RateAddrBurst, "rate-addr-burst", 100, "buy requests an address may make at once above --rate-addr")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For names the client (empty: use the connection's address)")
+	fs.Int64Var(&c.BacklogHigh, "backlog-high", 1_000_000, "orders waiting in a voucher's stream at which admission answers 503 until the backlog falls to --backlog-low (size it by Redis memory: about 200 bytes an order)")
+	fs.Int64Var(&c.BacklogLow, "backlog-low", 500_000, "orders waiting in a voucher's stream at which admission resumes after --backlog-high")
 }
 
 func (c *Config) workerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Consumer, "consumer", "", "this instance's consumer name in the order streams' group; must be unique among running instances (default host-pid-random)")
-	fs.IntVar(&c.Workers, "workers", 4, "order batches persisted at once")
+	fs.IntVar(&c.Workers, "workers", 4, "order batches persisted at once while the backlog is small")
+	fs.IntVar(&c.WorkersMax, "workers-max", 16, "order batches persisted at once, at most, when the backlog grows")
 	fs.IntVar(&c.BatchSize, "batch-size", 100, "orders per stream read and per database transaction")
 	fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "how long an order message may sit unacknowledged with a consumer before another takes it over")
 	fs.Int64Var(&c.MaxDeliveries, "max-deliveries", 5, "deliveries of an order message before it goes to the dead letters")

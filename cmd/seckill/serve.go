@@ -9,8 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -158,12 +160,23 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		}
 	}
 
+	proxies, err := parseProxies(c.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	// Admin services: dead letters and stats (wired below as they are built).
+	reconciler := &seckill.Reconciler{Vouchers: svc.vouchers, Store: svc.store, Cache: svc.cache}
 	svc.srv, err = sechttp.New(sechttp.Config{
 		Addr:              c.Addr,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.WriteTimeout,
 		IdleTimeout:       c.IdleTimeout,
+		RateUser:          c.RateUser,
+		RateUserBurst:     c.RateUserBurst,
+		RateAddr:          c.RateAddr,
+		RateAddrBurst:     c.RateAddrBurst,
+		TrustedProxies:    proxies,
 	}, sechttp.Services{
 		Vouchers: svc.vouchers,
 		Orders:   orders,
@@ -175,8 +188,9 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 			TokenTTL: c.TokenTTL,
 			Logger:   logger,
 		},
-		Tokens: tokens,
-		Checks: map[string]sechttp.Check{"redis": svc.cache.Ping, "db": svc.store.Ping},
+		Tokens:     tokens,
+		Checks:     map[string]sechttp.Check{"redis": svc.cache.Ping, "db": svc.store.Ping},
+		Reconciler: reconciler,
 	}, reg, logger)
 	if err != nil {
 		return nil, err
@@ -252,6 +266,27 @@ func newWorkers(ctx context.Context, c *Config, mode seckill.Mode, cache *redis.
 	return func() error { return nil }, func() {}, nil
 }
 
+// parseProxies reads --trusted-proxies: addresses or CIDRs, comma-separated.
+func parseProxies(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies: %q is neither an address nor a CIDR", f)
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
 // consumerName names this instance in the order streams' groups:
 // host-pid-random, unique among running instances.
 func consumerName() string {
@@ -272,6 +307,7 @@ func serveFlags(fs *flag.FlagSet, c *Config) {
 	c.secretFlags(fs)
 	c.logFlags(fs)
 	c.workerFlags(fs)
+	c.limitFlags(fs)
 	fs.StringVar(&c.Mode, "mode", "stream", "how orders are taken: stream (Redis admission, a Redis Stream, workers), queue (Redis admission, an in-memory queue: a crash loses it), sync (a database transaction in the request)")
 	fs.IntVar(&c.QueueCapacity, "queue-capacity", 10_000, "the queue mode's queue size; a full queue answers 503")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")

@@ -1,0 +1,93 @@
+package seckill
+
+import (
+	"context"
+	"time"
+)
+
+// DeadLetterEntry is a dead-lettered order message as operators see it.
+type DeadLetterEntry struct {
+	// ID names the dead letter in the admin API and CLI: its order id, or
+	// "<voucher id>:<entry id>" for a message too malformed to have one.
+	ID        string
+	VoucherID int64
+	OrderID   int64 // 0 if the message had none
+	UserID    int64 // 0 if the message had none
+	Reason    string
+	// At is when it was dead-lettered.
+	At time.Time
+	// StockReturned says whether its unit of stock went back on sale.
+	StockReturned bool
+}
+
+// DeadLetterAdmin lists and settles dead letters.
+type DeadLetterAdmin interface {
+	// DeadLetters returns the dead letters of the open vouchers, oldest
+	// first.
+	DeadLetters(ctx context.Context) ([]DeadLetterEntry, error)
+	// RetryDeadLetter admits the dead letter's order again through the
+	// normal path, with its order id. It returns the order, pending, or the
+	// admission's refusal (ErrSoldOut, ErrEnded, ErrDuplicateOrder…): then
+	// the order stays failed and the dead letter stays. ErrDeadLetterNotFound
+	// if there is no such dead letter.
+	RetryDeadLetter(ctx context.Context, id string, adminID int64) (*Order, error)
+	// DiscardDeadLetter removes the dead letter; its order stays failed.
+	DiscardDeadLetter(ctx context.Context, id string, adminID int64) error
+}
+
+// Stats is a snapshot of a sale as operators watch it.
+type Stats struct {
+	Time     time.Time
+	Vouchers []VoucherStats
+	// Admissions is this instance's admissions per second by result, for
+	// the last minutes, oldest first.
+	Admissions []AdmissionSecond
+	// Workers is this instance's workers.
+	Workers WorkerStats
+}
+
+// VoucherStats is one open voucher in a Stats snapshot.
+type VoucherStats struct {
+	Voucher *Voucher
+	// Remaining is the cache's stock left; nil when not loaded.
+	Remaining *int64
+	Created   int64 // orders in the database
+	Failed    int64 // failed orders in the database
+	Pending   int64 // queued orders the database does not hold yet
+	Drift     int64 // initial stock − (remaining + created + pending)
+	Stream    StreamStats
+}
+
+// StreamStats is a voucher's order stream in a Stats snapshot.
+type StreamStats struct {
+	Length      int64
+	Pending     int64         // delivered, not acknowledged
+	Lag         *int64        // not yet delivered; nil when Redis cannot tell
+	OldestAge   time.Duration // of the oldest pending entry; 0 if none
+	Consumers   int64
+	DeadLetters int64
+}
+
+// AdmissionSecond counts one second's admissions by result: admitted,
+// sold_out, duplicate_order, not_started, ended, rate_limited, unavailable.
+type AdmissionSecond struct {
+	Time   time.Time
+	Counts map[string]int64
+}
+
+// WorkerStats describes an instance's workers.
+type WorkerStats struct {
+	Consumer string
+	Mode     Mode
+	// Busy counts batches being written; Allowed how many may be at once
+	// now (it grows with the backlog between the configured bounds).
+	Busy, Allowed int
+	// Breaker is "closed", "open" or "half-open": the database circuit
+	// breaker's state.
+	Breaker string
+}
+
+// StatsSource takes Stats snapshots.
+type StatsSource interface {
+	Stats(ctx context.Context) (*Stats, error)
+}
