@@ -183,8 +183,11 @@ type OrderService struct {
 	Vouchers *VoucherService
 	IDs      IDGenerator
 	// Queue is the queue mode's queue.
-	Queue  OrderQueue
-	Logger *slog.Logger
+	Queue OrderQueue
+	// Backpressure, if set, pauses admission to a voucher whose stream
+	// holds too many orders (the stream mode's workers).
+	Backpressure Backpressure
+	Logger       *slog.Logger
 	// OrderTime returns the time an order id was made (orderid.Time).
 	OrderTime func(id int64) time.Time
 	// Lookup bounds the look-up of a buyer's order after an admission whose
@@ -234,6 +237,9 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 			return nil, &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: existing}
 		}
 		return nil, Errorf(ErrSoldOut, "voucher %d is sold out", voucherID)
+	}
+	if s.Backpressure != nil && s.Backpressure.Refusing(voucherID) {
+		return nil, &Error{Kind: ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}
 	}
 	admit := s.Cache.Admit
 	if s.Mode == ModeQueue {

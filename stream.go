@@ -42,6 +42,14 @@ type DeadLetter struct {
 	BuyerOrder int64
 }
 
+// Backpressure says when admission must wait for the workers: when a
+// voucher's stream holds more orders than Redis should (a high-water mark),
+// until the backlog falls under a low one.
+type Backpressure interface {
+	// Refusing reports whether admission to the voucher is paused.
+	Refusing(voucherID int64) bool
+}
+
 // OrderStream is the queue of admitted orders: one Redis Stream per voucher,
 // read by one consumer group whose consumers are the service's instances.
 type OrderStream interface {
@@ -77,6 +85,9 @@ type OrderStream interface {
 	// once. It reports false if the message was no longer pending: someone
 	// else settled it, and nothing was done.
 	DeadLetter(ctx context.Context, msg OrderMessage, dl DeadLetter) (bool, error)
+	// Backlog returns how many orders wait in the voucher's stream:
+	// delivered and not acknowledged, or not delivered yet.
+	Backlog(ctx context.Context, voucherID int64) (int64, error)
 	// TrimOrders deletes the entries that every consumer is done with,
 	// never one that is pending or not yet delivered, and returns how many.
 	TrimOrders(ctx context.Context, voucherID int64) (int64, error)

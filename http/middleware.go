@@ -20,6 +20,9 @@ func (s *Server) recover(next http.Handler) http.Handler {
 					panic(v)
 				}
 				s.logger.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				if sw, ok := w.(*statusWriter); ok && sw.wroteHeader {
+					return // the answer has begun: too late to change it
+				}
 				writeJSON(w, http.StatusInternalServerError, errorBody{Code: "internal", Message: "internal error"})
 			}
 		}()

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,6 +111,7 @@ type Server struct {
 	logger     *slog.Logger
 	metrics    *metrics
 	admissions *admissions
+	sampler    *logSampler
 	handler    http.Handler
 
 	srv *http.Server
@@ -137,6 +139,7 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 		checks:     svc.Checks,
 		logger:     logger,
 		metrics:    m,
+		sampler:    newLogSampler(10),
 		admissions: admissions,
 	}
 	mux := http.NewServeMux()
@@ -208,6 +211,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // are logged: those are ours to fix.
 func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	if status := writeError(w, err); status >= 500 {
-		s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		s.sampler.log(s.logger, r.Pattern+" "+strconv.Itoa(status), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 }

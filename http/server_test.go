@@ -50,8 +50,11 @@ type env struct {
 	redisPrefix string
 	store       seckill.Store
 	vouchers    *seckill.VoucherService
+	orders      *seckill.OrderService
 	pool        *worker.Pool
 	logger      *slog.Logger
+	opt         envOptions
+	dbProxy     *testenv.Proxy
 	codes       *codeBox
 	now         time.Time
 }
@@ -84,6 +87,11 @@ type envOptions struct {
 	redisURL string
 	// mode is how orders are taken; default stream.
 	mode seckill.Mode
+	// proxyDB puts a proxy the test controls (env.dbProxy) between the
+	// service and MariaDB.
+	proxyDB bool
+	// backlogHigh and backlogLow are the workers' water marks (0: off).
+	backlogHigh, backlogLow int64
 }
 
 func newEnv(t *testing.T, opts ...envOptions) *env {
@@ -95,12 +103,18 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	var (
-		store seckill.Store
-		err   error
+		store   seckill.Store
+		err     error
+		dbProxy *testenv.Proxy
 	)
 	switch opt.backend {
 	case "", "mysql":
-		store, err = mysql.Open(ctx, testenv.MySQLURL(t), 8)
+		url := testenv.MySQLURL(t)
+		if opt.proxyDB {
+			dbProxy = testenv.StartProxy(t, "127.0.0.1:3306")
+			url = strings.Replace(url, "127.0.0.1:3306", dbProxy.Addr(), 1)
+		}
+		store, err = mysql.Open(ctx, url, 8)
 	case "postgres":
 		store, err = postgres.Open(ctx, testenv.PostgresURL(t), 8)
 	case "embedded":
@@ -192,7 +206,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(raw.Close)
-	e := &env{t: t, url: hs.URL, tokens: tokens, cache: cache, codes: codes, now: time.Now(), rawRedis: raw, redisPrefix: prefix, store: store, vouchers: vouchers, logger: logger}
+	e := &env{t: t, url: hs.URL, tokens: tokens, cache: cache, codes: codes, now: time.Now(), rawRedis: raw, redisPrefix: prefix, store: store, vouchers: vouchers, logger: logger, orders: orders, opt: opt, dbProxy: dbProxy}
 	if opt.mode == seckill.ModeStream {
 		e.startPool()
 	}
@@ -210,6 +224,11 @@ func (e *env) startPool() {
 		Lease:        2 * time.Second,
 		ReclaimEvery: 200 * time.Millisecond,
 		WatchEvery:   200 * time.Millisecond,
+		BacklogHigh:  e.opt.backlogHigh,
+		BacklogLow:   e.opt.backlogLow,
+		BacklogEvery: 50 * time.Millisecond,
+		BreakerMin:   100 * time.Millisecond,
+		BreakerMax:   time.Second,
 	}, e.cache, e.store, e.vouchers.Rebuild, prometheus.NewRegistry(), e.logger)
 	if err != nil {
 		e.t.Fatal(err)
@@ -219,6 +238,7 @@ func (e *env) startPool() {
 	}
 	e.t.Cleanup(pool.Stop)
 	e.pool = pool
+	e.orders.Backpressure = pool
 	e.vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
 }
 

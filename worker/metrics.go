@@ -24,6 +24,7 @@ type metrics struct {
 	deletedEntries   prometheus.Counter
 	streamsLost      prometheus.Counter
 	retries          prometheus.Counter
+	backpressure     prometheus.Counter
 	batchSeconds     prometheus.Histogram
 }
 
@@ -40,13 +41,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		deletedEntries:   counter("seckill_stream_deleted_entries_total", "Pending order messages found deleted from their stream (Redis lost data)."),
 		streamsLost:      counter("seckill_streams_lost_total", "Order streams or groups found missing in Redis, and rebuilt."),
 		retries:          counter("seckill_worker_retries_total", "Retries after transient failures of the database or Redis."),
+		backpressure:     counter("seckill_backpressure_pauses_total", "Times admission to a voucher paused because its order backlog reached the high-water mark."),
 		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "seckill_order_batch_seconds",
 			Help:    "Time to settle one batch of order messages.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.persisted, m.redelivered, m.deadLetters, m.doubleAdmissions, m.reclaimed, m.deletedEntries, m.streamsLost, m.retries, m.batchSeconds} {
+	for _, c := range []prometheus.Collector{m.persisted, m.redelivered, m.deadLetters, m.doubleAdmissions, m.reclaimed, m.deletedEntries, m.streamsLost, m.retries, m.backpressure, m.batchSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("worker: register metrics: %w", err)
 		}

@@ -44,7 +44,7 @@ func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
 		orders   []*seckill.Order
 		outcomes []seckill.SaveOutcome
 	)
-	err := p.retry(ctx, "save orders", func() (err error) {
+	err := p.retryDB(ctx, "save orders", func() (err error) {
 		// Save only what this consumer still holds, each try: messages it
 		// no longer holds went to another consumer, which saves them; or
 		// Redis lost them, and a voucher rebuilt since must not find its
@@ -157,7 +157,7 @@ func (p *Pool) settle(ctx context.Context, msgs []seckill.OrderMessage, outcomes
 // the database, or 0.
 func (p *Pool) buyerOrder(ctx context.Context, o seckill.Order) int64 {
 	var orders []*seckill.Order
-	err := p.retry(ctx, "read the buyer's orders", func() (err error) {
+	err := p.retryDB(ctx, "read the buyer's orders", func() (err error) {
 		orders, err = p.store.UserOrders(ctx, o.UserID, 1000)
 		return err
 	})
@@ -212,14 +212,14 @@ func (p *Pool) deadLetter(ctx context.Context, m seckill.OrderMessage, dl seckil
 	if m.Order.ID > 0 && m.Order.UserID > 0 {
 		o := m.Order
 		o.Status, o.Reason = seckill.OrderFailed, dl.Reason
-		if err := p.retry(ctx, "record a failed order", func() error { return p.store.FailOrder(ctx, &o) }); err != nil {
+		if err := p.retryDB(ctx, "record a failed order", func() error { return p.store.FailOrder(ctx, &o) }); err != nil {
 			log.Error("could not record the failed order; the message stays pending", "err", err)
 			return
 		}
 		// A concurrent delivery may have saved it after all: then it is
 		// done, and its stock stays taken.
 		var st map[int64]seckill.OrderStatus
-		if err := p.retry(ctx, "read the order's status", func() (err error) {
+		if err := p.retryDB(ctx, "read the order's status", func() (err error) {
 			st, err = p.store.OrderStatuses(ctx, []int64{o.ID})
 			return err
 		}); err != nil {
@@ -277,6 +277,29 @@ func (p *Pool) keepClaimed(msgs []seckill.OrderMessage) func() {
 		}
 	}()
 	return func() { close(done); <-stopped }
+}
+
+// retryDB is retry for calls that reach the database: each try waits for
+// the circuit breaker, and its outcome moves it.
+func (p *Pool) retryDB(ctx context.Context, what string, fn func() error) error {
+	return p.retry(ctx, what, func() error {
+		probe, ok := p.breaker.wait(ctx)
+		if !ok {
+			return ctx.Err()
+		}
+		err := fn()
+		switch {
+		case err == nil:
+			p.breaker.result(probe, false)
+		case errors.Is(err, seckill.ErrTransient):
+			p.breaker.result(probe, true)
+		case errors.Is(err, seckill.ErrUnavailable):
+			p.breaker.abort(probe) // Redis failed, not the database
+		default:
+			p.breaker.result(probe, false) // the database answered
+		}
+		return err
+	})
 }
 
 // retry runs fn until it succeeds, fails for a reason other than a

@@ -34,8 +34,24 @@ type Config struct {
 	// Consumer is this instance's name in the groups; it must be unique
 	// among running instances. Required.
 	Consumer string
-	// Workers is how many batches are persisted at once. Default 4.
+	// Workers is how many batches are persisted at once while the backlog
+	// is small. Default 4.
 	Workers int
+	// WorkersMax is how many batches may be persisted at once when the
+	// backlog grows: the pool widens with it. Default 4×Workers.
+	WorkersMax int
+	// BacklogHigh is the backlog of a voucher's stream at which admission
+	// pauses (Refusing reports true) until it falls to BacklogLow: so that
+	// Redis never fills up while the database is slow or down. Zero: never.
+	BacklogHigh, BacklogLow int64
+	// BacklogEvery is how often the backlogs are read. Default 1s.
+	BacklogEvery time.Duration
+	// BreakerThreshold is how many transient database failures in a row
+	// open the circuit breaker; BreakerMin and BreakerMax bound its
+	// cool-down, which doubles while the database stays down. Defaults 5,
+	// 1s, 30s.
+	BreakerThreshold       int
+	BreakerMin, BreakerMax time.Duration
 	// BatchSize is how many messages one read takes, and one transaction
 	// writes. Default 100.
 	BatchSize int
@@ -77,6 +93,18 @@ func (c Config) withDefaults() Config {
 	if c.Workers <= 0 {
 		c.Workers = 4
 	}
+	if c.WorkersMax < c.Workers {
+		c.WorkersMax = 4 * c.Workers
+	}
+	if c.BacklogLow <= 0 || c.BacklogLow > c.BacklogHigh {
+		c.BacklogLow = c.BacklogHigh / 2
+	}
+	if c.BreakerThreshold <= 0 {
+		c.BreakerThreshold = 5
+	}
+	def(&c.BacklogEvery, time.Second)
+	def(&c.BreakerMin, time.Second)
+	def(&c.BreakerMax, 30*time.Second)
 	if c.BatchSize <= 0 {
 		c.BatchSize = 100
 	}
@@ -107,7 +135,11 @@ type Pool struct {
 	logger  *slog.Logger
 	metrics *metrics
 
-	sem chan struct{}
+	slots   *slots
+	breaker *breaker
+
+	// refusing holds the vouchers whose admission is paused (high water).
+	refusing sync.Map // voucher id → struct{}
 
 	// readCtx ends when Stop begins: no more reads. workCtx ends when the
 	// batches in flight have had DrainTimeout to finish.
@@ -138,7 +170,8 @@ func New(cfg Config, stream seckill.OrderStream, store Store, rebuild func(ctx c
 		rebuild:  rebuild,
 		logger:   logger.With("consumer", cfg.Consumer),
 		metrics:  m,
-		sem:      make(chan struct{}, cfg.Workers),
+		slots:    newSlots(cfg.Workers),
+		breaker:  newBreaker(cfg.BreakerThreshold, cfg.BreakerMin, cfg.BreakerMax, cfg.Now),
 		watching: map[int64]context.CancelFunc{},
 	}, nil
 }
@@ -152,9 +185,10 @@ func (p *Pool) Start(ctx context.Context) error {
 			// Not fatal: the next refresh tries again.
 			p.logger.Error("could not list the vouchers to read", "err", err)
 		}
-		p.loops.Add(2)
+		p.loops.Add(3)
 		go p.loop(p.cfg.WatchEvery, p.refreshLogged)
 		go p.loop(p.cfg.ReclaimEvery, p.reclaimAll)
+		go p.loop(p.cfg.BacklogEvery, p.watchBacklog)
 	})
 	return nil
 }
@@ -325,14 +359,12 @@ func (p *Pool) readFailed(ctx context.Context, voucherID int64, err error, log *
 // dispatch hands msgs to a worker when one is free, and reports false if
 // the pool stopped first.
 func (p *Pool) dispatch(msgs []seckill.OrderMessage) bool {
-	select {
-	case p.sem <- struct{}{}:
-	case <-p.workCtx.Done():
+	if !p.slots.acquire(p.workCtx) {
 		return false
 	}
 	p.inflight.Add(1)
 	go func() {
-		defer func() { <-p.sem }()
+		defer p.slots.release()
 		p.persist(msgs)
 	}()
 	return true

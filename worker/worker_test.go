@@ -423,3 +423,42 @@ func TestReclaimAndReap(t *testing.T) {
 		t.Errorf("%d dead letters, want 0", n)
 	}
 }
+
+// TestPoolWidensWithBacklog: the pool persists more batches at once while
+// a backlog waits, up to its maximum, and narrows again once drained.
+func TestPoolWidensWithBacklog(t *testing.T) {
+	b := newBench(t, "mysql", 2000)
+	ctx := context.Background()
+	for u := range int64(1000) {
+		b.admit(10_000 + u)
+	}
+	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: time.Now}
+	p, err := New(Config{
+		Consumer: "wide", Workers: 2, WorkersMax: 6, BatchSize: 10,
+		Block: 50 * time.Millisecond, BacklogEvery: 20 * time.Millisecond,
+	}, b.cache, b.store, vs.Rebuild, prometheus.NewRegistry(), b.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.init(ctx)
+	t.Cleanup(p.Stop)
+	p.mu.Lock()
+	p.watching[b.voucher.ID] = func() {}
+	p.mu.Unlock()
+	p.watchBacklog()
+	if w := p.WorkerStats(); w.Allowed != 6 {
+		t.Fatalf("with 1,000 orders waiting, %d batches allowed at once, want the maximum 6", w.Allowed)
+	}
+	p.mu.Lock()
+	delete(p.watching, b.voucher.ID)
+	p.mu.Unlock()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Watch(b.voucher.ID)
+	waitFor(t, 30*time.Second, "1,000 orders persisted", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 1000
+	})
+	waitFor(t, 10*time.Second, "the pool narrowed again", func() bool { return p.WorkerStats().Allowed == 2 })
+}

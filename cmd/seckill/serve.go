@@ -252,14 +252,18 @@ func newWorkers(ctx context.Context, c *Config, mode seckill.Mode, cache *redis.
 		pool, err := worker.New(worker.Config{
 			Consumer:      consumer,
 			Workers:       c.Workers,
+			WorkersMax:    c.WorkersMax,
 			BatchSize:     c.BatchSize,
 			Lease:         c.ClaimLease,
 			MaxDeliveries: c.MaxDeliveries,
 			DrainTimeout:  c.ShutdownTimeout,
+			BacklogHigh:   c.BacklogHigh,
+			BacklogLow:    c.BacklogLow,
 		}, cache, store, vouchers.Rebuild, reg, logger)
 		if err != nil {
 			return nil, nil, err
 		}
+		orders.Backpressure = pool
 		vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
 		return func() error { return pool.Start(ctx) }, pool.Stop, nil
 	}

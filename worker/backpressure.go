@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"context"
+	"sync"
+
+	"github.com/seckill/seckill"
+)
+
+var _ seckill.Backpressure = (*Pool)(nil)
+
+// slots bounds the batches persisted at once, to a limit that can move.
+type slots struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	limit int
+	busy  int
+}
+
+func newSlots(limit int) *slots {
+	s := &slots{limit: limit}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// acquire waits for a free slot, and reports false if ctx ended first.
+func (s *slots) acquire(ctx context.Context) bool {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.busy >= s.limit {
+		if ctx.Err() != nil {
+			return false
+		}
+		s.cond.Wait()
+	}
+	s.busy++
+	return true
+}
+
+func (s *slots) release() {
+	s.mu.Lock()
+	s.busy--
+	s.cond.Signal()
+	s.mu.Unlock()
+}
+
+// setLimit moves the limit; batches beyond a lowered one finish first.
+func (s *slots) setLimit(n int) {
+	s.mu.Lock()
+	if n > s.limit {
+		s.cond.Broadcast()
+	}
+	s.limit = n
+	s.mu.Unlock()
+}
+
+func (s *slots) state() (busy, limit int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy, s.limit
+}
+
+// Refusing reports whether admission to the voucher is paused: its stream
+// reached BacklogHigh and has not yet fallen to BacklogLow.
+func (p *Pool) Refusing(voucherID int64) bool {
+	_, ok := p.refusing.Load(voucherID)
+	return ok
+}
+
+// watchBacklog reads each voucher's backlog: it pauses admission to a
+// voucher at the high-water mark and resumes it at the low one, and widens
+// or narrows the pool with the total backlog.
+func (p *Pool) watchBacklog() {
+	var total int64
+	for _, v := range p.watched() {
+		n, err := p.stream.Backlog(p.readCtx, v)
+		if err != nil {
+			continue
+		}
+		total += n
+		if p.cfg.BacklogHigh <= 0 {
+			continue
+		}
+		_, paused := p.refusing.Load(v)
+		switch {
+		case !paused && n >= p.cfg.BacklogHigh:
+			p.refusing.Store(v, struct{}{})
+			p.metrics.backpressure.Inc()
+			p.logger.Warn("the order backlog reached its high-water mark: admission paused until the workers catch up",
+				"voucher", v, "backlog", n, "high", p.cfg.BacklogHigh, "low", p.cfg.BacklogLow, "breaker", p.breaker.state())
+		case paused && n <= p.cfg.BacklogLow:
+			p.refusing.Delete(v)
+			p.logger.Info("the order backlog fell to its low-water mark: admission resumes", "voucher", v, "backlog", n)
+		}
+	}
+	// One more batch at once for every two batches waiting, within bounds.
+	want := p.cfg.Workers + int(total/int64(2*p.cfg.BatchSize))
+	p.slots.setLimit(max(p.cfg.Workers, min(want, p.cfg.WorkersMax)))
+}
+
+// WorkerStats describes the pool for the stats.
+func (p *Pool) WorkerStats() seckill.WorkerStats {
+	busy, limit := p.slots.state()
+	return seckill.WorkerStats{Consumer: p.cfg.Consumer, Mode: seckill.ModeStream, Busy: busy, Allowed: limit, Breaker: p.breaker.state()}
+}
