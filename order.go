@@ -43,6 +43,9 @@ type OrderCounter interface {
 	// CountOrders returns how many created orders of the voucher the
 	// database holds: the stock they took. Failed orders do not count.
 	CountOrders(ctx context.Context, voucherID int64) (int64, error)
+	// CountFailedOrders returns how many of the voucher's orders the
+	// database holds as failed, and not created after all.
+	CountFailedOrders(ctx context.Context, voucherID int64) (int64, error)
 }
 
 // SaveOutcome is what [OrderStore.SaveOrders] did with one order.

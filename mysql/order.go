@@ -33,7 +33,8 @@ SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.id = ? AND ` + no
 UNION ALL
 SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ? AND ` + notCreated + `
 ORDER BY id DESC LIMIT ?`
-	countOrdersSQL = `SELECT COUNT(*) FROM orders WHERE voucher_id = ?`
+	countOrdersSQL       = `SELECT COUNT(*) FROM orders WHERE voucher_id = ?`
+	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
 	// selectVoucherOrdersSQL reads a page of a voucher's orders as a range
 	// of orders_voucher_id, which InnoDB ends with the primary key: one
 	// index entry read per order returned. Without the hint MariaDB 10.11
@@ -343,6 +344,16 @@ func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error)
 	var n int64
 	if err := s.db.QueryRowContext(ctx, countOrdersSQL, voucherID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("mysql: count orders of voucher %d: %w", voucherID, dbErr(err))
+	}
+	return n, nil
+}
+
+// CountFailedOrders returns how many of the voucher's orders the database
+// holds as failed (and not created after all).
+func (s *Store) CountFailedOrders(ctx context.Context, voucherID int64) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, countFailedOrdersSQL, voucherID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("mysql: count failed orders of voucher %d: %w", voucherID, dbErr(err))
 	}
 	return n, nil
 }

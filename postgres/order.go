@@ -33,7 +33,8 @@ SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.id = $1 AND ` + n
 UNION ALL
 SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = $1 AND ` + notCreated + `
 ORDER BY id DESC LIMIT $2`
-	countOrdersSQL = `SELECT count(*) FROM orders WHERE voucher_id = $1`
+	countOrdersSQL       = `SELECT count(*) FROM orders WHERE voucher_id = $1`
+	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = $1 AND ` + notCreated
 	// selectVoucherOrdersSQL reads a page of voucher $1's orders after id
 	// $2 as a range of orders_voucher_id_id_idx (voucher_id, id): just the
 	// page, wherever it is. Written the plain way (voucher_id = $1 AND
@@ -341,6 +342,19 @@ func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("postgres: count orders of voucher %d: %w", voucherID, dbErr(err))
+	}
+	return n, nil
+}
+
+// CountFailedOrders returns how many of the voucher's orders the database
+// holds as failed (and not created after all).
+func (s *Store) CountFailedOrders(ctx context.Context, voucherID int64) (int64, error) {
+	var n int64
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, countFailedOrdersSQL, voucherID).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: count failed orders of voucher %d: %w", voucherID, dbErr(err))
 	}
 	return n, nil
 }

@@ -32,7 +32,8 @@ SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.id = ?1 AND ` + n
 UNION ALL
 SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ?1 AND ` + notCreated + `
 ORDER BY id DESC LIMIT ?2`
-	countOrdersSQL = `SELECT count(*) FROM orders WHERE voucher_id = ?`
+	countOrdersSQL       = `SELECT count(*) FROM orders WHERE voucher_id = ?`
+	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
 	// selectVoucherOrdersSQL reads a page of a voucher's orders as a range
 	// of orders_voucher_id, which ends with the rowid (id): just the page,
 	// wherever it is. With statistics (ANALYZE, PRAGMA optimize) SQLite may
@@ -272,6 +273,16 @@ func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error)
 	var n int64
 	if err := s.db.QueryRowContext(ctx, countOrdersSQL, voucherID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlite: count orders of voucher %d: %w", voucherID, dbErr(err))
+	}
+	return n, nil
+}
+
+// CountFailedOrders returns how many of the voucher's orders the database
+// holds as failed (and not created after all).
+func (s *Store) CountFailedOrders(ctx context.Context, voucherID int64) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, countFailedOrdersSQL, voucherID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: count failed orders of voucher %d: %w", voucherID, dbErr(err))
 	}
 	return n, nil
 }

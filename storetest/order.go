@@ -524,6 +524,32 @@ func (s suite) testCountOrders(t *testing.T) {
 	}
 }
 
+func (s suite) testCountFailedOrders(t *testing.T) {
+	st := s.store(t)
+	v := newVoucher(t, st, 10)
+	w := newVoucher(t, st, 10)
+	count := func(voucherID, want int64) {
+		t.Helper()
+		n, err := st.CountFailedOrders(t.Context(), voucherID)
+		if err != nil || n != want {
+			t.Errorf("CountFailedOrders(%d) = %d, %v; want %d", voucherID, n, err, want)
+		}
+	}
+	count(v.ID, 0)
+	save(t, st, orders(2, 1, v.ID)...)
+	fail(t, st, order(50, v.ID), "failed")
+	fail(t, st, order(51, v.ID), "failed")
+	fail(t, st, order(52, w.ID), "failed")
+	// Failed, then saved after all (a retried dead letter): created.
+	retried := order(53, v.ID)
+	fail(t, st, retried, "failed")
+	save(t, st, retried)
+	count(v.ID, 2)
+	count(w.ID, 1)
+	count(w.ID+1000, 0)
+	checkStock(t, st, v.ID, 7, 3)
+}
+
 func (s suite) testUserOrdersWithFailed(t *testing.T) {
 	st := s.store(t)
 	const buyer, other = 7, 8

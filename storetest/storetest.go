@@ -86,6 +86,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"UserOrders/OrderAndLimit", s.testUserOrders},
 		{"UserOrders/CreatedAndFailed", s.testUserOrdersWithFailed},
 		{"CountOrders", s.testCountOrders},
+		{"CountFailedOrders", s.testCountFailedOrders},
 		{"FailOrder/ThenOrder", s.testFailOrder},
 		{"FailOrder/TwiceKeepsFirst", s.testFailOrderTwice},
 		{"FailOrder/CreatedUnchanged", s.testFailOrderCreated},
