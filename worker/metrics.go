@@ -26,6 +26,7 @@ type metrics struct {
 	retries          prometheus.Counter
 	backpressure     prometheus.Counter
 	batchSeconds     prometheus.Histogram
+	batchSize        prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -47,8 +48,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to settle one batch of order messages.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "seckill_order_batch_size",
+			Help: "Order messages in one batch a worker settled: near --batch-size when the workers are behind, small when they keep up.",
+			// 1 to 1,024, doubling: the default batch is 100 and the
+			// largest allowed is far above what one transaction should hold.
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.persisted, m.redelivered, m.deadLetters, m.doubleAdmissions, m.reclaimed, m.deletedEntries, m.streamsLost, m.retries, m.backpressure, m.batchSeconds} {
+	for _, c := range []prometheus.Collector{m.persisted, m.redelivered, m.deadLetters, m.doubleAdmissions, m.reclaimed, m.deletedEntries, m.streamsLost, m.retries, m.backpressure, m.batchSeconds, m.batchSize} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("worker: register metrics: %w", err)
 		}

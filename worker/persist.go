@@ -33,6 +33,7 @@ func (p *Pool) persist(msgs []seckill.OrderMessage) {
 		p.save(ctx, good)
 	}
 	p.metrics.batchSeconds.Observe(time.Since(start).Seconds())
+	p.metrics.batchSize.Observe(float64(len(msgs)))
 }
 
 // save writes msgs in one transaction, retrying transient failures. A batch
