@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -413,4 +414,31 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// metric returns the value of series (a name with its labels, as the text
+// format writes them) in the server's /metrics, or fails the test.
+func (e *env) metric(series string) float64 {
+	e.t.Helper()
+	res := e.do("GET", "/metrics", "", nil)
+	if res.status != 200 {
+		e.t.Fatalf("/metrics = %d", res.status)
+	}
+	return metricIn(e.t, string(res.raw), series)
+}
+
+// metricIn returns the value of series in a /metrics text, or fails t.
+func metricIn(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("/metrics: %q: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", series)
+	return 0
 }
