@@ -47,6 +47,9 @@ func TestBackpressure(t *testing.T) {
 	if len(admitted) < high || len(admitted) > high+40 {
 		t.Errorf("%d admitted before the pause, want about the high-water mark %d", len(admitted), high)
 	}
+	if got := e.metric(`seckill_admissions_total{result="unavailable"}`); got != float64(refused) {
+		t.Errorf("seckill_admissions_total{result=\"unavailable\"} = %v, want the %d refused", got, refused)
+	}
 	if w := e.pool.WorkerStats(); w.Breaker == "closed" {
 		t.Errorf("the database is down and the workers' breaker is %q", w.Breaker)
 	}

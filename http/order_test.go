@@ -214,6 +214,18 @@ func TestSeckillAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.wantError(e.do("POST", fmt.Sprintf("/api/vouchers/%d/seckill", over2.ID), e.buyer, nil), 409, "ended")
+
+	// Each answer counted by its result; the 401 and the 400 (a malformed
+	// id) never reached the buy.
+	for result, want := range map[string]float64{"admitted": 1, "duplicate_order": 1, "sold_out": 1, "not_started": 1,
+		"ended": 2, "voucher_not_found": 1, "rate_limited": 0, "unavailable": 0, "invalid_argument": 0} {
+		if got := e.metric(`seckill_admissions_total{result="` + result + `"}`); got != want {
+			t.Errorf("seckill_admissions_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+	if got := e.metric("seckill_admission_duration_seconds_count"); got != 7 {
+		t.Errorf("seckill_admission_duration_seconds_count = %v, want 7", got)
+	}
 }
 
 // TestOrderStatus: an order reads pending while its message waits, then

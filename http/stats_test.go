@@ -1,0 +1,154 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
+	sechttp "github.com/seckill/seckill/http"
+)
+
+// statsSource is a fixed snapshot, or an error.
+type statsSource struct {
+	st  *seckill.Stats
+	err error
+}
+
+func (s statsSource) Stats(context.Context) (*seckill.Stats, error) { return s.st, s.err }
+
+func statsServer(t *testing.T, src seckill.StatsSource) (url string, tokens *auth.Tokens) {
+	t.Helper()
+	tokens, err := auth.NewTokens([]byte("stats-test-secret-0123456789abcdef-0123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sechttp.New(sechttp.Config{}, sechttp.Services{Tokens: tokens, Stats: src}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return hs.URL, tokens
+}
+
+func getStats(t *testing.T, url, token string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url+"/api/admin/stats", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, body
+}
+
+func mint(t *testing.T, tokens *auth.Tokens, id auth.Identity) string {
+	t.Helper()
+	token, err := tokens.Mint(id, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// TestAdminStatsJSON: the snapshot's JSON, field by field: ids as strings,
+// null for a lag or a remaining stock that is not known.
+func TestAdminStatsJSON(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	lag, remaining := int64(3), int64(5)
+	v := &seckill.Voucher{ID: 9007199254740993, Title: "big id", Stock: 6, InitialStock: 10, BeginTime: at.Add(-time.Hour), EndTime: at.Add(time.Hour)}
+	src := statsSource{st: &seckill.Stats{
+		Time: at,
+		Vouchers: []seckill.VoucherStats{
+			{Voucher: v, Remaining: &remaining, Created: 4, Failed: 1, Pending: 1, Drift: 0,
+				Stream: seckill.StreamStats{Length: 7, Pending: 2, Lag: &lag, OldestAge: 1500 * time.Millisecond, Consumers: 2, DeadLetters: 1}},
+			{Voucher: &seckill.Voucher{ID: 2, Title: "lost", InitialStock: 1, BeginTime: at, EndTime: at}, Drift: 1},
+		},
+		Admissions: []seckill.AdmissionSecond{{Time: at, Counts: map[string]int64{"admitted": 3, "sold_out": 9}}, {Time: at.Add(time.Second)}},
+		Workers:    seckill.WorkerStats{Consumer: "host-1", Mode: seckill.ModeStream, Busy: 1, Allowed: 4, Breaker: "closed"},
+	}}
+	url, tokens := statsServer(t, src)
+	status, body := getStats(t, url, mint(t, tokens, auth.Identity{UserID: 1, Admin: true}))
+	if status != 200 {
+		t.Fatalf("GET /api/admin/stats = %d %s", status, body)
+	}
+	var got, want any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(`{
+		"time": "2026-12-01T12:00:00Z",
+		"vouchers": [
+			{"id": "9007199254740993", "title": "big id", "stock": 6, "initialStock": 10, "remaining": 5,
+			 "created": 4, "failed": 1, "pending": 1, "drift": 0,
+			 "beginTime": "2026-12-01T11:00:00Z", "endTime": "2026-12-01T13:00:00Z",
+			 "stream": {"length": 7, "pending": 2, "lag": 3, "oldestPendingSeconds": 1.5, "consumers": 2, "deadLetters": 1}},
+			{"id": "2", "title": "lost", "stock": 0, "initialStock": 1, "remaining": null,
+			 "created": 0, "failed": 0, "pending": 0, "drift": 1,
+			 "beginTime": "2026-12-01T12:00:00Z", "endTime": "2026-12-01T12:00:00Z",
+			 "stream": {"length": 0, "pending": 0, "lag": null, "oldestPendingSeconds": 0, "consumers": 0, "deadLetters": 0}}
+		],
+		"admissions": [
+			{"time": "2026-12-01T12:00:00Z", "counts": {"admitted": 3, "sold_out": 9}},
+			{"time": "2026-12-01T12:00:01Z", "counts": {}}
+		],
+		"workers": {"consumer": "host-1", "mode": "stream", "busy": 1, "allowed": 4, "breaker": "closed"}
+	}`), &want); err != nil {
+		t.Fatal(err)
+	}
+	gotJSON, _ := json.MarshalIndent(got, "", "  ")
+	wantJSON, _ := json.MarshalIndent(want, "", "  ")
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("got\n%s\nwant\n%s", gotJSON, wantJSON)
+	}
+}
+
+// TestAdminStatsAccess: admins only; a failed read is a 503, not a 500.
+func TestAdminStatsAccess(t *testing.T) {
+	url, tokens := statsServer(t, statsSource{st: &seckill.Stats{}})
+	if status, body := getStats(t, url, ""); status != 401 {
+		t.Errorf("no token: %d %s, want 401", status, body)
+	}
+	if status, body := getStats(t, url, mint(t, tokens, auth.Identity{UserID: 2})); status != 403 {
+		t.Errorf("a buyer: %d %s, want 403", status, body)
+	}
+	status, body := getStats(t, url, mint(t, tokens, auth.Identity{UserID: 1, Admin: true}))
+	var empty struct {
+		Vouchers   []any `json:"vouchers"`
+		Admissions []any `json:"admissions"`
+	}
+	if err := json.Unmarshal(body, &empty); status != 200 || err != nil || empty.Vouchers == nil || len(empty.Admissions) != 300 {
+		t.Errorf("no vouchers: %d %s, want 200 with vouchers [] and 300 seconds of admissions", status, body)
+	}
+
+	url, tokens = statsServer(t, statsSource{err: errors.New("dial tcp 10.0.0.7:3306: i/o timeout")})
+	status, body = getStats(t, url, mint(t, tokens, auth.Identity{UserID: 1, Admin: true}))
+	if status != 503 || strings.Contains(string(body), "10.0.0.7") {
+		t.Errorf("source fails: %d %s, want 503 without the cause", status, body)
+	}
+	url, tokens = statsServer(t, nil)
+	if status, body := getStats(t, url, mint(t, tokens, auth.Identity{UserID: 1, Admin: true})); status != 503 {
+		t.Errorf("no source: %d %s, want 503", status, body)
+	}
+}

@@ -1,0 +1,321 @@
+// Package monitor watches a sale for its operators. A Monitor reads, for
+// each open voucher, the database's record and counts and Redis's stock and
+// order stream, and serves them two ways: as a seckill.Stats snapshot (the
+// admin API, the admin page, `seckill stats`) and as Prometheus gauges read
+// at scrape time (the state of the sale; the events are counted where they
+// happen, in the http and worker packages).
+//
+// Every instance of the service reads the same Redis and database, so each
+// reports the same sale-wide gauges: aggregate them with max by (voucher).
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/redis"
+)
+
+// Vouchers names the vouchers to watch (seckill.VoucherService).
+type Vouchers interface {
+	// OpenIDs returns the vouchers on sale or ended within seckill.Recent.
+	OpenIDs(ctx context.Context) ([]int64, error)
+}
+
+// Store is what the monitor reads of the database.
+type Store interface {
+	Voucher(ctx context.Context, id int64) (*seckill.Voucher, error)
+	CountOrders(ctx context.Context, voucherID int64) (int64, error)
+	CountFailedOrders(ctx context.Context, voucherID int64) (int64, error)
+	OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error)
+}
+
+// Streams reads a voucher's stock and order stream in Redis (redis.Client).
+type Streams interface {
+	StreamInfo(ctx context.Context, voucherID int64) (*redis.StreamInfo, error)
+}
+
+// WorkerInfo tells how this instance's workers are doing.
+type WorkerInfo interface {
+	WorkerStats() seckill.WorkerStats
+}
+
+// Config configures a Monitor. Zero fields take the defaults in their
+// comments.
+type Config struct {
+	// Vouchers, Store and Streams are where the monitor reads. Required;
+	// Streams is not read in the sync mode.
+	Vouchers Vouchers
+	Store    Store
+	Streams  Streams
+	// Workers, if set, reports this instance's workers; otherwise Stats
+	// reports Consumer and Mode only.
+	Workers  WorkerInfo
+	Consumer string
+	// Mode is how the service takes orders. In the sync mode a voucher's
+	// remaining stock is the database's and there are no streams. In the
+	// queue mode the orders in the in-memory queue show as drift until
+	// they are written. Default seckill.ModeStream.
+	Mode seckill.Mode
+	// ActiveWithin is how recently a consumer must have read its stream to
+	// count as one: a running instance reads every few seconds, and the
+	// workers remove consumers idle for twice the claim lease. Default 60s
+	// (twice the default lease).
+	ActiveWithin time.Duration
+	// Timeout bounds a read of Redis and the database. Default 5s.
+	Timeout time.Duration
+	// CacheFor is how long a read serves again: several scrapes, or a page
+	// refreshed by several admins, cost one read. Default 1s; negative: no
+	// cache.
+	CacheFor time.Duration
+	// Now returns the current time; tests replace it. Default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Mode == "" {
+		c.Mode = seckill.ModeStream
+	}
+	if c.ActiveWithin <= 0 {
+		c.ActiveWithin = 60 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.CacheFor == 0 {
+		c.CacheFor = time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Vouchers == nil {
+		errs = append(errs, errors.New("monitor: Config.Vouchers is required"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("monitor: Config.Store is required"))
+	}
+	if c.Streams == nil && c.Mode != seckill.ModeSync {
+		errs = append(errs, errors.New("monitor: Config.Streams is required"))
+	}
+	if _, err := seckill.ParseMode(string(c.Mode)); err != nil {
+		errs = append(errs, fmt.Errorf("monitor: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Monitor reads the state of the open vouchers. It implements
+// seckill.StatsSource and prometheus.Collector.
+type Monitor struct {
+	cfg    Config
+	reads  singleflight.Group
+	mu     sync.Mutex
+	last   *reading
+	gauges gauges
+}
+
+var _ seckill.StatsSource = (*Monitor)(nil)
+
+// reading is one read of every open voucher.
+type reading struct {
+	at       time.Time
+	vouchers []seckill.VoucherStats
+}
+
+// New returns a monitor of cfg.
+func New(cfg Config) (*Monitor, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Monitor{cfg: cfg, gauges: newGauges()}, nil
+}
+
+// Stats returns a snapshot of the open vouchers and of this instance's
+// workers. Its Admissions are nil: they are counted where the requests
+// are served (the http package adds its own).
+func (m *Monitor) Stats(ctx context.Context) (*seckill.Stats, error) {
+	r, err := m.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &seckill.Stats{Time: r.at, Vouchers: make([]seckill.VoucherStats, len(r.vouchers))}
+	copy(st.Vouchers, r.vouchers)
+	st.Workers = seckill.WorkerStats{Consumer: m.cfg.Consumer, Mode: m.cfg.Mode}
+	if m.cfg.Workers != nil {
+		st.Workers = m.cfg.Workers.WorkerStats()
+		if st.Workers.Consumer == "" {
+			st.Workers.Consumer = m.cfg.Consumer
+		}
+		if st.Workers.Mode == "" {
+			st.Workers.Mode = m.cfg.Mode
+		}
+	}
+	return st, nil
+}
+
+// read returns a reading of at most CacheFor ago, or makes one; callers at
+// the same moment share it.
+func (m *Monitor) read(ctx context.Context) (*reading, error) {
+	m.mu.Lock()
+	last := m.last
+	m.mu.Unlock()
+	if last != nil && m.cfg.CacheFor > 0 && m.cfg.Now().Sub(last.at) < m.cfg.CacheFor {
+		return last, nil
+	}
+	ch := m.reads.DoChan("read", func() (any, error) {
+		// The read is shared: it does not end with the first caller.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Timeout)
+		defer cancel()
+		r, err := m.readAll(rctx)
+		if err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		m.last = r
+		m.mu.Unlock()
+		return r, nil
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(*reading), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// readAll reads every open voucher, a few at a time.
+func (m *Monitor) readAll(ctx context.Context) (*reading, error) {
+	at := m.cfg.Now()
+	ids, err := m.cfg.Vouchers.OpenIDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("monitor: %w", err)
+	}
+	out := make([]*seckill.VoucherStats, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, id := range ids {
+		g.Go(func() error {
+			vs, err := m.readVoucher(gctx, id)
+			if err != nil {
+				return fmt.Errorf("monitor: voucher %d: %w", id, err)
+			}
+			out[i] = vs
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	r := &reading{at: at, vouchers: make([]seckill.VoucherStats, 0, len(out))}
+	for _, vs := range out {
+		if vs != nil {
+			r.vouchers = append(r.vouchers, *vs)
+		}
+	}
+	return r, nil
+}
+
+// readVoucher reads one voucher: Redis first, then the database, as
+// seckill.Reconciler does, so that an order persisted in between counts in
+// the database rather than in neither. A busy sale can show a passing
+// drift; a second look clears it.
+func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherStats, error) {
+	v, err := m.cfg.Store.Voucher(ctx, id)
+	if errors.Is(err, seckill.ErrVoucherNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	vs := &seckill.VoucherStats{Voucher: v}
+	if vs.Failed, err = m.cfg.Store.CountFailedOrders(ctx, id); err != nil {
+		return nil, err
+	}
+	if m.cfg.Mode == seckill.ModeSync {
+		// The database is the sale: what remains is its stock.
+		created, err := m.cfg.Store.CountOrders(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		remaining := v.Stock
+		vs.Remaining, vs.Created = &remaining, created
+		vs.Drift = v.InitialStock - (remaining + created)
+		return vs, nil
+	}
+	info, err := m.cfg.Streams.StreamInfo(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// Pending entries the database holds are committed and about to be
+	// acknowledged: not pending any more.
+	stored, err := m.cfg.Store.OrderStatuses(ctx, info.PendingOrders)
+	if err != nil {
+		return nil, err
+	}
+	if vs.Created, err = m.cfg.Store.CountOrders(ctx, id); err != nil {
+		return nil, err
+	}
+	var undelivered int64
+	if info.Lag != nil {
+		undelivered = *info.Lag
+	} else {
+		// Unknown: at most the entries not pending (some may be settled
+		// and not yet trimmed).
+		undelivered = max(0, info.Length-info.Pending)
+	}
+	unsettled := info.Unlisted
+	for _, orderID := range info.PendingOrders {
+		if _, ok := stored[orderID]; !ok {
+			unsettled++
+		}
+	}
+	vs.Pending = undelivered + unsettled
+	var remaining int64
+	if info.Loaded {
+		remaining = info.Remaining
+		vs.Remaining = &remaining
+	}
+	vs.Drift = v.InitialStock - (remaining + vs.Created + vs.Pending)
+	vs.Stream = seckill.StreamStats{
+		Length:      info.Length,
+		Pending:     info.Pending,
+		Lag:         info.Lag,
+		OldestAge:   info.OldestPending,
+		Consumers:   m.activeConsumers(info),
+		DeadLetters: info.DeadLetters,
+	}
+	return vs, nil
+}
+
+// activeConsumers counts the consumers that read their stream within
+// ActiveWithin: a consumer whose instance died stays in the group until
+// another instance removes it, and none does if all died.
+func (m *Monitor) activeConsumers(info *redis.StreamInfo) int64 {
+	var n int64
+	for _, c := range info.Consumers {
+		if c.Idle <= m.cfg.ActiveWithin {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,147 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/seckill/seckill"
+)
+
+func streamInfo(t *testing.T, c *Client, voucherID int64, lim infoLimits) *StreamInfo {
+	t.Helper()
+	info, err := c.streamInfo(context.Background(), voucherID, lim)
+	if err != nil {
+		t.Fatalf("StreamInfo(%d): %v", voucherID, err)
+	}
+	return info
+}
+
+func ptr(n int64) *int64 { return &n }
+
+// TestStreamInfo follows a voucher's stream through a sale: admitted,
+// delivered, acknowledged, dead-lettered, stuck with a consumer.
+func TestStreamInfo(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		// The fields a step does not check.
+		ignore := cmpopts.IgnoreFields(StreamInfo{}, "Time", "Consumers", "OldestPending")
+
+		got := streamInfo(t, c, 1, defaultInfoLimits)
+		if diff := cmp.Diff(&StreamInfo{}, got, ignore); diff != "" {
+			t.Errorf("unknown voucher (-want +got):\n%s", diff)
+		}
+		if d := time.Since(got.Time); d < -time.Second || d > time.Second {
+			t.Errorf("Time = %v, %v from now; want Redis's clock, this machine's", got.Time, d)
+		}
+
+		es := admitN(t, c, 1, 10, 5)
+		got = streamInfo(t, c, 1, defaultInfoLimits)
+		want := &StreamInfo{Loaded: true, Remaining: 5, Length: 5, Group: true, LastDelivered: "0-0", Lag: ptr(5)}
+		if got.LastDelivered == "0" { // the embedded server's way
+			want.LastDelivered = "0"
+		}
+		if diff := cmp.Diff(want, got, ignore); diff != "" {
+			t.Errorf("5 admitted (-want +got):\n%s", diff)
+		}
+		if len(got.Consumers) != 0 || got.OldestPending != 0 {
+			t.Errorf("5 admitted: consumers %v, oldest pending %v; want none, 0", got.Consumers, got.OldestPending)
+		}
+
+		readOrders(t, c, 1, "c1", 2)
+		readOrders(t, c, 1, "c2", 1)
+		got = streamInfo(t, c, 1, defaultInfoLimits)
+		want = &StreamInfo{Loaded: true, Remaining: 5, Length: 5, Group: true, LastDelivered: es[2].ID, Pending: 3, Lag: ptr(2),
+			PendingOrders: []int64{1001, 1002, 1003}}
+		if diff := cmp.Diff(want, got, ignore); diff != "" {
+			t.Errorf("3 delivered (-want +got):\n%s", diff)
+		}
+		consumers := map[string]int64{}
+		for _, ci := range got.Consumers {
+			consumers[ci.Name] = ci.Pending
+			if ci.Idle > time.Minute {
+				t.Errorf("consumer %s idle %v; it read just now", ci.Name, ci.Idle)
+			}
+		}
+		if diff := cmp.Diff(map[string]int64{"c1": 2, "c2": 1}, consumers); diff != "" {
+			t.Errorf("consumers' pending (-want +got):\n%s", diff)
+		}
+
+		// A message sitting with its consumer for 45s: the oldest pending.
+		do(t, c, "XCLAIM", c.keys.voucher(1).Orders, Group, "c1", "0", es[1].ID, "IDLE", "45000")
+		ack(t, c, 1, es[0].ID)
+		got = streamInfo(t, c, 1, defaultInfoLimits)
+		if got.OldestPending < 45*time.Second || got.OldestPending > 50*time.Second {
+			t.Errorf("OldestPending = %v, want 45s (the idle time XCLAIM set)", got.OldestPending)
+		}
+		want.Pending, want.PendingOrders = 2, []int64{1002, 1003}
+		if diff := cmp.Diff(want, got, ignore); diff != "" {
+			t.Errorf("1 acknowledged (-want +got):\n%s", diff)
+		}
+
+		// The last entry delivered goes to the dead letters: Redis can no
+		// longer tell the lag (a deletion past the group's last id), so
+		// the entries after it are counted.
+		msgs, err := c.ReadPending(ctx, 1, "c2", "0", 10)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("ReadPending(c2) = %v, %v", msgs, err)
+		}
+		if moved, err := c.DeadLetter(ctx, msgs[0], seckill.DeadLetter{Reason: "test"}); err != nil || !moved {
+			t.Fatalf("DeadLetter = %v, %v", moved, err)
+		}
+		got = streamInfo(t, c, 1, defaultInfoLimits)
+		want = &StreamInfo{Loaded: true, Remaining: 6, Length: 4, Group: true, LastDelivered: es[2].ID, Pending: 1, Lag: ptr(2),
+			PendingOrders: []int64{1002}, DeadLetters: 1}
+		if diff := cmp.Diff(want, got, ignore); diff != "" {
+			t.Errorf("after a dead letter (-want +got):\n%s", diff)
+		}
+		// Too many to count: unknown, not zero.
+		got = streamInfo(t, c, 1, infoLimits{pending: 10, lagCount: 2})
+		if got.Lag != nil {
+			t.Errorf("Lag = %d with 2 undelivered past a deletion and a count limit of 2; want nil (unknown)", *got.Lag)
+		}
+		// The pending entries listed are bounded.
+		readOrders(t, c, 1, "c1", 2)
+		got = streamInfo(t, c, 1, infoLimits{pending: 2, lagCount: 10})
+		if want := []int64{1002, 1004}; !cmp.Equal(want, got.PendingOrders) || got.Pending != 3 || got.Unlisted != 1 {
+			t.Errorf("pending limited to 2: PendingOrders %v, Pending %d, Unlisted %d; want %v, 3, 1", got.PendingOrders, got.Pending, got.Unlisted, want)
+		}
+	})
+}
+
+// TestStreamInfoLagFromRedis: when Redis knows the lag, it is Redis's, not
+// a count (which the limit would stop).
+func TestStreamInfoLagFromRedis(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		admitN(t, c, 2, 10, 4)
+		readOrders(t, c, 2, "c1", 1)
+		got := streamInfo(t, c, 2, infoLimits{pending: 10, lagCount: 1})
+		if c.server != nil {
+			// The embedded server does not know: counted, and over the limit.
+			if got.Lag != nil {
+				t.Errorf("embedded: Lag = %d, want nil (3 to count, limit 1)", *got.Lag)
+			}
+			return
+		}
+		if got.Lag == nil || *got.Lag != 3 {
+			t.Errorf("Lag = %v, want 3 from XINFO GROUPS", got.Lag)
+		}
+	})
+}
+
+// TestStreamInfoLostGroup: a stream without its group (Redis lost it)
+// reads as no group, not an error.
+func TestStreamInfoLostGroup(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		admitN(t, c, 3, 10, 2)
+		do(t, c, "XGROUP", "DESTROY", c.keys.voucher(3).Orders, Group)
+		got := streamInfo(t, c, 3, defaultInfoLimits)
+		want := &StreamInfo{Loaded: true, Remaining: 8, Length: 2}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(StreamInfo{}, "Time")); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+}
