@@ -8,16 +8,10 @@ import (
 // DeadLetterEntry is a dead-lettered order message as operators see it.
 type DeadLetterEntry struct {
 	// ID names the dead letter in the admin API and CLI: its order id, or
-	// "<voucher id>:<entry id>" for a message too malformed to have one.
-	ID        string
-	VoucherID int64
-	OrderID   int64 // 0 if the message had none
-	UserID    int64 // 0 if the message had none
-	Reason    string
-	// At is when it was dead-lettered.
-	At time.Time
-	// StockReturned says whether its unit of stock went back on sale.
-	StockReturned bool
+	// "<voucher id>:<entry id>" for a message too malformed to have one
+	// (or an order dead-lettered twice).
+	ID string
+	DeadLetterRecord
 }
 
 // DeadLetterAdmin lists and settles dead letters.
