@@ -1,0 +1,554 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/monitor"
+	"github.com/seckill/seckill/orderid"
+)
+
+// chromiumPath is Debian's Chromium, which the browser test drives.
+const chromiumPath = "/usr/bin/chromium"
+
+// screenshotEnv names a file the browser test writes its screenshot to, as
+// well as to its temporary directory: `SECKILL_SCREENSHOT=docs/admin.png`
+// (relative to the module's root) makes the README's picture. It also runs
+// a longer sale first, so that the chart has something to show.
+const screenshotEnv = "SECKILL_SCREENSHOT"
+
+func TestAdminPageFiles(t *testing.T) {
+	srv, err := New(Config{}, Services{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string) (*http.Response, string) {
+		t.Helper()
+		res, err := client.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, string(body)
+	}
+	for _, tc := range []struct{ path, ctype, contains string }{
+		{"/admin/", "text/html; charset=utf-8", `<script src="app.js"`},
+		{"/admin/index.html", "text/html; charset=utf-8", "<title>seckill admin</title>"},
+		{"/admin/app.js", "text/javascript; charset=utf-8", "/api/admin/stats"},
+		{"/admin/style.css", "text/css; charset=utf-8", ":root"},
+	} {
+		res, body := get(tc.path)
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != tc.ctype {
+			t.Errorf("GET %s = %d %q, want 200 %q", tc.path, res.StatusCode, res.Header.Get("Content-Type"), tc.ctype)
+		}
+		if cc := res.Header.Get("Cache-Control"); cc != "no-store" {
+			t.Errorf("GET %s: Cache-Control %q, want no-store", tc.path, cc)
+		}
+		if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("GET %s: Content-Security-Policy %q", tc.path, csp)
+		}
+		if !strings.Contains(body, tc.contains) {
+			t.Errorf("GET %s: body lacks %q", tc.path, tc.contains)
+		}
+	}
+	if res, _ := get("/admin"); res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != "/admin/" {
+		t.Errorf("GET /admin = %d to %q, want 301 to /admin/", res.StatusCode, res.Header.Get("Location"))
+	}
+	for _, path := range []string{"/admin/nothing.js", "/admin/adminui/app.js", "/admin/app.go", "/admin/x/", "/admin/%2e%2e/adminpage.go"} {
+		res, body := get(path)
+		if res.StatusCode != 404 || !strings.Contains(body, `"code":"not_found"`) {
+			t.Errorf("GET %s = %d %s, want 404 not_found", path, res.StatusCode, body)
+		}
+	}
+	// Offline: the page loads nothing from elsewhere.
+	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}`)
+	err = fs.WalkDir(adminUI, "adminui", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(adminUI, name)
+		for _, m := range external.FindAllString(string(data), -1) {
+			if m != "http://www.w3.org" { // the SVG namespace: a name, not fetched
+				t.Errorf("%s refers to %s: the page must work offline", name, m)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdminPageInBrowser runs a small sale with one dead letter on the real
+// Redis and MariaDB, opens the admin page in headless Chromium, signs in,
+// and checks the numbers the page shows against the admin API; then it
+// retries the dead letter from the page and reconciles the voucher.
+func TestAdminPageInBrowser(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set and Chromium is missing (%v): apt-get install chromium", err)
+		}
+		t.Skipf("Chromium is not installed at %s (apt-get install chromium): the admin page's browser test needs it", chromiumPath)
+	}
+	e := newEnv(t)
+	e.url = e.adminServer()
+
+	// The sale: 20 buyers, 5 of whom ask twice.
+	voucher := e.createVoucher(map[string]any{
+		"title":     "Flash sale: 50 yuan voucher",
+		"stock":     30,
+		"beginTime": e.now.Add(-time.Minute).Format(time.RFC3339),
+		"endTime":   e.now.Add(time.Hour).Format(time.RFC3339),
+	})
+	vid := voucher["id"].(string)
+	for u := range int64(20) {
+		token := e.mint(auth.Identity{UserID: 100 + u}, time.Hour)
+		if res := e.do("POST", "/api/vouchers/"+vid+"/seckill", token, nil); res.status != 200 {
+			t.Fatalf("buyer %d: %d %s", 100+u, res.status, res.raw)
+		}
+		if u%4 == 0 {
+			e.wantError(e.do("POST", "/api/vouchers/"+vid+"/seckill", token, nil), 409, "duplicate_order")
+		}
+	}
+	// And one admission whose stream message is malformed: the workers
+	// dead-letter it, give its stock back and record its order failed.
+	const badUser = 999
+	badID := e.injectMalformed(vid, badUser)
+
+	var stats map[string]any
+	e.eventually(30*time.Second, "20 orders created, nothing pending, one dead letter", func() bool {
+		stats = e.adminJSON("GET", "/api/admin/stats")
+		v := statsVoucher(stats, vid)
+		dl, _ := e.adminJSON("GET", "/api/admin/dlq")["deadLetters"].([]any)
+		return v != nil && v["created"] == 20.0 && v["pending"] == 0.0 && len(dl) == 1
+	})
+	dl := e.adminJSON("GET", "/api/admin/dlq")["deadLetters"].([]any)[0].(map[string]any)
+	if dl["id"] != badID || dl["stockReturned"] != true {
+		t.Fatalf("dead letter %v, want order %s with its stock returned", dl, badID)
+	}
+
+	ctx := newBrowser(t)
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			text, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, text)
+		}
+	}
+	eval := func(expr string) map[string]string {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(sctx, chromedp.Evaluate[map[string]string](expr))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", expr, err)
+		}
+		return v
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url+"/admin/")); err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	// A buyer's token is refused, on the sign-in form.
+	step("sign in as a buyer",
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), e.buyer),
+		chromedp.Click(chromedp.ID("sign-in-button")),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#sign-in-error").textContent.includes("not an admin")`),
+	)
+	step("sign in as the admin",
+		run(`document.querySelector("#token").value = ""`),
+		chromedp.SendKeys(chromedp.ID("token"), e.admin),
+		chromedp.Click(chromedp.ID("sign-in-button")),
+		chromedp.WaitVisible(chromedp.ID("dashboard")),
+		present(fmt.Sprintf(`tr[data-dead-letter=%q]`, badID)),
+		present(fmt.Sprintf(`[data-voucher=%q][data-field="remaining"][data-value]`, vid)),
+	)
+
+	// The page shows what the API answers.
+	stats = e.adminJSON("GET", "/api/admin/stats")
+	want := map[string]string{}
+	v := statsVoucher(stats, vid)
+	for _, f := range []string{"remaining", "created", "pending", "failed", "drift", "stock", "initialStock"} {
+		want[f] = jsonNumber(v[f])
+	}
+	stream := v["stream"].(map[string]any)
+	for _, f := range []string{"length", "pending", "consumers", "deadLetters"} {
+		want["stream."+f] = jsonNumber(stream[f])
+	}
+	want["admitted"] = jsonNumber(admissionTotal(stats, "admitted"))
+	want["duplicate_order"] = jsonNumber(admissionTotal(stats, "duplicate_order"))
+	want["reason"] = dl["reason"].(string)
+	want["busy"] = jsonNumber(stats["workers"].(map[string]any)["busy"])
+	want["breaker"] = stats["workers"].(map[string]any)["breaker"].(string)
+	if want["admitted"] != "20" || want["duplicate_order"] != "5" || want["remaining"] != "10" {
+		t.Errorf("API: %s admitted, %s duplicate, %s remaining; want 20, 5 and 10 (30 − 20 sold)", want["admitted"], want["duplicate_order"], want["remaining"])
+	}
+	got := eval(fmt.Sprintf(`(() => {
+		const out = {};
+		const val = (sel) => { const e = document.querySelector(sel); return e ? e.dataset.value : "(missing)"; };
+		for (const f of %s) out[f] = val('#vouchers [data-voucher=%q][data-field="' + f + '"]');
+		for (const f of ["length", "pending", "consumers", "deadLetters"]) out["stream." + f] = val('#streams [data-voucher=%q][data-field="stream.' + f + '"]');
+		out.admitted = val('[data-result="admitted"]');
+		out.duplicate_order = val('[data-result="duplicate_order"]');
+		out.reason = val('tr[data-dead-letter=%q] [data-field="reason"]');
+		out.busy = val("#workers-busy");
+		out.breaker = val("#workers-breaker");
+		return out;
+	})()`, jsArray("remaining", "created", "pending", "failed", "drift", "stock", "initialStock"), vid, vid, badID))
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("page shows %s = %q, API says %q", k, got[k], w)
+		}
+	}
+
+	// Retry the dead letter from the page: it leaves the list, and its
+	// order is admitted again, then written.
+	step("retry the dead letter",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="retry"][data-dead-letter=%q]`, badID))),
+		absent(fmt.Sprintf(`tr[data-dead-letter=%q]`, badID)),
+		chromedp.WaitVisible(chromedp.CSS(`#dlq-outcome[data-outcome="ok"]`)),
+	)
+	outcome := eval(`({text: document.querySelector("#dlq-outcome").textContent, empty: String(!document.querySelector("#dlq-empty").hidden)})`)
+	if !strings.Contains(outcome["text"], "admitted again") || outcome["empty"] != "true" {
+		t.Errorf("after retry the page says %q (empty list shown: %s)", outcome["text"], outcome["empty"])
+	}
+	if dl, _ := e.adminJSON("GET", "/api/admin/dlq")["deadLetters"].([]any); len(dl) != 0 {
+		t.Errorf("dead letters after retry: %v", dl)
+	}
+	badToken := e.mint(auth.Identity{UserID: badUser}, time.Hour)
+	e.eventually(30*time.Second, "the retried order created", func() bool {
+		res := e.do("GET", "/api/orders/"+badID, badToken, nil)
+		return res.status == 200 && res.body["status"] == "created"
+	})
+	step("the page shows 21 created",
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#vouchers [data-voucher=%q][data-field="created"]').dataset.value === "21"`, vid),
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)),
+	)
+
+	// Reconcile from the page: Redis and the database agree.
+	step("reconcile the voucher",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="reconcile"][data-voucher=%q]`, vid))),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#reconcile-result[data-voucher=%q][data-outcome]`, vid))),
+	)
+	rec := eval(`(() => { const r = document.querySelector("#reconcile-result"); const f = (n) => r.querySelector('[data-field="reconcile.' + n + '"]').dataset.value;
+		return {outcome: r.dataset.outcome, drift: f("drift"), orders: f("dbOrders"), remaining: f("remaining")}; })()`)
+	if want := map[string]string{"outcome": "ok", "drift": "0", "orders": "21", "remaining": "9"}; !maps.Equal(rec, want) {
+		t.Errorf("reconciliation on the page = %v, want %v", rec, want)
+	}
+
+	if os.Getenv(screenshotEnv) != "" {
+		second := e.screenshotSale(vid)
+		step("show the later sale",
+			present(`#dead-letters tbody tr`),
+			chromedp.Click(chromedp.CSS(`button[data-span="60"]`)),
+			chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="reconcile"][data-voucher=%q]`, second))),
+			present(fmt.Sprintf(`#reconcile-result[data-voucher=%q][data-outcome]`, second)),
+			chromedp.Sleep(2*time.Second), // a refresh or two: the numbers settle
+		)
+	}
+	shot := screenshot(t, ctx)
+	path := filepath.Join(t.TempDir(), "admin.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+	if out := os.Getenv(screenshotEnv); out != "" {
+		if !filepath.IsAbs(out) {
+			out = filepath.Join("..", out) // the test runs in http/
+		}
+		if err := os.WriteFile(out, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", out)
+	}
+
+	// Signing out forgets the token.
+	step("sign out",
+		chromedp.Click(chromedp.ID("sign-out")),
+		chromedp.WaitVisible(chromedp.ID("sign-in-view")),
+		chromedp.Poll[chromedp.Void](`sessionStorage.length === 0 && document.querySelectorAll("#vouchers tbody tr").length === 0`),
+	)
+	// A token the server refuses (here: its signature is wrong) sends the
+	// page back to the sign-in form, saying why.
+	forged := e.admin[:len(e.admin)-6] + "AAAAAA"
+	step("a refused token",
+		run(fmt.Sprintf(`sessionStorage.setItem("seckill.adminToken", %q)`, forged)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("sign-in-view")),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#sign-in-error").textContent.includes("refused") && sessionStorage.length === 0`),
+	)
+}
+
+// adminServer serves e's services with the admin ones wired (the dead
+// letters, the monitor's stats and the reconciler), and returns its URL.
+func (e *env) adminServer() string {
+	e.t.Helper()
+	mon, err := monitor.New(monitor.Config{Vouchers: e.vouchers, Store: e.store, Streams: e.cache, Workers: e.pool, Logger: e.logger})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	srv, err := New(Config{RequestTimeout: 60 * time.Second}, Services{
+		Vouchers:    e.vouchers,
+		Orders:      e.orders,
+		Tokens:      e.tokens,
+		DeadLetters: &seckill.DeadLetterService{Mode: seckill.ModeStream, Cache: e.cache, Store: e.store, Vouchers: e.vouchers, Logger: e.logger, OrderTime: orderid.Time},
+		Stats:       mon,
+		Reconciler:  &seckill.Reconciler{Vouchers: e.vouchers, Store: e.store, Cache: e.cache},
+	}, prometheus.NewRegistry(), e.logger)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	e.t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// injectMalformed takes a unit of the voucher's stock and a buyer slot as
+// admit.lua does, with a stream message whose admission time is garbage,
+// and returns the order id.
+func (e *env) injectMalformed(voucherID string, user int64) string {
+	e.t.Helper()
+	id, err := e.orders.IDs.Next()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	key := func(name string) string { return e.redisPrefix + ":{v" + voucherID + "}:" + name }
+	r := e.rawRedis
+	for _, cmd := range []rueidis.Completed{
+		r.B().Decr().Key(key("stock")).Build(),
+		r.B().Hset().Key(key("buyers")).FieldValue().FieldValue(fmt.Sprint(user), fmt.Sprint(id)).Build(),
+		r.B().Xadd().Key(key("orders")).Id("*").FieldValue().FieldValue("id", fmt.Sprint(id)).FieldValue("user", fmt.Sprint(user)).
+			FieldValue("voucher", voucherID).FieldValue("at", "yesterday").Build(),
+	} {
+		if err := r.Do(context.Background(), cmd).Error(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return fmt.Sprint(id)
+}
+
+// screenshotSale runs, for the README's screenshot, a second voucher's sale
+// over some twenty seconds, a wave of buyers that sells it out, and leaves
+// a dead letter. It returns the voucher's id.
+func (e *env) screenshotSale(firstVoucher string) (voucherID string) {
+	e.t.Helper()
+	v := e.createVoucher(map[string]any{
+		"title":     "Noodles, 2 for 1",
+		"stock":     150,
+		"beginTime": e.now.Add(-time.Minute).Format(time.RFC3339),
+		"endTime":   e.now.Add(2 * time.Hour).Format(time.RFC3339),
+	})
+	id := v["id"].(string)
+	user := int64(10_000)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for s := range 24 {
+		n := int(6 + 10*math.Sin(float64(s)/24*math.Pi))
+		for range n {
+			user++
+			token := e.mint(auth.Identity{UserID: user}, time.Hour)
+			e.do("POST", "/api/vouchers/"+id+"/seckill", token, nil)
+			if user%5 == 0 {
+				e.do("POST", "/api/vouchers/"+id+"/seckill", token, nil)
+			}
+			if user%9 == 0 {
+				e.do("POST", "/api/vouchers/"+firstVoucher+"/seckill", token, nil)
+			}
+		}
+		if s == 5 {
+			e.injectMalformed(id, 424242)
+		}
+		<-tick.C
+	}
+	return id
+}
+
+// newBrowser starts headless Chromium for the test, with a profile of its
+// own, stopped when the test ends. Uncaught exceptions and Content Security
+// Policy violations on its pages fail the test.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	var (
+		mu       sync.Mutex
+		problems []string
+		done     = make(chan struct{})
+	)
+	messages := chromedp.Console(ctx) // starts the browser
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+				mu.Lock()
+				problems = append(problems, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := chromedp.Cancel(tctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Logf("stop Chromium: %v", err)
+		}
+		tcancel()
+		cancel()
+		cancelAlloc()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range problems {
+			t.Errorf("the page's console: %s", p)
+		}
+	})
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+// present waits until an element matches the CSS selector.
+func present(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector(%q) !== null`, sel),
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))
+}
+
+// absent waits until no element matches the CSS selector.
+func absent(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector(%q) === null`, sel),
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(0))
+}
+
+// run runs JavaScript in the page, for its effect.
+func run(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[any](expr)(ctx, t)
+		return err
+	})
+}
+
+// screenshot takes the whole page as a PNG.
+func screenshot(t *testing.T, ctx context.Context) []byte {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	return png
+}
+
+// adminJSON calls the admin API and returns its JSON answer, failing on an
+// error.
+func (e *env) adminJSON(method, path string) map[string]any {
+	e.t.Helper()
+	res := e.do(method, path, e.admin, nil)
+	if res.status != 200 {
+		e.t.Fatalf("%s %s = %d %s", method, path, res.status, res.raw)
+	}
+	return res.body
+}
+
+// eventually polls cond every 50ms until it holds, failing after d.
+func (e *env) eventually(d time.Duration, what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func statsVoucher(stats map[string]any, id string) map[string]any {
+	vs, _ := stats["vouchers"].([]any)
+	for _, v := range vs {
+		if m, _ := v.(map[string]any); m["id"] == id {
+			return m
+		}
+	}
+	return nil
+}
+
+func admissionTotal(stats map[string]any, result string) float64 {
+	var n float64
+	secs, _ := stats["admissions"].([]any)
+	for _, s := range secs {
+		counts, _ := s.(map[string]any)["counts"].(map[string]any)
+		c, _ := counts[result].(float64)
+		n += c
+	}
+	return n
+}
+
+// jsonNumber writes a decoded JSON number as the page keeps it in
+// data-value; null is "".
+func jsonNumber(v any) string {
+	switch n := v.(type) {
+	case nil:
+		return ""
+	case float64:
+		return fmt.Sprint(n)
+	default:
+		return fmt.Sprintf("(%T %v)", v, v)
+	}
+}
+
+func jsArray(s ...string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
