@@ -423,14 +423,20 @@ func (r *run) progress(start time.Time, total int64) func() float64 {
 }
 
 func (r *run) printProgress(at time.Duration, n, total int64, rate float64, s *snapshot) {
-	counts := map[string]int64{}
+	// Other answers are counted by their own keys: n, read a moment
+	// earlier, may lag the answers' counts.
+	counts, other := map[string]int64{}, int64(0)
 	r.answers.Range(func(k, v any) bool {
-		counts[k.(string)] = v.(*atomic.Int64).Load()
+		switch n := v.(*atomic.Int64).Load(); k {
+		case "ok", "sold_out", "duplicate_order":
+			counts[k.(string)] = n
+		default:
+			other += n
+		}
 		return true
 	})
 	line := fmt.Sprintf("%3.0fs %8.0f req/s  p50 %-8v p99 %-8v  ok %d  sold_out %d  duplicate %d  other %d",
-		at.Seconds(), rate, s.quantile(0.5), s.quantile(0.99), counts["ok"], counts["sold_out"], counts["duplicate_order"],
-		n-counts["ok"]-counts["sold_out"]-counts["duplicate_order"])
+		at.Seconds(), rate, s.quantile(0.5), s.quantile(0.99), counts["ok"], counts["sold_out"], counts["duplicate_order"], other)
 	if !r.cfg.Terminal {
 		fmt.Fprintln(r.cfg.Progress, line)
 		return

@@ -55,7 +55,7 @@ func (c *Config) limitFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.RateAddr, "rate-addr", 0, "buy requests a second each client address may make (0: no limit; many buyers share an address behind mobile NAT)")
 	fs.IntVar(&c.RateAddrBurst, "rate-addr-burst", 100, "buy requests an address may make at once above --rate-addr")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For names the client (empty: use the connection's address)")
-	fs.Int64Var(&c.BacklogHigh, "backlog-high", 1_000_000, "orders waiting in a voucher's stream at which admission answers 503 until the backlog falls to --backlog-low (size it by Redis memory: about 200 bytes an order)")
+	fs.Int64Var(&c.BacklogHigh, "backlog-high", 1_000_000, "orders waiting in a voucher's stream at which admission answers 503 until the backlog falls to --backlog-low (size it by Redis memory: a waiting order takes about 60 bytes of stream, a buyer about 80 bytes for the whole sale)")
 	fs.Int64Var(&c.BacklogLow, "backlog-low", 500_000, "orders waiting in a voucher's stream at which admission resumes after --backlog-high")
 }
 

@@ -4,6 +4,8 @@
 //	seckill migrate   apply database migrations
 //	seckill token     mint a JWT for a user or an admin
 //	seckill reconcile compare Redis with the database; --repair fixes Redis
+//	seckill dlq       list, retry or discard dead-lettered orders
+//	seckill stats     the open vouchers, their streams and the drift, as tables
 //	seckill demo      a whole flash sale on the embedded default, explained
 //	seckill bench     load a server with a flash sale and check its books
 //	seckill version   print the version
@@ -40,6 +42,8 @@ var commands = []command{
 	{"migrate", "apply the database migrations", runMigrate},
 	{"token", "mint a JWT for a user or an admin", runToken},
 	{"reconcile", "compare Redis with the database per voucher; --repair fixes Redis", runReconcile},
+	{"dlq", "list, retry or discard dead-lettered orders", runDLQ},
+	{"stats", "the open vouchers, their streams and the drift; --url for a server's admissions", runStats},
 	{"demo", "a whole flash sale on the embedded default, explained", runDemo},
 	{"bench", "load a server with a flash sale and check its books", runBench},
 	{"version", "print the version", runVersion},

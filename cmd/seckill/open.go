@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	drvmysql "github.com/go-sql-driver/mysql"
 
@@ -86,6 +88,45 @@ func openRedis(ctx context.Context, c *Config, embedded bool, logger *slog.Logge
 		return nil, fmt.Errorf("record the embedded Redis address: %w", err)
 	}
 	return cache, nil
+}
+
+// tool is what a command line tool that reads a sale opens: the database,
+// Redis, and the voucher service over them.
+type tool struct {
+	logger   *slog.Logger
+	store    seckill.Store
+	cache    *redis.Client
+	vouchers *seckill.VoucherService
+}
+
+// openTool opens the database and Redis of c for a command line tool,
+// logging to stderr. The caller closes the tool.
+func openTool(ctx context.Context, c *Config, stderr io.Writer) (*tool, error) {
+	embedded, err := c.embedded()
+	if err != nil {
+		return nil, err
+	}
+	logger, err := c.newLogger(stderr, embedded)
+	if err != nil {
+		return nil, err
+	}
+	store, err := openStore(ctx, c, logger)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := dialRedis(ctx, c, embedded, logger)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now, DatabaseOnly: c.Mode == string(seckill.ModeSync)}
+	return &tool{logger: logger, store: store, cache: cache, vouchers: vouchers}, nil
+}
+
+// close closes what openTool opened.
+func (t *tool) close() {
+	t.cache.Close()
+	t.store.Close()
 }
 
 // dialRedis connects a command line tool to c.RedisURL, or, on the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/seckill/seckill"
 )
@@ -26,33 +25,19 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
-	embedded, err := c.embedded()
+	t, err := openTool(ctx, &c, stderr)
 	if err != nil {
 		return err
 	}
-	logger, err := c.newLogger(stderr, embedded)
-	if err != nil {
-		return err
-	}
-	store, err := openStore(ctx, &c, logger)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	cache, err := dialRedis(ctx, &c, embedded, logger)
-	if err != nil {
-		return err
-	}
-	defer cache.Close()
-
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+	defer t.close()
+	vouchers := t.vouchers
 	ids := []int64{voucher}
 	if voucher == 0 {
 		if ids, err = vouchers.OpenIDs(ctx); err != nil {
 			return err
 		}
 	}
-	r := &seckill.Reconciler{Vouchers: vouchers, Store: store, Cache: cache}
+	r := &seckill.Reconciler{Vouchers: vouchers, Store: t.store, Cache: t.cache}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "voucher\tinitial\tdb stock\tdb orders\tredis remaining\tredis buyers\tpending\tdead letters\tdrift\tbuyer drift\t")
 	var bad int

@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 	sechttp "github.com/seckill/seckill/http"
+	"github.com/seckill/seckill/monitor"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/worker"
@@ -148,23 +149,32 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	start, stop, err := newWorkers(ctx, c, mode, svc.cache, svc.store, svc.vouchers, orders, reg, logger)
+	w, err := newWorkers(ctx, c, mode, svc.cache, svc.store, svc.vouchers, orders, reg, logger)
 	if err != nil {
 		return nil, err
 	}
-	svc.startWorkers, svc.stopWorkers = start, stop
-	svc.closers = append(svc.closers, stop)
+	svc.startWorkers, svc.stopWorkers = w.start, w.stop
+	svc.closers = append(svc.closers, w.stop)
 	if !holdWorkers {
-		if err := start(); err != nil {
+		if err := w.start(); err != nil {
 			return nil, err
 		}
+	}
+	// The open vouchers' state: the admin API's snapshot, and gauges read
+	// at scrape time.
+	mon, err := monitor.New(monitor.Config{Vouchers: svc.vouchers, Store: svc.store, Streams: svc.cache,
+		Workers: w.info, Consumer: c.Consumer, Mode: mode, ActiveWithin: 2 * c.ClaimLease, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(mon); err != nil {
+		return nil, fmt.Errorf("register the stats metrics: %w", err)
 	}
 
 	proxies, err := parseProxies(c.TrustedProxies)
 	if err != nil {
 		return nil, err
 	}
-	// Admin services: dead letters and stats (wired below as they are built).
 	reconciler := &seckill.Reconciler{Vouchers: svc.vouchers, Store: svc.store, Cache: svc.cache}
 	svc.srv, err = sechttp.New(sechttp.Config{
 		Addr:              c.Addr,
@@ -191,6 +201,9 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		Tokens:     tokens,
 		Checks:     map[string]sechttp.Check{"redis": svc.cache.Ping, "db": svc.store.Ping},
 		Reconciler: reconciler,
+		Stats:      mon,
+		DeadLetters: &seckill.DeadLetterService{Mode: mode, Cache: svc.cache, Store: svc.store, Vouchers: svc.vouchers,
+			Logger: logger, OrderTime: orderid.Time},
 	}, reg, logger)
 	if err != nil {
 		return nil, err
@@ -224,12 +237,20 @@ func (s *service) close() {
 	s.closers = nil
 }
 
-// newWorkers makes what writes admitted orders to the database: the stream
+// workers are what writes admitted orders to the database: the stream
 // mode's consumer-group workers or the queue mode's queue (the sync mode
-// writes in the request). It returns funcs that start and stop them; stop
-// is safe to call twice, and before start.
+// writes in the request).
+type workers struct {
+	start func() error
+	// stop is safe to call twice, and before start.
+	stop func()
+	// info reports the stream mode's pool; nil in the other modes.
+	info monitor.WorkerInfo
+}
+
+// newWorkers makes the workers of mode.
 func newWorkers(ctx context.Context, c *Config, mode seckill.Mode, cache *redis.Client, store seckill.Store,
-	vouchers *seckill.VoucherService, orders *seckill.OrderService, reg prometheus.Registerer, logger *slog.Logger) (start func() error, stop func(), err error) {
+	vouchers *seckill.VoucherService, orders *seckill.OrderService, reg prometheus.Registerer, logger *slog.Logger) (workers, error) {
 	switch mode {
 	case seckill.ModeQueue:
 		release := func(ctx context.Context, o *seckill.Order) error {
@@ -239,11 +260,11 @@ func newWorkers(ctx context.Context, c *Config, mode seckill.Mode, cache *redis.
 		q, err := worker.NewQueue(worker.QueueConfig{Capacity: c.QueueCapacity, Workers: c.Workers, BatchSize: c.BatchSize, DrainTimeout: c.ShutdownTimeout},
 			store, release, reg, logger)
 		if err != nil {
-			return nil, nil, err
+			return workers{}, err
 		}
 		orders.Queue = q
 		// The queue takes orders at once; its workers may start later.
-		return func() error { return q.Start(ctx) }, q.Stop, nil
+		return workers{start: func() error { return q.Start(ctx) }, stop: q.Stop}, nil
 	case seckill.ModeStream:
 		consumer := c.Consumer
 		if consumer == "" {
@@ -261,13 +282,13 @@ func newWorkers(ctx context.Context, c *Config, mode seckill.Mode, cache *redis.
 			BacklogLow:    c.BacklogLow,
 		}, cache, store, vouchers.Rebuild, reg, logger)
 		if err != nil {
-			return nil, nil, err
+			return workers{}, err
 		}
 		orders.Backpressure = pool
 		vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
-		return func() error { return pool.Start(ctx) }, pool.Stop, nil
+		return workers{start: func() error { return pool.Start(ctx) }, stop: pool.Stop, info: pool}, nil
 	}
-	return func() error { return nil }, func() {}, nil
+	return workers{start: func() error { return nil }, stop: func() {}}, nil
 }
 
 // parseProxies reads --trusted-proxies: addresses or CIDRs, comma-separated.
@@ -343,13 +364,14 @@ Listening on %s
 
 Admin token (valid %s):
   export TOKEN=%s
+Admin page (sign in with that token): %s/admin/
 
 Try:
   curl -s -X POST %s/api/admin/vouchers -H "Authorization: Bearer $TOKEN" \
     -d '%s'
   curl -s %s/api/vouchers
 
-`, version, sqlitePath(c), base, c.TokenTTL, adminToken, base, example, base)
+`, version, sqlitePath(c), base, c.TokenTTL, adminToken, base, base, example, base)
 }
 
 func sqlitePath(c *Config) string {

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/monitor"
+)
+
+func runStats(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var (
+		c   Config
+		url string
+	)
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	c.redisFlags(fs)
+	c.dbFlags(fs)
+	c.secretFlags(fs)
+	c.logFlags(fs)
+	fs.StringVar(&c.Mode, "mode", "stream", "how the service takes orders: stream, queue or sync (in the sync mode the database's stock is what remains)")
+	fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "the service's claim lease: a consumer idle for twice as long no longer counts")
+	fs.StringVar(&url, "url", "", "read a running server's GET /api/admin/stats instead, with its admissions per second and its workers (signs an admin token with --jwt-secret, or the embedded default's in --data-dir)")
+	if err := parseFlags(fs, args, getenv, stderr); err != nil {
+		return err
+	}
+	var (
+		st     *seckill.Stats
+		source string
+		err    error
+	)
+	if url != "" {
+		source = "server " + url
+		st, err = serverStats(ctx, &c, url)
+	} else {
+		source = "Redis and the database"
+		st, err = directStats(ctx, &c, stderr)
+	}
+	if err != nil {
+		return err
+	}
+	printStats(stdout, st, source, url != "")
+	return nil
+}
+
+// directStats reads the open vouchers from Redis and the database, as a
+// server's monitor does.
+func directStats(ctx context.Context, c *Config, stderr io.Writer) (*seckill.Stats, error) {
+	mode, err := seckill.ParseMode(c.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("--mode: %w", err)
+	}
+	t, err := openTool(ctx, c, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	mon, err := monitor.New(monitor.Config{
+		Vouchers:     t.vouchers,
+		Store:        t.store,
+		Streams:      t.cache,
+		Mode:         mode,
+		ActiveWithin: 2 * c.ClaimLease,
+		CacheFor:     -1,
+		Logger:       t.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mon.Stats(ctx)
+}
+
+// serverStats asks a running server for its snapshot, with a short-lived
+// admin token signed by the configured secret.
+func serverStats(ctx context.Context, c *Config, base string) (*seckill.Stats, error) {
+	secret, err := jwtSecret(c, c.JWTSecret == "")
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := auth.NewTokens(secret)
+	if err != nil {
+		return nil, err
+	}
+	token, err := tokens.Mint(auth.Identity{UserID: 1, Admin: true}, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(base, "/")+"/api/admin/stats", nil)
+	if err != nil {
+		return nil, fmt.Errorf("--url: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read the stats of %s: %w", base, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		var e struct{ Code, Message string }
+		json.Unmarshal(body, &e)
+		if e.Code == "" {
+			return nil, fmt.Errorf("%s answered %s", base, res.Status)
+		}
+		return nil, fmt.Errorf("%s answered %s: %s: %s", base, res.Status, e.Code, e.Message)
+	}
+	return decodeStats(body)
+}
+
+// statsAnswer is GET /api/admin/stats's JSON, as the http package writes it.
+type statsAnswer struct {
+	Time     time.Time `json:"time"`
+	Vouchers []struct {
+		ID           int64     `json:"id,string"`
+		Title        string    `json:"title"`
+		Stock        int64     `json:"stock"`
+		InitialStock int64     `json:"initialStock"`
+		Remaining    *int64    `json:"remaining"`
+		Created      int64     `json:"created"`
+		Failed       int64     `json:"failed"`
+		Pending      int64     `json:"pending"`
+		Drift        int64     `json:"drift"`
+		BeginTime    time.Time `json:"beginTime"`
+		EndTime      time.Time `json:"endTime"`
+		Stream       struct {
+			Length               int64   `json:"length"`
+			Pending              int64   `json:"pending"`
+			Lag                  *int64  `json:"lag"`
+			OldestPendingSeconds float64 `json:"oldestPendingSeconds"`
+			Consumers            int64   `json:"consumers"`
+			DeadLetters          int64   `json:"deadLetters"`
+		} `json:"stream"`
+	} `json:"vouchers"`
+	Admissions []struct {
+		Time   time.Time        `json:"time"`
+		Counts map[string]int64 `json:"counts"`
+	} `json:"admissions"`
+	Workers struct {
+		Consumer string `json:"consumer"`
+		Mode     string `json:"mode"`
+		Busy     int    `json:"busy"`
+		Allowed  int    `json:"allowed"`
+		Breaker  string `json:"breaker"`
+	} `json:"workers"`
+}
+
+func decodeStats(body []byte) (*seckill.Stats, error) {
+	var a statsAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, fmt.Errorf("decode the stats: %w", err)
+	}
+	st := &seckill.Stats{Time: a.Time, Workers: seckill.WorkerStats{
+		Consumer: a.Workers.Consumer, Mode: seckill.Mode(a.Workers.Mode), Busy: a.Workers.Busy, Allowed: a.Workers.Allowed, Breaker: a.Workers.Breaker,
+	}}
+	for _, v := range a.Vouchers {
+		st.Vouchers = append(st.Vouchers, seckill.VoucherStats{
+			Voucher:   &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime},
+			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift,
+			Stream: seckill.StreamStats{
+				Length: v.Stream.Length, Pending: v.Stream.Pending, Lag: v.Stream.Lag,
+				OldestAge: time.Duration(v.Stream.OldestPendingSeconds * float64(time.Second)), Consumers: v.Stream.Consumers, DeadLetters: v.Stream.DeadLetters,
+			},
+		})
+	}
+	for _, s := range a.Admissions {
+		st.Admissions = append(st.Admissions, seckill.AdmissionSecond{Time: s.Time, Counts: s.Counts})
+	}
+	return st, nil
+}
+
+// printStats writes the snapshot as tables: the vouchers, then, from a
+// server, its admissions and workers.
+func printStats(w io.Writer, st *seckill.Stats, source string, server bool) {
+	fmt.Fprintf(w, "seckill stats at %s, from %s\n\n", st.Time.UTC().Format(time.RFC3339), source)
+	if len(st.Vouchers) == 0 {
+		fmt.Fprintln(w, "no vouchers on sale or ended within a day")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "voucher\ttitle\tinitial\tdb stock\tremaining\tcreated\tfailed\tpending\tdrift\tstream\tdelivered\tundelivered\toldest pending\tconsumers\tdead letters\t")
+		for _, vs := range st.Vouchers {
+			v, s := vs.Voucher, vs.Stream
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t\n",
+				v.ID, shorten(v.Title, 24), v.InitialStock, v.Stock, orNot(vs.Remaining, "not loaded"), vs.Created, vs.Failed, vs.Pending, vs.Drift,
+				s.Length, s.Pending, orNot(s.Lag, "unknown"), s.OldestAge.Round(100*time.Millisecond), s.Consumers, s.DeadLetters)
+		}
+		tw.Flush()
+		fmt.Fprintln(w, "\nremaining + created + pending = initial when drift is 0; \"delivered\" are with a worker, not yet acknowledged.")
+	}
+	if !server {
+		fmt.Fprintln(w, "\n(admissions per second and workers live in a server: seckill stats --url http://host:port)")
+		return
+	}
+	printAdmissions(w, st)
+	ws := st.Workers
+	fmt.Fprintf(w, "\nworkers: consumer %s, mode %s, %d busy of %d allowed, breaker %s\n", orDash(ws.Consumer), orDash(string(ws.Mode)), ws.Busy, ws.Allowed, orDash(ws.Breaker))
+}
+
+// printAdmissions writes the server's admissions by result: over the last
+// 10 seconds, minute and 5 minutes, and the busiest second.
+func printAdmissions(w io.Writer, st *seckill.Stats) {
+	type sums struct{ s10, m1, m5, peak int64 }
+	by := map[string]*sums{}
+	n := len(st.Admissions)
+	for i, sec := range st.Admissions {
+		for result, c := range sec.Counts {
+			s := by[result]
+			if s == nil {
+				s = &sums{}
+				by[result] = s
+			}
+			s.m5 += c
+			if i >= n-60 {
+				s.m1 += c
+			}
+			if i >= n-10 {
+				s.s10 += c
+			}
+			s.peak = max(s.peak, c)
+		}
+	}
+	fmt.Fprintln(w)
+	if len(by) == 0 {
+		fmt.Fprintln(w, "admissions: none in the last 5 minutes")
+		return
+	}
+	results := make([]string, 0, len(by))
+	for r := range by {
+		results = append(results, r)
+	}
+	sort.Slice(results, func(i, j int) bool { return by[results[i]].m5 > by[results[j]].m5 })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "admissions\tlast 10s\tlast 1m\tlast 5m\tpeak/s\t")
+	for _, r := range results {
+		s := by[r]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", r, s.s10, s.m1, s.m5, s.peak)
+	}
+	tw.Flush()
+}
+
+func orNot(n *int64, unknown string) string {
+	if n == nil {
+		return unknown
+	}
+	return strconv.FormatInt(*n, 10)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shorten cuts s to n characters, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
