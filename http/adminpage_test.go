@@ -24,10 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
-	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/monitor"
-	"github.com/seckill/seckill/orderid"
 )
 
 // chromiumPath is Debian's Chromium, which the browser test drives.
@@ -120,7 +117,6 @@ func TestAdminPageInBrowser(t *testing.T) {
 		t.Skipf("Chromium is not installed at %s (apt-get install chromium): the admin page's browser test needs it", chromiumPath)
 	}
 	e := newEnv(t)
-	e.url = e.adminServer()
 
 	// The sale: 20 buyers, 5 of whom ask twice.
 	voucher := e.createVoucher(map[string]any{
@@ -311,30 +307,6 @@ func TestAdminPageInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("sign-in-view")),
 		chromedp.Poll[chromedp.Void](`document.querySelector("#sign-in-error").textContent.includes("refused") && sessionStorage.length === 0`),
 	)
-}
-
-// adminServer serves e's services with the admin ones wired (the dead
-// letters, the monitor's stats and the reconciler), and returns its URL.
-func (e *env) adminServer() string {
-	e.t.Helper()
-	mon, err := monitor.New(monitor.Config{Vouchers: e.vouchers, Store: e.store, Streams: e.cache, Workers: e.pool, Logger: e.logger})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	srv, err := New(Config{RequestTimeout: 60 * time.Second}, Services{
-		Vouchers:    e.vouchers,
-		Orders:      e.orders,
-		Tokens:      e.tokens,
-		DeadLetters: &seckill.DeadLetterService{Mode: seckill.ModeStream, Cache: e.cache, Store: e.store, Vouchers: e.vouchers, Logger: e.logger, OrderTime: orderid.Time},
-		Stats:       mon,
-		Reconciler:  &seckill.Reconciler{Vouchers: e.vouchers, Store: e.store, Cache: e.cache},
-	}, prometheus.NewRegistry(), e.logger)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	e.t.Cleanup(hs.Close)
-	return hs.URL
 }
 
 // injectMalformed takes a unit of the voucher's stock and a buyer slot as

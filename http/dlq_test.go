@@ -3,103 +3,21 @@ package http
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/mysql"
-	"github.com/seckill/seckill/orderid"
-	"github.com/seckill/seckill/redis"
-	"github.com/seckill/seckill/worker"
 )
 
 // newDLQEnv is newEnv's server on MariaDB and the shared test Redis in
-// the stream mode, with the dead-letter service and the reconciler wired,
-// and its workers not started: the test starts them (startWorkers) once
-// it has made its dead letters.
+// the stream mode, its workers not started: the test starts them
+// (startPool) once it has made its dead letters.
 func newDLQEnv(t *testing.T) *env {
-	t.Helper()
-	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	store, err := mysql.Open(ctx, testenv.MySQLURL(t), 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	redisURL, prefix := testenv.RedisURL(t), testenv.RedisPrefix(t)
-	cache, err := redis.Open(ctx, redis.Config{URL: redisURL, Prefix: prefix}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cache.Close)
-	tokens, err := auth.NewTokens(testSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
-	ids := orderid.New()
-	lease := cache.NewNodeLease(ids, logger)
-	lease.FreshWait = 0 // the test's key prefix is its own: no lease holder predates it
-	if err := lease.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lease.Stop)
-	orders := &seckill.OrderService{Mode: seckill.ModeStream, Cache: cache, Store: store, Vouchers: vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
-	srv, err := New(Config{RequestTimeout: 60 * time.Second}, Services{
-		Vouchers:    vouchers,
-		Orders:      orders,
-		Tokens:      tokens,
-		DeadLetters: &seckill.DeadLetterService{Mode: seckill.ModeStream, Cache: cache, Store: store, Vouchers: vouchers, Logger: logger, OrderTime: orderid.Time},
-		Reconciler:  &seckill.Reconciler{Vouchers: vouchers, Store: store, Cache: cache},
-	}, prometheus.NewRegistry(), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0")}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
-	e := &env{t: t, url: hs.URL, tokens: tokens, cache: cache, rawRedis: raw, redisPrefix: prefix, store: store,
-		vouchers: vouchers, orders: orders, logger: logger, now: time.Now()}
-	e.admin = e.mint(auth.Identity{UserID: 1, Admin: true}, time.Hour)
-	e.buyer = e.mint(auth.Identity{UserID: 2}, time.Hour)
-	return e
-}
-
-// startWorkers starts a pool of workers on e's streams; it reads the
-// vouchers on sale when it starts.
-func startWorkers(e *env) {
-	e.t.Helper()
-	pool, err := worker.New(worker.Config{
-		Consumer:     "test-" + testenv.Random(),
-		Block:        100 * time.Millisecond,
-		Lease:        2 * time.Second,
-		ReclaimEvery: 200 * time.Millisecond,
-		WatchEvery:   200 * time.Millisecond,
-	}, e.cache, e.store, e.vouchers.Rebuild, prometheus.NewRegistry(), e.logger)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := pool.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(pool.Stop)
-	e.vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
+	return newEnv(t, envOptions{holdWorkers: true})
 }
 
 // buyAs buys the voucher as the user and returns the order id.
@@ -211,7 +129,7 @@ func TestDeadLetterAPI(t *testing.T) {
 		t.Errorf("GET /api/admin/dlq (-want +got):\n%s", diff)
 	}
 
-	startWorkers(e)
+	e.startPool()
 	waitFor(t, 20*time.Second, "order C persisted", func() bool { return e.orderStatus(e.mint(auth.Identity{UserID: 12}, time.Hour), orderC) == "created" })
 
 	// Retry with a unit left: pending, then created; the dead letter gone.
@@ -290,7 +208,7 @@ func TestDeadLetterAPIRefuses(t *testing.T) {
 func TestReconcileAPI(t *testing.T) {
 	e := newDLQEnv(t)
 	ctx := context.Background()
-	startWorkers(e)
+	e.startPool()
 	body := e.validVoucher()
 	body["stock"] = 3
 	voucher := e.createVoucher(body)["id"].(string)

@@ -23,6 +23,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/monitor"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/postgres"
@@ -93,6 +94,9 @@ type envOptions struct {
 	proxyDB bool
 	// backlogHigh and backlogLow are the workers' water marks (0: off).
 	backlogHigh, backlogLow int64
+	// holdWorkers leaves the stream mode's workers stopped until the test
+	// calls startPool (to make dead letters first, say).
+	holdWorkers bool
 }
 
 func newEnv(t *testing.T, opts ...envOptions) *env {
@@ -190,12 +194,20 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 
 	// Correctness, not latency, is tested here: under -race with thousands
 	// of requests at once the embedded server is slow.
+	e := &env{t: t, tokens: tokens, cache: cache, codes: codes, now: time.Now(), redisPrefix: prefix, store: store, vouchers: vouchers, logger: logger, orders: orders, opt: opt, dbProxy: dbProxy}
+	mon, err := monitor.New(monitor.Config{Vouchers: vouchers, Store: store, Streams: cache, Workers: envWorkers{e}, Mode: opt.mode, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := New(Config{RequestTimeout: 60 * time.Second}, Services{
-		Vouchers: vouchers,
-		Orders:   orders,
-		Login:    &auth.Login{Codes: cache, Sender: codes, Users: store, Tokens: tokens, TokenTTL: time.Hour, Logger: logger},
-		Tokens:   tokens,
-		Checks:   map[string]Check{"redis": cache.Ping, "db": store.Ping},
+		Vouchers:    vouchers,
+		Orders:      orders,
+		Login:       &auth.Login{Codes: cache, Sender: codes, Users: store, Tokens: tokens, TokenTTL: time.Hour, Logger: logger},
+		Tokens:      tokens,
+		Checks:      map[string]Check{"redis": cache.Ping, "db": store.Ping},
+		DeadLetters: &seckill.DeadLetterService{Mode: opt.mode, Cache: cache, Store: store, Vouchers: vouchers, Logger: logger, OrderTime: orderid.Time},
+		Reconciler:  &seckill.Reconciler{Vouchers: vouchers, Store: store, Cache: cache},
+		Stats:       mon,
 	}, reg, logger)
 	if err != nil {
 		t.Fatal(err)
@@ -207,13 +219,23 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(raw.Close)
-	e := &env{t: t, url: hs.URL, tokens: tokens, cache: cache, codes: codes, now: time.Now(), rawRedis: raw, redisPrefix: prefix, store: store, vouchers: vouchers, logger: logger, orders: orders, opt: opt, dbProxy: dbProxy}
-	if opt.mode == seckill.ModeStream {
+	e.url, e.rawRedis = hs.URL, raw
+	if opt.mode == seckill.ModeStream && !opt.holdWorkers {
 		e.startPool()
 	}
 	e.admin = e.mint(auth.Identity{UserID: 1, Admin: true}, time.Hour)
 	e.buyer = e.mint(auth.Identity{UserID: 2}, time.Hour)
 	return e
+}
+
+// envWorkers reports the env's pool to the monitor, once there is one.
+type envWorkers struct{ e *env }
+
+func (w envWorkers) WorkerStats() seckill.WorkerStats {
+	if w.e.pool == nil {
+		return seckill.WorkerStats{}
+	}
+	return w.e.pool.WorkerStats()
 }
 
 // startPool starts workers (a new consumer) for the env's streams.
