@@ -23,21 +23,32 @@ func (c *Client) Backlog(ctx context.Context, voucherID int64) (int64, error) {
 	if err != nil {
 		return 0, streamErr(op, err)
 	}
+	g, err := workersGroup(groups)
+	if err != nil {
+		return 0, fmt.Errorf("redis: %s: %w", op, err)
+	}
+	if g == nil {
+		return length, nil
+	}
+	pending, _ := field(g, "pending").AsInt64()
+	lag, err := field(g, "lag").AsInt64()
+	if err != nil {
+		return max(length, pending), nil
+	}
+	return pending + lag, nil
+}
+
+// workersGroup returns the workers' group's fields from an XINFO GROUPS
+// reply, or nil when the stream has no such group.
+func workersGroup(groups []rueidis.RedisMessage) (map[string]rueidis.RedisMessage, error) {
 	for _, g := range groups {
 		m, err := g.AsMap()
 		if err != nil {
-			return 0, fmt.Errorf("redis: %s: %w", op, err)
+			return nil, err
 		}
-		name, pendingMsg, lagMsg := m["name"], m["pending"], m["lag"]
-		if n, _ := name.ToString(); n != Group {
-			continue
+		if name, _ := field(m, "name").ToString(); name == Group {
+			return m, nil
 		}
-		pending, _ := pendingMsg.AsInt64()
-		lag, err := lagMsg.AsInt64()
-		if err != nil || rueidis.IsRedisNil(err) {
-			return max(length, pending), nil
-		}
-		return pending + lag, nil
 	}
-	return length, nil
+	return nil, nil
 }

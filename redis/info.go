@@ -164,29 +164,23 @@ func (info *StreamInfo) readGroup(reply rueidis.RedisMessage) (trusted bool, err
 	if err != nil {
 		return false, err
 	}
-	for _, g := range groups {
-		m, err := g.AsMap()
-		if err != nil {
-			return false, err
-		}
-		if name, _ := field(m, "name").ToString(); name != Group {
-			continue
-		}
-		info.Group = true
-		info.LastDelivered, _ = field(m, "last-delivered-id").ToString()
-		if info.Pending, err = field(m, "pending").AsInt64(); err != nil {
-			return false, fmt.Errorf("group pending: %w", err)
-		}
-		lag, err := field(m, "lag").AsInt64()
-		if err != nil {
-			// Redis cannot tell: count them.
-			return false, nil
-		}
-		if _, err := field(m, "entries-read").AsInt64(); err == nil || compareIDs(info.LastDelivered, "0-0") <= 0 {
-			info.Lag = &lag
-			return true, nil
-		}
+	m, err := workersGroup(groups)
+	if err != nil || m == nil {
+		return false, err
+	}
+	info.Group = true
+	info.LastDelivered, _ = field(m, "last-delivered-id").ToString()
+	if info.Pending, err = field(m, "pending").AsInt64(); err != nil {
+		return false, fmt.Errorf("group pending: %w", err)
+	}
+	lag, err := field(m, "lag").AsInt64()
+	if err != nil {
+		// Redis cannot tell: count them.
 		return false, nil
+	}
+	if _, err := field(m, "entries-read").AsInt64(); err == nil || compareIDs(info.LastDelivered, "0-0") <= 0 {
+		info.Lag = &lag
+		return true, nil
 	}
 	return false, nil
 }
