@@ -22,7 +22,7 @@ const (
 // was issued for the phone within CodeCooldown.
 func (c *Client) IssueCode(ctx context.Context, phone, code string) error {
 	k := c.keys.login(phone)
-	wait, err := c.scripts.issueCode.Exec(ctx, c.rdb,
+	wait, err := c.scripts.get("issue_code").Exec(ctx, c.rdb,
 		[]string{k.Code, k.Tries, k.Cooldown},
 		[]string{code, ms(CodeTTL), ms(CodeCooldown)}).AsInt64()
 	if err != nil {
@@ -42,7 +42,7 @@ func (c *Client) IssueCode(ctx context.Context, phone, code string) error {
 // RedeemCode consumes the phone's code if code matches it.
 func (c *Client) RedeemCode(ctx context.Context, phone, code string) error {
 	k := c.keys.login(phone)
-	n, err := c.scripts.redeemCode.Exec(ctx, c.rdb,
+	n, err := c.scripts.get("redeem_code").Exec(ctx, c.rdb,
 		[]string{k.Code, k.Tries},
 		[]string{code, strconv.Itoa(CodeTries)}).AsInt64()
 	if err != nil {

@@ -97,7 +97,7 @@ func (l *NodeLease) Stop() {
 		l.gen.Revoke()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		err := l.c.scripts.nodeRelease.Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
+		err := l.c.scripts.get("node_release").Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
 			[]string{strconv.Itoa(l.Node()), l.token, strconv.FormatInt(l.gen.LastUnixMilli(), 10)}).Error()
 		if err != nil {
 			l.logger.Warn("could not give the node id back; it frees itself when its lease ends", "node", l.Node(), "err", err)
@@ -142,7 +142,7 @@ func (l *NodeLease) run(ctx context.Context) {
 // renewal was sent.
 func (l *NodeLease) renew(ctx context.Context) (bool, error) {
 	sent := time.Now()
-	n, err := l.c.scripts.nodeRenew.Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
+	n, err := l.c.scripts.get("node_renew").Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
 		[]string{strconv.Itoa(l.Node()), l.token, strconv.FormatInt(l.TTL.Milliseconds(), 10), strconv.FormatInt(l.gen.LastUnixMilli(), 10)},
 	).AsInt64()
 	if err != nil {
@@ -158,7 +158,7 @@ func (l *NodeLease) renew(ctx context.Context) (bool, error) {
 // acquire leases a free node id and hands it to the generator.
 func (l *NodeLease) acquire(ctx context.Context) error {
 	first, _ := rand.Int(rand.Reader, big.NewInt(NodeCount))
-	res, err := l.c.scripts.nodeAcquire.Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
+	res, err := l.c.scripts.get("node_acquire").Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
 		[]string{l.token, strconv.FormatInt(l.TTL.Milliseconds(), 10), first.String(), strconv.Itoa(NodeCount)},
 	).ToArray()
 	if err != nil {

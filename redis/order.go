@@ -39,7 +39,7 @@ func (c *Client) Reserve(ctx context.Context, voucherID, userID, orderID int64) 
 // took, if the slot still holds it, and reports whether it did.
 func (c *Client) Release(ctx context.Context, voucherID, userID, orderID int64) (bool, error) {
 	k := c.keys.voucher(voucherID)
-	n, err := c.scripts.release.Exec(ctx, c.rdb, []string{k.Stock, k.Buyers},
+	n, err := c.scripts.get("release").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers},
 		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}).AsInt64()
 	if err != nil {
 		return false, redisErr(fmt.Sprintf("release order %d", orderID), err)
@@ -55,7 +55,7 @@ func (c *Client) admit(ctx context.Context, voucherID, userID, orderID int64, st
 	if stream {
 		appendFlag = "1"
 	}
-	res, err := c.scripts.admit.Exec(ctx, c.rdb,
+	res, err := c.scripts.get("admit").Exec(ctx, c.rdb,
 		[]string{k.Stock, k.Window, k.Buyers, k.Orders},
 		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), strconv.FormatInt(voucherID, 10), appendFlag},
 	).ToArray()

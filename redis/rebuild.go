@@ -21,7 +21,7 @@ func (c *Client) StageBuyers(ctx context.Context, voucherID int64, orders []*sec
 	for _, o := range orders {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 	}
-	n, err := c.scripts.stageBuyers.Exec(ctx, c.rdb, []string{k.Stock, k.Buyers}, args).AsInt64()
+	n, err := c.scripts.get("stage_buyers").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers}, args).AsInt64()
 	if err != nil {
 		return false, redisErr(fmt.Sprintf("stage buyers of voucher %d", voucherID), err)
 	}
@@ -34,7 +34,7 @@ func (c *Client) StageBuyers(ctx context.Context, voucherID int64, orders []*sec
 // the stock, and the stock it set.
 func (c *Client) FinishRebuild(ctx context.Context, v *seckill.Voucher) (bool, int64, error) {
 	k := c.keys.voucher(v.ID)
-	res, err := c.scripts.finishRebuild.Exec(ctx, c.rdb,
+	res, err := c.scripts.get("finish_rebuild").Exec(ctx, c.rdb,
 		[]string{k.Stock, k.Window, k.Buyers, k.Orders},
 		[]string{
 			strconv.FormatInt(v.InitialStock, 10),

@@ -109,7 +109,7 @@ func (c *Client) CountPersisted(ctx context.Context, voucherID int64, orders []*
 	for _, o := range orders {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 	}
-	n, err := c.scripts.countPersist.Exec(ctx, c.rdb, []string{k.Stock, k.Buyers}, args).AsInt64()
+	n, err := c.scripts.get("count_persisted").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers}, args).AsInt64()
 	if err != nil {
 		return redisErr(fmt.Sprintf("count persisted orders of voucher %d", voucherID), err)
 	}
@@ -275,7 +275,7 @@ func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl se
 	if dl.KeepStock {
 		giveStock = "0"
 	}
-	n, err := c.scripts.deadLetter.Exec(ctx, c.rdb,
+	n, err := c.scripts.get("dead_letter").Exec(ctx, c.rdb,
 		[]string{k.Stock, k.Buyers, k.Orders, k.DLQ},
 		[]string{Group, msg.EntryID, num(msg.Order.ID), num(msg.Order.UserID), strconv.FormatInt(msg.VoucherID, 10),
 			dl.Reason, giveStock, num(dl.BuyerOrder)},
@@ -378,7 +378,7 @@ func (c *Client) ReapConsumers(ctx context.Context, voucherID int64, self string
 		if name == self || time.Duration(ms)*time.Millisecond <= idle {
 			continue
 		}
-		n, err := c.scripts.reapConsumer.Exec(ctx, c.rdb, []string{k.Orders}, []string{Group, name}).AsInt64()
+		n, err := c.scripts.get("reap_consumer").Exec(ctx, c.rdb, []string{k.Orders}, []string{Group, name}).AsInt64()
 		if err != nil {
 			return reaped, streamErr(op, err)
 		}

@@ -15,7 +15,7 @@ import (
 // stale state, and logs it: two databases may share one key prefix.
 func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, error) {
 	k := c.keys.voucher(v.ID)
-	n, err := c.scripts.loadVoucher.Exec(ctx, c.rdb,
+	n, err := c.scripts.get("load_voucher").Exec(ctx, c.rdb,
 		[]string{k.Stock, k.Window, k.Buyers, k.Orders, k.DLQ},
 		[]string{
 			strconv.FormatInt(v.Stock, 10),
