@@ -33,6 +33,13 @@ type Voucher struct {
 	BeginTime    time.Time
 	EndTime      time.Time
 	CreatedAt    time.Time
+	// Generation tells this voucher apart from an earlier one that had the
+	// same id: a database that was reset, or two databases sharing one
+	// Redis key prefix. It is made at creation (never 0 since it exists; 0
+	// for vouchers made before) and kept with the voucher's state in the
+	// cache, where loading and rebuilding replace only state of another
+	// generation, and admission refuses it.
+	Generation int64
 }
 
 // Validate reports every rule the voucher breaks as one ErrInvalidArgument

@@ -10,11 +10,11 @@ import (
 	seckill "github.com/seckill/seckill"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at)
-VALUES (?, ?, ?, ?, ?, ?)`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
@@ -26,7 +26,7 @@ VALUES (?, ?, ?, ?, ?, ?)`
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
-		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created)
+		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation)
 	if err != nil {
 		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
 	}
@@ -97,7 +97,7 @@ func queryVouchers(ctx context.Context, q querier, query string, args ...any) ([
 // scanVoucher reads the voucherColumns of one row.
 func scanVoucher(row interface{ Scan(...any) error }) (*seckill.Voucher, error) {
 	var v seckill.Voucher
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()

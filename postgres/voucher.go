@@ -11,11 +11,11 @@ import (
 	seckill "github.com/seckill/seckill"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at)
-VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = $1`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT $1`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > $1 ORDER BY id`
@@ -29,7 +29,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
 	var id int64
 	err := s.with(ctx, func(conn *pgx.Conn) error {
 		return conn.QueryRow(ctx, insertVoucherSQL,
-			v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created,
+			v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation,
 		).Scan(&id)
 	})
 	if err != nil {
@@ -96,7 +96,7 @@ func (s *Store) queryVouchers(ctx context.Context, query string, args ...any) ([
 // scanVoucher reads the voucherColumns of one row.
 func scanVoucher(row pgx.Row) (*seckill.Voucher, error) {
 	var v seckill.Voucher
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()

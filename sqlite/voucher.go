@@ -10,11 +10,11 @@ import (
 	seckill "github.com/seckill/seckill"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at)
-VALUES (?, ?, ?, ?, ?, ?) RETURNING id`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation)
+VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
@@ -26,7 +26,7 @@ VALUES (?, ?, ?, ?, ?, ?) RETURNING id`
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
 	created := now()
 	err := s.db.QueryRowContext(ctx, insertVoucherSQL,
-		v.Title, v.Stock, v.InitialStock, micros(v.BeginTime), micros(v.EndTime), micros(created),
+		v.Title, v.Stock, v.InitialStock, micros(v.BeginTime), micros(v.EndTime), micros(created), v.Generation,
 	).Scan(&v.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: create voucher: %w", dbErr(err))
@@ -97,7 +97,7 @@ func scanVoucher(row interface{ Scan(...any) error }) (*seckill.Voucher, error) 
 		v                     seckill.Voucher
 		begin, end, createdAt int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = fromMicros(begin), fromMicros(end), fromMicros(createdAt)

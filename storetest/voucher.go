@@ -19,6 +19,7 @@ func (s suite) testVoucherRoundTrip(t *testing.T) {
 		InitialStock: 9,
 		BeginTime:    base,
 		EndTime:      base.Add(36*time.Hour + 999*time.Nanosecond),
+		Generation:   -1 << 62, // any int64 round-trips
 	}
 	before := time.Now()
 	if err := st.CreateVoucher(t.Context(), v); err != nil {
@@ -43,7 +44,8 @@ func (s suite) testVoucherRoundTrip(t *testing.T) {
 		BeginTime:    micro(v.BeginTime),
 		EndTime:      micro(v.EndTime),
 		// The time the store wrote is the time it reported.
-		CreatedAt: v.CreatedAt,
+		CreatedAt:  v.CreatedAt,
+		Generation: v.Generation,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Voucher(%d) (-want +got):\n%s", v.ID, diff)
