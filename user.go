@@ -31,10 +31,14 @@ type LoginCodes interface {
 	// RedeemCode consumes the phone's code if code matches it. A wrong, expired
 	// or missing code is ErrUnauthorized; too many wrong tries void the code.
 	RedeemCode(ctx context.Context, phone, code string) error
+	// WithdrawCode takes back a code that could not be sent: it deletes the
+	// phone's code if it is still code, and the phone's wait for a new one.
+	WithdrawCode(ctx context.Context, phone, code string) error
 }
 
-// CodeSender delivers a login code to the holder of a phone: by SMS in
-// production, to the log by default.
+// CodeSender delivers a login code to the holder of a phone: by SMS, through
+// a webhook the operator runs (auth.WebhookSender); on the embedded default
+// only, to the log (auth.LogSender).
 type CodeSender interface {
 	SendCode(ctx context.Context, phone, code string) error
 }

@@ -20,12 +20,26 @@ type Login struct {
 	Tokens *Tokens
 	// TokenTTL is how long a login token lasts.
 	TokenTTL time.Duration
-	Logger   *slog.Logger
+	// CountryCode is the country calling code (digits, as "86") of phone
+	// numbers written without one; empty: a number must carry its own.
+	CountryCode string
+	Logger      *slog.Logger
 }
 
-// SendCode makes a 6-digit code for the phone, stores it and sends it.
+// Timings of a failed send.
+const (
+	// sendRetryAfter is what a buyer is told to wait after a failed send:
+	// more than a second, not to press on a gateway that is struggling.
+	sendRetryAfter = 5 * time.Second
+	// withdrawTimeout bounds taking back an unsent code.
+	withdrawTimeout = 2 * time.Second
+)
+
+// SendCode makes a 6-digit code for the phone, stores it and sends it. A
+// code that could not be sent is withdrawn and the error is ErrUnavailable.
 func (l *Login) SendCode(ctx context.Context, phone string) error {
-	if err := CheckPhone(phone); err != nil {
+	phone, err := NormalizePhone(phone, l.CountryCode)
+	if err != nil {
 		return err
 	}
 	code, err := newCode()
@@ -36,15 +50,28 @@ func (l *Login) SendCode(ctx context.Context, phone string) error {
 		return err
 	}
 	if err := l.Sender.SendCode(ctx, phone, code); err != nil {
-		return fmt.Errorf("send login code: %w: %w", seckill.ErrUnavailable, err)
+		l.withdraw(ctx, phone, code)
+		unsent := &seckill.Error{Kind: seckill.ErrUnavailable, Message: "the login code could not be sent; try again in a moment", RetryAfter: sendRetryAfter}
+		return fmt.Errorf("send login code: %w: %w", unsent, err)
 	}
 	return nil
+}
+
+// withdraw takes back a code that could not be sent, so that it is never
+// usable unsent. On its own deadline: the request's may be what ran out.
+func (l *Login) withdraw(ctx context.Context, phone, code string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+	defer cancel()
+	if err := l.Codes.WithdrawCode(ctx, phone, code); err != nil {
+		l.Logger.Warn("an unsent login code could not be withdrawn; it expires on its own", "err", err)
+	}
 }
 
 // LogIn redeems the phone's code and returns a token for the phone's user,
 // creating the user on their first login.
 func (l *Login) LogIn(ctx context.Context, phone, code string) (string, *seckill.User, error) {
-	if err := CheckPhone(phone); err != nil {
+	phone, err := NormalizePhone(phone, l.CountryCode)
+	if err != nil {
 		return "", nil, err
 	}
 	if err := checkCode(code); err != nil {
@@ -65,24 +92,6 @@ func (l *Login) LogIn(ctx context.Context, phone, code string) (string, *seckill
 		return "", nil, err
 	}
 	return token, u, nil
-}
-
-// CheckPhone accepts a phone number written as 6 to 15 digits with an
-// optional leading '+' (E.164 at most 15 digits), and nothing else.
-func CheckPhone(phone string) error {
-	digits := phone
-	if len(digits) > 0 && digits[0] == '+' {
-		digits = digits[1:]
-	}
-	if len(digits) < 6 || len(digits) > 15 {
-		return seckill.Errorf(seckill.ErrInvalidArgument, "phone: must be 6 to 15 digits, optionally after a '+'")
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return seckill.Errorf(seckill.ErrInvalidArgument, "phone: must be 6 to 15 digits, optionally after a '+'")
-		}
-	}
-	return nil
 }
 
 // CodeLen is the number of digits in a login code.
@@ -108,9 +117,9 @@ func newCode() (string, error) {
 	return fmt.Sprintf("%06d", n.Int64()), nil
 }
 
-// LogSender "sends" login codes by writing them to the log: the default
-// until an SMS gateway is configured. Anyone who reads the log can log in
-// as anyone, so use it only where the log is private.
+// LogSender "sends" login codes by writing them to the log: for the
+// embedded default, to try login out. Anyone who reads the log can log in
+// as anyone, so serve never uses it on real services.
 type LogSender struct {
 	Logger *slog.Logger
 }

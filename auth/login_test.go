@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,29 +13,69 @@ import (
 	"github.com/seckill/seckill"
 )
 
-func TestCheckPhone(t *testing.T) {
-	for phone, ok := range map[string]bool{
-		"13800138000":      true,
-		"+8613800138000":   true,
-		"123456":           true,
-		"123456789012345":  true,
-		"12345":            false,
-		"1234567890123456": false,
-		"":                 false,
-		"+":                false,
-		"++8613800138000":  false,
-		"138 0013 8000":    false,
-		"138-0013-8000":    false,
-		"１３８００１３８０００":      false,
-		"admin":            false,
-		"13800138000\n":    false,
+func TestNormalizePhone(t *testing.T) {
+	for _, tc := range []struct {
+		phone, country, want string // want "" for ErrInvalidArgument
+	}{
+		{"+8613800138000", "", "+8613800138000"},
+		{"+86 138 0013 8000", "", "+8613800138000"},
+		{"+86-138-0013-8000", "", "+8613800138000"},
+		{"+86.138.0013.8000", "", "+8613800138000"},
+		{"+86 (138) 0013-8000", "", "+8613800138000"},
+		{"0086 138 0013 8000", "", "+8613800138000"},
+		{"  +8613800138000\n", "", "+8613800138000"},
+		{"+86\u00a0138\u00a000138000", "", "+8613800138000"},
+		{"+44 (0)20 7946 0000", "", "+442079460000"},
+		{"+1 (415) 555-0100", "", "+14155550100"},
+		{"+683 4002", "", "+6834002"},
+		{"+123456789012345", "", "+123456789012345"},
+		// Without a country code: the configured one, the trunk 0 dropped.
+		{"138 0013 8000", "86", "+8613800138000"},
+		{"020 7946 0000", "44", "+442079460000"},
+		{"(0)20 7946 0000", "44", "+442079460000"},
+		{"+33 6 12 34 56 78", "44", "+33612345678"},
+		{"0033 6 12 34 56 78", "44", "+33612345678"},
+		{"13800138000", "", ""},
+		{"020 7946 0000", "", ""},
+		{"+1234567890123456", "", ""},
+		{"12345678901234", "86", ""},
+		{"+683 400", "", ""},
+		{"+0 86 138", "", ""},
+		{"+0086 13800138000", "", ""},
+		{"000 86 13800138000", "", ""},
+		{"", "", ""},
+		{"+", "", ""},
+		{"++8613800138000", "", ""},
+		{"+86 138 0013 8000 ext 1", "", ""},
+		{"+86/138/0013/8000", "", ""},
+		{"+８６１３８００１３８０００", "", ""},
+		{"admin", "", ""},
+		{"admin", "86", ""},
+		{"+86" + strings.Repeat(" ", 60) + "13800138000", "", ""},
 	} {
-		err := CheckPhone(phone)
-		if ok && err != nil {
-			t.Errorf("CheckPhone(%q) = %v, want nil", phone, err)
+		got, err := NormalizePhone(tc.phone, tc.country)
+		switch {
+		case tc.want == "" && !errors.Is(err, seckill.ErrInvalidArgument):
+			t.Errorf("NormalizePhone(%q, %q) = %q, %v; want ErrInvalidArgument", tc.phone, tc.country, got, err)
+		case tc.want != "" && (err != nil || got != tc.want):
+			t.Errorf("NormalizePhone(%q, %q) = %q, %v; want %q", tc.phone, tc.country, got, err, tc.want)
 		}
-		if !ok && !errors.Is(err, seckill.ErrInvalidArgument) {
-			t.Errorf("CheckPhone(%q) = %v, want ErrInvalidArgument", phone, err)
+	}
+	// The refusal of a number without its country code says what is missing.
+	if _, err := NormalizePhone("13800138000", ""); err == nil || !strings.Contains(err.Error(), "country code") {
+		t.Errorf("NormalizePhone without a country code: %v, want it to name the country code", err)
+	}
+}
+
+func TestParseCountryCode(t *testing.T) {
+	for in, want := range map[string]string{"": "", " ": "", "86": "86", "+44": "44", "1": "1", "+358": "358"} {
+		if got, err := ParseCountryCode(in); err != nil || got != want {
+			t.Errorf("ParseCountryCode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"+", "0", "086", "1234", "8a", "+-86", "++86"} {
+		if got, err := ParseCountryCode(in); err == nil {
+			t.Errorf("ParseCountryCode(%q) = %q, want an error", in, got)
 		}
 	}
 }
@@ -59,7 +100,10 @@ func TestNewCode(t *testing.T) {
 
 // memCodes and memUsers are in-memory stand-ins: the flow is logic; the
 // Redis and SQL implementations have their own tests against real servers.
-type memCodes struct{ codes map[string]string }
+type memCodes struct {
+	codes     map[string]string
+	withdrawn []string
+}
 
 func (m *memCodes) IssueCode(_ context.Context, phone, code string) error {
 	m.codes[phone] = code
@@ -94,58 +138,138 @@ func (m *memUsers) User(context.Context, int64) (*seckill.User, error) {
 	return nil, seckill.ErrUserNotFound
 }
 
-type lastCode struct{ phone, code string }
+func (m *memCodes) WithdrawCode(_ context.Context, phone, code string) error {
+	if m.codes[phone] == code {
+		delete(m.codes, phone)
+		m.withdrawn = append(m.withdrawn, phone)
+	}
+	return nil
+}
+
+type lastCode struct {
+	phone, code string
+	err         error // what SendCode returns
+}
 
 func (l *lastCode) SendCode(_ context.Context, phone, code string) error {
 	l.phone, l.code = phone, code
-	return nil
+	return l.err
+}
+
+func newTestLogin(t *testing.T, codes seckill.LoginCodes, sender seckill.CodeSender) *Login {
+	t.Helper()
+	return &Login{
+		Codes:    codes,
+		Sender:   sender,
+		Users:    &memUsers{users: map[string]*seckill.User{}},
+		Tokens:   newTestTokens(t, time.Now()),
+		TokenTTL: time.Hour,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
 }
 
 func TestLogin(t *testing.T) {
 	sent := &lastCode{}
-	tk := newTestTokens(t, time.Now())
-	l := &Login{
-		Codes:    &memCodes{codes: map[string]string{}},
-		Sender:   sent,
-		Users:    &memUsers{users: map[string]*seckill.User{}},
-		Tokens:   tk,
-		TokenTTL: time.Hour,
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	l := newTestLogin(t, &memCodes{codes: map[string]string{}}, sent)
 	ctx := context.Background()
 	if err := l.SendCode(ctx, "bad"); !errors.Is(err, seckill.ErrInvalidArgument) {
 		t.Fatalf("SendCode(bad phone) = %v, want ErrInvalidArgument", err)
 	}
-	if err := l.SendCode(ctx, "13800138000"); err != nil {
+	const phone = "+8613800138000"
+	if err := l.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
 	}
-	if sent.phone != "13800138000" || len(sent.code) != CodeLen {
+	if sent.phone != phone || len(sent.code) != CodeLen {
 		t.Fatalf("sender got %+v", sent)
 	}
 	wrong := "000000"
 	if sent.code == wrong {
 		wrong = "111111"
 	}
-	if _, _, err := l.LogIn(ctx, "13800138000", wrong); !errors.Is(err, seckill.ErrUnauthorized) {
+	if _, _, err := l.LogIn(ctx, phone, wrong); !errors.Is(err, seckill.ErrUnauthorized) {
 		t.Fatalf("LogIn with a wrong code = %v, want ErrUnauthorized", err)
 	}
-	if _, _, err := l.LogIn(ctx, "13800138000", "12a456"); !errors.Is(err, seckill.ErrInvalidArgument) {
+	if _, _, err := l.LogIn(ctx, phone, "12a456"); !errors.Is(err, seckill.ErrInvalidArgument) {
 		t.Fatalf("LogIn with a malformed code = %v, want ErrInvalidArgument", err)
 	}
-	token, u, err := l.LogIn(ctx, "13800138000", sent.code)
+	token, u, err := l.LogIn(ctx, phone, sent.code)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := tk.Verify(token)
+	id, err := l.Tokens.Verify(token)
 	if err != nil || id != (Identity{UserID: u.ID}) {
 		t.Fatalf("the login token verifies as %+v, %v; want user %d, not admin", id, err, u.ID)
 	}
 	// Second login of the same phone: same user.
-	if err := l.SendCode(ctx, "13800138000"); err != nil {
+	if err := l.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
 	}
-	_, again, err := l.LogIn(ctx, "13800138000", sent.code)
+	_, again, err := l.LogIn(ctx, phone, sent.code)
 	if err != nil || again.ID != u.ID {
 		t.Fatalf("second login = user %v, %v; want user %d", again, err, u.ID)
+	}
+}
+
+// TestLoginOnePhoneManyWays: a number typed differently is one code and one
+// user, kept in E.164.
+func TestLoginOnePhoneManyWays(t *testing.T) {
+	sent := &lastCode{}
+	codes := &memCodes{codes: map[string]string{}}
+	l := newTestLogin(t, codes, sent)
+	l.CountryCode = "86"
+	ctx := context.Background()
+	var first *seckill.User
+	for _, typed := range [][2]string{
+		{"138 0013 8000", "+86 138-0013-8000"},
+		{"0086 (138) 0013.8000", "13800138000"},
+		{"+8613800138000", "0086 138 0013 8000"},
+	} {
+		if err := l.SendCode(ctx, typed[0]); err != nil {
+			t.Fatalf("SendCode(%q): %v", typed[0], err)
+		}
+		if sent.phone != "+8613800138000" {
+			t.Fatalf("SendCode(%q) sent to %q, want +8613800138000", typed[0], sent.phone)
+		}
+		_, u, err := l.LogIn(ctx, typed[1], sent.code)
+		if err != nil {
+			t.Fatalf("code asked as %q, redeemed as %q: %v", typed[0], typed[1], err)
+		}
+		if u.Phone != "+8613800138000" {
+			t.Errorf("user phone %q, want +8613800138000", u.Phone)
+		}
+		if first == nil {
+			first = u
+		} else if u.ID != first.ID {
+			t.Errorf("%q logged in as user %d, want %d", typed[1], u.ID, first.ID)
+		}
+	}
+}
+
+// TestSendCodeUnsent: a code the sender failed to send is ErrUnavailable
+// with Retry-After, and is no longer usable.
+func TestSendCodeUnsent(t *testing.T) {
+	sendErr := errors.New("gateway down")
+	const phone = "+8613800138000"
+	codes := &memCodes{codes: map[string]string{}}
+	sent := &lastCode{err: sendErr}
+	l := newTestLogin(t, codes, sent)
+	err := l.SendCode(context.Background(), phone)
+	wantUnsent(t, err, sendErr)
+	if _, ok := codes.codes[phone]; ok || len(codes.withdrawn) != 1 {
+		t.Errorf("after a failed send the store holds %v, withdrew %v; want the code withdrawn", codes.codes, codes.withdrawn)
+	}
+	if _, _, err := l.LogIn(context.Background(), phone, sent.code); !errors.Is(err, seckill.ErrUnauthorized) {
+		t.Errorf("LogIn with the unsent code = %v, want ErrUnauthorized", err)
+	}
+}
+
+func wantUnsent(t *testing.T, err, cause error) {
+	t.Helper()
+	var e *seckill.Error
+	if !errors.Is(err, seckill.ErrUnavailable) || !errors.As(err, &e) || e.RetryAfter <= 0 {
+		t.Fatalf("SendCode with a failing sender = %v, want an ErrUnavailable *Error with RetryAfter", err)
+	}
+	if !errors.Is(err, cause) {
+		t.Errorf("SendCode's error %v does not wrap the sender's %v", err, cause)
 	}
 }

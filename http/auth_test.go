@@ -1,16 +1,36 @@
 package http
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/sqlite"
 )
 
 func TestLogin(t *testing.T) {
 	e := newEnv(t)
-	const phone = "13800138000"
-	res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": phone})
+	// Asked for as people type it, sent to and redeemed as E.164.
+	const phone = "+8613800138000"
+	res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": "0086 138-0013-8000"})
 	if res.status != 200 {
 		t.Fatalf("POST /api/auth/code = %d %s", res.status, res.raw)
 	}
@@ -24,7 +44,7 @@ func TestLogin(t *testing.T) {
 	}
 	e.wantError(e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": wrong}), 401, "unauthorized")
 
-	res = e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": code})
+	res = e.do("POST", "/api/auth/login", "", map[string]string{"phone": "+86 (138) 0013 8000", "code": code})
 	if res.status != 200 {
 		t.Fatalf("login = %d %s", res.status, res.raw)
 	}
@@ -65,17 +85,17 @@ func (e *env) loginAs(t *testing.T, phone string) auth.Identity {
 
 func TestSendCodeRateLimited(t *testing.T) {
 	e := newEnv(t)
-	body := map[string]string{"phone": "13700137000"}
+	body := map[string]string{"phone": "+8613700137000"}
 	if res := e.do("POST", "/api/auth/code", "", body); res.status != 200 {
 		t.Fatalf("first code = %d %s", res.status, res.raw)
 	}
-	first := e.codes.last("13700137000")
+	first := e.codes.last("+8613700137000")
 	res := e.do("POST", "/api/auth/code", "", body)
 	e.wantError(res, 429, "rate_limited")
 	if ra, err := strconv.Atoi(res.header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
 		t.Errorf("Retry-After = %q, want 1..60 seconds", res.header.Get("Retry-After"))
 	}
-	if e.codes.last("13700137000") != first {
+	if e.codes.last("+8613700137000") != first {
 		t.Error("a rate-limited request sent a new code")
 	}
 }
@@ -86,22 +106,24 @@ func TestAuthBadInput(t *testing.T) {
 		path string
 		body any
 	}{
-		"code: bad phone":      {"/api/auth/code", map[string]string{"phone": "12-34"}},
-		"code: no phone":       {"/api/auth/code", `{}`},
-		"code: phone a number": {"/api/auth/code", `{"phone":13800138000}`},
-		"code: unknown field":  {"/api/auth/code", `{"phone":"13800138000","x":1}`},
-		"code: malformed":      {"/api/auth/code", `{"phone":`},
-		"login: bad phone":     {"/api/auth/login", map[string]string{"phone": "abc", "code": "123456"}},
-		"login: short code":    {"/api/auth/login", map[string]string{"phone": "13800138000", "code": "12345"}},
-		"login: code letters":  {"/api/auth/login", map[string]string{"phone": "13800138000", "code": "12345a"}},
-		"login: empty body":    {"/api/auth/login", ``},
+		"code: bad phone":        {"/api/auth/code", map[string]string{"phone": "12-34"}},
+		"code: no country code":  {"/api/auth/code", map[string]string{"phone": "13800138000"}},
+		"code: no phone":         {"/api/auth/code", `{}`},
+		"code: phone a number":   {"/api/auth/code", `{"phone":8613800138000}`},
+		"code: unknown field":    {"/api/auth/code", `{"phone":"+8613800138000","x":1}`},
+		"code: malformed":        {"/api/auth/code", `{"phone":`},
+		"login: bad phone":       {"/api/auth/login", map[string]string{"phone": "abc", "code": "123456"}},
+		"login: no country code": {"/api/auth/login", map[string]string{"phone": "13800138000", "code": "123456"}},
+		"login: short code":      {"/api/auth/login", map[string]string{"phone": "+8613800138000", "code": "12345"}},
+		"login: code letters":    {"/api/auth/login", map[string]string{"phone": "+8613800138000", "code": "12345a"}},
+		"login: empty body":      {"/api/auth/login", ``},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e.wantError(e.do("POST", tc.path, "", tc.body), 400, "invalid_argument")
 		})
 	}
 	// Five wrong codes void the code: the right one then fails too.
-	const phone = "13600136000"
+	const phone = "+8613600136000"
 	if res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": phone}); res.status != 200 {
 		t.Fatal(res.status)
 	}
@@ -114,4 +136,416 @@ func TestAuthBadInput(t *testing.T) {
 		e.wantError(e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": wrong}), 401, "unauthorized")
 	}
 	e.wantError(e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": code}), 401, "unauthorized")
+}
+
+// loginLimitEnv is a login route's limiter on a clock of the test's, in
+// front of a handler that counts the requests let through.
+type loginLimitEnv struct {
+	t      *testing.T
+	clock  *rateClock
+	h      http.HandlerFunc
+	passed atomic.Int64
+}
+
+func newLoginLimitEnv(t *testing.T, cfg Config) *loginLimitEnv {
+	t.Helper()
+	s, err := New(cfg, Services{}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &loginLimitEnv{t: t, clock: newRateClock()}
+	e.h = s.limitLoginWith(newLoginLimits(s.cfg, e.clock.now), func(w http.ResponseWriter, r *http.Request) {
+		e.passed.Add(1)
+	})
+	return e
+}
+
+// ask sends a code request from the connection address remote, with
+// X-Forwarded-For lines xff, and returns the answer.
+func (e *loginLimitEnv) ask(remote string, xff ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", "/api/auth/code", nil)
+	r.RemoteAddr = remote
+	for _, v := range xff {
+		r.Header.Add("X-Forwarded-For", v)
+	}
+	w := httptest.NewRecorder()
+	e.h(w, r)
+	return w
+}
+
+// askN sends n requests and returns how many were let through.
+func (e *loginLimitEnv) askN(n int, remote string, xff ...string) int {
+	before := e.passed.Load()
+	for range n {
+		e.ask(remote, xff...)
+	}
+	return int(e.passed.Load() - before)
+}
+
+func TestLoginRateLimitPerAddress(t *testing.T) {
+	e := newLoginLimitEnv(t, Config{LoginRateAddr: 1, LoginRateAddrBurst: 2})
+	if got := e.askN(2, "203.0.113.9:4711"); got != 2 {
+		t.Fatalf("the burst let %d of 2 through", got)
+	}
+	wantLimited(t, e.ask("203.0.113.9:4712"), "1")
+	if got := e.askN(1, "203.0.113.10:4711"); got != 1 {
+		t.Error("another address was refused")
+	}
+	// IPv6: one bucket per /64.
+	if got := e.askN(3, "[2001:db8:1:2::1]:4711"); got != 2 {
+		t.Errorf("an IPv6 address got %d of 3 through, want 2", got)
+	}
+	if got := e.askN(1, "[2001:db8:1:2:ffff::9]:4711"); got != 0 {
+		t.Error("another address of the same /64 had a bucket of its own")
+	}
+	if got := e.askN(1, "[2001:db8:1:3::1]:4711"); got != 1 {
+		t.Error("an address of another /64 was refused")
+	}
+	// Without trusted proxies X-Forwarded-For is not believed.
+	if got := e.askN(1, "203.0.113.9:4711", "198.51.100.1"); got != 0 {
+		t.Error("a made-up X-Forwarded-For got a client a bucket of its own")
+	}
+	e.clock.advance(time.Second)
+	if got := e.askN(2, "203.0.113.9:4711"); got != 1 {
+		t.Errorf("a second later %d requests went through, want 1", got)
+	}
+}
+
+func TestLoginRateLimitBehindProxy(t *testing.T) {
+	e := newLoginLimitEnv(t, Config{LoginRateAddr: 1, LoginRateAddrBurst: 2, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	const proxy = "10.0.0.1:4711"
+	if got := e.askN(3, proxy, "198.51.100.1"); got != 2 {
+		t.Errorf("a client behind the proxy got %d of 3 through, want 2", got)
+	}
+	if got := e.askN(2, proxy, "198.51.100.2, 10.0.0.7"); got != 2 {
+		t.Errorf("another client behind two proxies got %d of 2 through, want 2", got)
+	}
+	// The client may write what it likes left of what our proxy appends.
+	if got := e.askN(1, proxy, "192.0.2.99, 198.51.100.1"); got != 0 {
+		t.Error("a forged left-most X-Forwarded-For entry got a client a new bucket")
+	}
+}
+
+func TestLoginRateLimitGlobal(t *testing.T) {
+	e := newLoginLimitEnv(t, Config{LoginRateGlobal: 1, LoginRateGlobalBurst: 3, LoginRateAddr: 0.001, LoginRateAddrBurst: 1})
+	for _, a := range []string{"192.0.2.1:1", "192.0.2.2:1", "192.0.2.3:1"} {
+		if got := e.askN(1, a); got != 1 {
+			t.Fatalf("%s was refused within the global burst", a)
+		}
+	}
+	w := e.ask("192.0.2.4:1")
+	wantLimited(t, w, "1")
+	if !strings.Contains(w.Body.String(), "to this server") {
+		t.Errorf("the refusal %s does not say it is the server's limit", w.Body)
+	}
+	// The refused address got its token back: its own bucket (one token
+	// in 1000 s) still lets it through once the global one refills.
+	e.clock.advance(time.Second)
+	if got := e.askN(1, "192.0.2.4:1"); got != 1 {
+		t.Error("an address refused by the global limit lost its own token")
+	}
+}
+
+// countingLogin is a Login on in-memory stand-ins that count the calls
+// that reach them.
+type countingLogin struct {
+	issued, redeemed, sent, users atomic.Int64
+}
+
+func (c *countingLogin) IssueCode(context.Context, string, string) error {
+	c.issued.Add(1)
+	return nil
+}
+
+func (c *countingLogin) RedeemCode(context.Context, string, string) error {
+	c.redeemed.Add(1)
+	return seckill.ErrUnauthorized
+}
+
+func (c *countingLogin) WithdrawCode(context.Context, string, string) error { return nil }
+
+func (c *countingLogin) SendCode(context.Context, string, string) error {
+	c.sent.Add(1)
+	return nil
+}
+
+func (c *countingLogin) EnsureUser(context.Context, string) (*seckill.User, bool, error) {
+	c.users.Add(1)
+	return nil, false, errors.New("not reached")
+}
+
+func (c *countingLogin) User(context.Context, int64) (*seckill.User, error) {
+	return nil, seckill.ErrUserNotFound
+}
+
+// TestLoginRoutesRateLimited: both login routes are limited, each on its
+// own buckets, and a refused request reaches neither Redis nor the
+// database nor the sender.
+func TestLoginRoutesRateLimited(t *testing.T) {
+	c := &countingLogin{}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	srv, err := New(Config{LoginRateAddr: 0.001, LoginRateAddrBurst: 1}, Services{
+		Login: &auth.Login{Codes: c, Sender: c, Users: c, TokenTTL: time.Hour, Logger: logger},
+	}, prometheus.NewRegistry(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(path, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", path, strings.NewReader(body))
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, r)
+		return w
+	}
+	code := `{"phone":"+8613800138000"}`
+	login := `{"phone":"+8613800138000","code":"123456"}`
+	if w := post("/api/auth/code", code); w.Code != 200 {
+		t.Fatalf("first code request = %d %s", w.Code, w.Body)
+	}
+	if w := post("/api/auth/login", login); w.Code != 401 {
+		t.Fatalf("first login request = %d %s; the routes must not share a bucket", w.Code, w.Body)
+	}
+	wantLimited(t, post("/api/auth/code", code), "1000")
+	wantLimited(t, post("/api/auth/login", login), "1000")
+	if c.issued.Load() != 1 || c.sent.Load() != 1 || c.redeemed.Load() != 1 || c.users.Load() != 0 {
+		t.Errorf("issued %d, sent %d, redeemed %d, users %d; want 1, 1, 1, 0: a refused request went through",
+			c.issued.Load(), c.sent.Load(), c.redeemed.Load(), c.users.Load())
+	}
+}
+
+// TestLoginOff: a server without login (real services, no sender)
+// answers both routes 503, says why, and logs nothing per request.
+func TestLoginOff(t *testing.T) {
+	logs := &logBuffer{}
+	srv, err := New(Config{}, Services{}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	e := &env{t: t, url: hs.URL}
+	for path, body := range map[string]map[string]string{
+		"/api/auth/code":  {"phone": "+8613800138000"},
+		"/api/auth/login": {"phone": "+8613800138000", "code": "123456"},
+	} {
+		res := e.do("POST", path, "", body)
+		e.wantError(res, 503, "unavailable")
+		if msg, _ := res.body["message"].(string); !strings.Contains(msg, "login is not configured") {
+			t.Errorf("%s: message %q, want it to say login is not configured", path, msg)
+		}
+		if ra, err := strconv.Atoi(res.header.Get("Retry-After")); err != nil || ra < 60 {
+			t.Errorf("%s: Retry-After %q, want a minute or more", path, res.header.Get("Retry-After"))
+		}
+	}
+	if logs.String() != "" {
+		t.Errorf("a server without login logged its answers:\n%s", logs)
+	}
+}
+
+// logBuffer collects log lines; safe for the server's goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// gateway is a login webhook endpoint: it keeps every code it is sent and
+// answers with status, or, when status is 0, not at all until the sender
+// gives up.
+type gateway struct {
+	mu     sync.Mutex
+	codes  []string
+	status int
+}
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct{ Phone, Code string }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	g.mu.Lock()
+	g.codes = append(g.codes, body.Code)
+	status := g.status
+	g.mu.Unlock()
+	if status == 0 {
+		<-r.Context().Done()
+		return
+	}
+	w.WriteHeader(status)
+}
+
+func (g *gateway) answer(status int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.status = status
+}
+
+// last returns the last code sent, and how many were.
+func (g *gateway) last() (string, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.codes) == 0 {
+		return "", 0
+	}
+	return g.codes[len(g.codes)-1], len(g.codes)
+}
+
+func (g *gateway) all() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.codes)
+}
+
+// webhookEnv is a server whose login sends codes through a webhook to a
+// gateway, as serve wires it on real services, on the embedded Redis and
+// SQLite (the flow is logic), logging at debug level into logs.
+type webhookEnv struct {
+	*env
+	gw   *gateway
+	logs *logBuffer
+	// closeRedis closes the server's Redis, once.
+	closeRedis func()
+}
+
+func newWebhookEnv(t *testing.T, timeout time.Duration) *webhookEnv {
+	t.Helper()
+	gw := &gateway{status: http.StatusOK}
+	gs := httptest.NewServer(gw)
+	t.Cleanup(gs.Close)
+	logs := &logBuffer{}
+	// No time: its digits are no login code's.
+	noTime := func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: noTime}))
+	cache, err := redis.OpenEmbedded("seckill", logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeRedis := sync.OnceFunc(cache.Close)
+	t.Cleanup(closeRedis)
+	store, err := sqlite.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "seckill.db"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.NewTokens(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender, err := auth.NewWebhookSender(gs.URL+"/sms", []byte("webhook-secret-0123456789abcdef-0123"), timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{}, Services{
+		Login:  &auth.Login{Codes: cache, Sender: sender, Users: store, Tokens: tokens, TokenTTL: time.Hour, Logger: logger},
+		Tokens: tokens,
+	}, prometheus.NewRegistry(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &webhookEnv{env: &env{t: t, url: hs.URL, tokens: tokens}, gw: gw, logs: logs, closeRedis: closeRedis}
+}
+
+// TestSendCodeUnsent: a code the webhook failed to take (an error answer,
+// or none in time) is 503 with Retry-After, cannot log in, and does not
+// hold the phone back from asking again.
+func TestSendCodeUnsent(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+	}{{"error answer", http.StatusBadGateway}, {"timeout", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newWebhookEnv(t, 200*time.Millisecond)
+			const phone = "+8613800138000"
+			e.gw.answer(tc.status)
+			res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": phone})
+			e.wantError(res, 503, "unavailable")
+			if res.header.Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+			unsent, n := e.gw.last()
+			if n != 1 {
+				t.Fatalf("the gateway was sent %d codes, want 1", n)
+			}
+			e.wantError(e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": unsent}), 401, "unauthorized")
+
+			e.gw.answer(http.StatusOK)
+			if res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": phone}); res.status != 200 {
+				t.Fatalf("asking again after a failed send = %d %s, want 200", res.status, res.raw)
+			}
+			code, _ := e.gw.last()
+			if res := e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": code}); res.status != 200 {
+				t.Fatalf("login with the sent code = %d %s", res.status, res.raw)
+			}
+		})
+	}
+}
+
+// TestLoginCodeNotLogged: with a real sender, no log line carries a code:
+// not the sender's, not the login's, not the failed requests'.
+func TestLoginCodeNotLogged(t *testing.T) {
+	e := newWebhookEnv(t, 200*time.Millisecond)
+	const phone = "+8613800138000"
+	ask := func() response { return e.do("POST", "/api/auth/code", "", map[string]string{"phone": phone}) }
+	logIn := func(code string) response {
+		return e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": code})
+	}
+	e.gw.answer(http.StatusInternalServerError)
+	e.wantError(ask(), 503, "unavailable")
+	e.gw.answer(http.StatusOK)
+	if res := ask(); res.status != 200 {
+		t.Fatalf("code = %d %s", res.status, res.raw)
+	}
+	code, _ := e.gw.last()
+	wrong := "000000"
+	if code == wrong {
+		wrong = "111111"
+	}
+	e.wantError(logIn(wrong), 401, "unauthorized")
+	if res := logIn(code); res.status != 200 {
+		t.Fatalf("login = %d %s", res.status, res.raw)
+	}
+	// A failure of Redis with a code outstanding.
+	if res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": "+8613900139000"}); res.status != 200 {
+		t.Fatalf("code = %d %s", res.status, res.raw)
+	}
+	outstanding, _ := e.gw.last()
+	e.closeRedis()
+	if res := e.do("POST", "/api/auth/login", "", map[string]string{"phone": "+8613900139000", "code": outstanding}); res.status < 500 {
+		t.Fatalf("login with Redis closed = %d %s, want 5xx", res.status, res.raw)
+	}
+
+	logs := e.logs.String()
+	for _, want := range []string{"request failed", "new user"} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("the log lacks %q: the test no longer sees the lines it checks\n%s", want, logs)
+		}
+	}
+	// Phone numbers are not codes, but hold 6-digit runs.
+	logs = strings.NewReplacer("8613800138000", "", "8613900139000", "").Replace(logs)
+	for _, code := range e.gw.all() {
+		if strings.Contains(logs, code) {
+			t.Errorf("the log carries the code %s:\n%s", code, logs)
+		}
+	}
 }

@@ -21,6 +21,17 @@ type rateLimits struct {
 
 // newRateLimits returns the limits of cfg, on the clock now.
 func newRateLimits(cfg Config, now func() time.Time) *rateLimits {
+	return &rateLimits{
+		users: ratelimit.New(ratelimit.Config{Rate: cfg.RateUser, Burst: cfg.RateUserBurst, Now: now}, ratelimit.HashInt64),
+		addrs: ratelimit.New(ratelimit.Config{Rate: cfg.RateAddr, Burst: cfg.RateAddrBurst, Now: now},
+			func(a netip.Addr) uint64 { return ratelimit.HashBytes16(a.As16()) }),
+		proxies: trustedProxies(cfg),
+		now:     now,
+	}
+}
+
+// trustedProxies returns cfg's trusted proxies as clientAddr compares them.
+func trustedProxies(cfg Config) []netip.Prefix {
 	proxies := make([]netip.Prefix, 0, len(cfg.TrustedProxies))
 	for _, p := range cfg.TrustedProxies {
 		// An IPv4 proxy written as ::ffff:a.b.c.d must match the unmapped
@@ -30,13 +41,7 @@ func newRateLimits(cfg Config, now func() time.Time) *rateLimits {
 		}
 		proxies = append(proxies, p.Masked())
 	}
-	return &rateLimits{
-		users: ratelimit.New(ratelimit.Config{Rate: cfg.RateUser, Burst: cfg.RateUserBurst, Now: now}, ratelimit.HashInt64),
-		addrs: ratelimit.New(ratelimit.Config{Rate: cfg.RateAddr, Burst: cfg.RateAddrBurst, Now: now},
-			func(a netip.Addr) uint64 { return ratelimit.HashBytes16(a.As16()) }),
-		proxies: proxies,
-		now:     now,
-	}
+	return proxies
 }
 
 // limitRate limits buy requests per buyer and per client address, before

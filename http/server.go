@@ -53,6 +53,13 @@ type Config struct {
 	// mobile NAT.
 	RateAddr      float64
 	RateAddrBurst int
+	// LoginRateAddr and LoginRateAddrBurst limit each login route's
+	// requests per client address; LoginRateGlobal and
+	// LoginRateGlobalBurst, those of all clients together. Zero is off.
+	LoginRateAddr        float64
+	LoginRateAddrBurst   int
+	LoginRateGlobal      float64
+	LoginRateGlobalBurst int
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client's address; without them the connection's address is used.
 	TrustedProxies []netip.Prefix
@@ -89,8 +96,10 @@ type Check func(ctx context.Context) error
 type Services struct {
 	Vouchers *seckill.VoucherService
 	Orders   *seckill.OrderService
-	Login    *auth.Login
-	Tokens   *auth.Tokens
+	// Login is the phone-code login; nil turns it off, and both login
+	// routes answer 503.
+	Login  *auth.Login
+	Tokens *auth.Tokens
 	// Checks are the dependencies /readyz reports, by name.
 	Checks map[string]Check
 	// DeadLetters, Stats and Reconciler serve the admin API and page.
@@ -143,8 +152,8 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 		admissions: admissions,
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/auth/code", s.sendCode)
-	mux.HandleFunc("POST /api/auth/login", s.logIn)
+	mux.HandleFunc("POST /api/auth/code", s.limitLogin(s.sendCode))
+	mux.HandleFunc("POST /api/auth/login", s.limitLogin(s.logIn))
 	mux.Handle("POST /api/admin/vouchers", s.admin(s.createVoucher))
 	mux.HandleFunc("GET /api/vouchers", s.listVouchers)
 	mux.HandleFunc("GET /api/vouchers/{id}", s.getVoucher)

@@ -60,4 +60,16 @@ func (c *Client) RedeemCode(ctx context.Context, phone, code string) error {
 	}
 }
 
+// WithdrawCode takes back the phone's code if it is still code, with the
+// phone's cooldown: for a code that could not be sent, which must not stay
+// usable and must not make the phone wait.
+func (c *Client) WithdrawCode(ctx context.Context, phone, code string) error {
+	k := c.keys.login(phone)
+	if err := c.scripts.get("withdraw_code").Exec(ctx, c.rdb,
+		[]string{k.Code, k.Tries, k.Cooldown}, []string{code}).Error(); err != nil {
+		return redisErr("withdraw login code", err)
+	}
+	return nil
+}
+
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -100,3 +100,33 @@ func TestCodeExpires(t *testing.T) {
 		t.Fatalf("redeem an expired code: got %v, want ErrUnauthorized", err)
 	}
 }
+
+func TestWithdrawCode(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		const phone = "+8613800000006"
+		if err := c.IssueCode(ctx, phone, "111111"); err != nil {
+			t.Fatal(err)
+		}
+		// Another code than the phone's withdraws nothing.
+		if err := c.WithdrawCode(ctx, phone, "222222"); err != nil {
+			t.Fatalf("WithdrawCode of another code: %v", err)
+		}
+		if err := c.IssueCode(ctx, phone, "333333"); !errors.Is(err, seckill.ErrRateLimited) {
+			t.Fatalf("IssueCode after withdrawing another code: got %v, want the cooldown's ErrRateLimited", err)
+		}
+		if err := c.WithdrawCode(ctx, phone, "111111"); err != nil {
+			t.Fatalf("WithdrawCode: %v", err)
+		}
+		if err := c.RedeemCode(ctx, phone, "111111"); !errors.Is(err, seckill.ErrUnauthorized) {
+			t.Fatalf("redeem a withdrawn code: got %v, want ErrUnauthorized", err)
+		}
+		// The cooldown went with the code: the phone may ask again at once.
+		if err := c.IssueCode(ctx, phone, "444444"); err != nil {
+			t.Fatalf("IssueCode after a withdrawal: %v", err)
+		}
+		if err := c.RedeemCode(ctx, phone, "444444"); err != nil {
+			t.Fatalf("redeem the new code: %v", err)
+		}
+	})
+}

@@ -175,29 +175,30 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 	if err != nil {
 		return nil, err
 	}
+	login, err := newLogin(c, embedded, svc.cache, svc.store, tokens, logger)
+	if err != nil {
+		return nil, err
+	}
 	reconciler := &seckill.Reconciler{Vouchers: svc.vouchers, Store: svc.store, Cache: svc.cache}
 	svc.srv, err = sechttp.New(sechttp.Config{
-		Addr:              c.Addr,
-		ReadHeaderTimeout: c.ReadHeaderTimeout,
-		ReadTimeout:       c.ReadTimeout,
-		WriteTimeout:      c.WriteTimeout,
-		IdleTimeout:       c.IdleTimeout,
-		RateUser:          c.RateUser,
-		RateUserBurst:     c.RateUserBurst,
-		RateAddr:          c.RateAddr,
-		RateAddrBurst:     c.RateAddrBurst,
-		TrustedProxies:    proxies,
+		Addr:                 c.Addr,
+		ReadHeaderTimeout:    c.ReadHeaderTimeout,
+		ReadTimeout:          c.ReadTimeout,
+		WriteTimeout:         c.WriteTimeout,
+		IdleTimeout:          c.IdleTimeout,
+		RateUser:             c.RateUser,
+		RateUserBurst:        c.RateUserBurst,
+		RateAddr:             c.RateAddr,
+		RateAddrBurst:        c.RateAddrBurst,
+		LoginRateAddr:        c.LoginRateAddr,
+		LoginRateAddrBurst:   c.LoginRateAddrBurst,
+		LoginRateGlobal:      c.LoginRateGlobal,
+		LoginRateGlobalBurst: c.LoginRateGlobalBurst,
+		TrustedProxies:       proxies,
 	}, sechttp.Services{
-		Vouchers: svc.vouchers,
-		Orders:   orders,
-		Login: &auth.Login{
-			Codes:    svc.cache,
-			Sender:   auth.LogSender{Logger: logger},
-			Users:    svc.store,
-			Tokens:   tokens,
-			TokenTTL: c.TokenTTL,
-			Logger:   logger,
-		},
+		Vouchers:   svc.vouchers,
+		Orders:     orders,
+		Login:      login,
 		Tokens:     tokens,
 		Checks:     map[string]sechttp.Check{"redis": svc.cache.Ping, "db": svc.store.Ping},
 		Reconciler: reconciler,
@@ -333,6 +334,7 @@ func serveFlags(fs *flag.FlagSet, c *Config) {
 	c.logFlags(fs)
 	c.workerFlags(fs)
 	c.limitFlags(fs)
+	c.loginFlags(fs)
 	fs.StringVar(&c.Mode, "mode", "stream", "how orders are taken: stream (Redis admission, a Redis Stream, workers), queue (Redis admission, an in-memory queue: a crash loses it), sync (a database transaction in the request)")
 	fs.IntVar(&c.QueueCapacity, "queue-capacity", 10_000, "the queue mode's queue size; a full queue answers 503")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")
