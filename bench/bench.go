@@ -108,32 +108,38 @@ func (c *Config) withDefaults() error {
 // Report is what a run measured. Rates are per second; latencies are of the
 // sale's requests.
 type Report struct {
-	Label     string           `json:"label"`
-	Voucher   int64            `json:"voucherId"`
-	Stock     int64            `json:"stock"`
-	Users     int              `json:"users"`
-	Requests  int64            `json:"requests"`
-	Seconds   float64          `json:"seconds"`
-	Rate      float64          `json:"reqPerSec"`
-	MaxRate   float64          `json:"maxReqPerSec"`
-	Mean      time.Duration    `json:"meanNs"`
-	P50       time.Duration    `json:"p50Ns"`
-	P99       time.Duration    `json:"p99Ns"`
-	P999      time.Duration    `json:"p999Ns"`
-	Max       time.Duration    `json:"maxNs"`
-	Answers   map[string]int64 `json:"answers"`
-	Errors    int64            `json:"errors"`
-	Ceiling   float64          `json:"ceilingReqPerSec"`
-	SoldOut   float64          `json:"soldOutReqPerSec"`
-	Admitted  int64            `json:"admitted"`
-	Created   int64            `json:"created"`
-	Oversold  int64            `json:"oversold"`
-	Doubles   int64            `json:"buyersWithTwoOrders"`
-	Lost      int64            `json:"lost"`
-	Drain     time.Duration    `json:"drainNs"`
-	DrainRate float64          `json:"dbOrdersPerSec"`
-	Agree     *bool            `json:"redisAndDatabaseAgree,omitempty"`
-	AgreeNote string           `json:"agreeDetail,omitempty"`
+	Label    string           `json:"label"`
+	Voucher  int64            `json:"voucherId"`
+	Stock    int64            `json:"stock"`
+	Users    int              `json:"users"`
+	Requests int64            `json:"requests"`
+	Seconds  float64          `json:"seconds"`
+	Rate     float64          `json:"reqPerSec"`
+	MaxRate  float64          `json:"maxReqPerSec"`
+	Mean     time.Duration    `json:"meanNs"`
+	P50      time.Duration    `json:"p50Ns"`
+	P99      time.Duration    `json:"p99Ns"`
+	P999     time.Duration    `json:"p999Ns"`
+	Max      time.Duration    `json:"maxNs"`
+	Answers  map[string]int64 `json:"answers"`
+	Errors   int64            `json:"errors"`
+	Ceiling  float64          `json:"ceilingReqPerSec"`
+	SoldOut  float64          `json:"soldOutReqPerSec"`
+	// RateUntilSoldOut and RateAfterSoldOut split the sale at its first
+	// sold_out answer: requests answered before it over the time until it,
+	// and after it over the rest of the sale (0 when the sale did not sell
+	// out). A sale that slows down once sold out shows it here.
+	RateUntilSoldOut float64       `json:"reqPerSecUntilSoldOut"`
+	RateAfterSoldOut float64       `json:"reqPerSecAfterSoldOut"`
+	Admitted         int64         `json:"admitted"`
+	Created          int64         `json:"created"`
+	Oversold         int64         `json:"oversold"`
+	Doubles          int64         `json:"buyersWithTwoOrders"`
+	Lost             int64         `json:"lost"`
+	Drain            time.Duration `json:"drainNs"`
+	DrainRate        float64       `json:"dbOrdersPerSec"`
+	Agree            *bool         `json:"redisAndDatabaseAgree,omitempty"`
+	AgreeNote        string        `json:"agreeDetail,omitempty"`
 }
 
 // OK reports whether the books balance: no oversell, no order lost, no
@@ -157,6 +163,10 @@ type run struct {
 	ids    map[int]string // buyer → any order id an answer carried
 	done   atomic.Int64
 	errors atomic.Int64
+	// soldOutAt is when the sale first answered sold_out (unix ns; 0
+	// before), and afterSoldOut counts the answers since.
+	soldOutAt    atomic.Int64
+	afterSoldOut atomic.Int64
 }
 
 // Run runs a sale against the server and checks its books.
@@ -296,6 +306,12 @@ func (r *run) buy(ctx context.Context, buyer int) {
 	r.hist.record(d)
 	r.second.record(d)
 	r.done.Add(1)
+	if a.Code == "sold_out" {
+		r.soldOutAt.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	if r.soldOutAt.Load() != 0 {
+		r.afterSoldOut.Add(1)
+	}
 	key := a.Code
 	switch {
 	case err != nil:
@@ -372,6 +388,16 @@ func (r *run) sale(ctx context.Context) error {
 	s := r.hist.take(false)
 	r.report.Requests, r.report.Seconds = s.n, elapsed.Seconds()
 	r.report.Rate = float64(s.n) / elapsed.Seconds()
+	if at := r.soldOutAt.Load(); at != 0 {
+		soldOut := time.Unix(0, at)
+		after := r.afterSoldOut.Load()
+		if until := soldOut.Sub(start).Seconds(); until > 0 {
+			r.report.RateUntilSoldOut = float64(s.n-after) / until
+		}
+		if rest := start.Add(elapsed).Sub(soldOut).Seconds(); rest > 0 {
+			r.report.RateAfterSoldOut = float64(after) / rest
+		}
+	}
 	r.report.Mean, r.report.P50, r.report.P99, r.report.P999 = s.mean(), s.quantile(0.5), s.quantile(0.99), s.quantile(0.999)
 	r.report.Max = time.Duration(s.max) * time.Microsecond
 	r.report.Errors = r.errors.Load()

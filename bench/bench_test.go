@@ -106,6 +106,14 @@ func TestBooksBalance(t *testing.T) {
 	if r.Ceiling <= 0 || r.SoldOut <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
 		t.Errorf("ceiling %v, sold-out %v, p50 %v, p99 %v", r.Ceiling, r.SoldOut, r.P50, r.P99)
 	}
+	// The sale sold out part-way: both of its halves have a rate, and
+	// together they are the sale's requests over its time.
+	if r.RateUntilSoldOut <= 0 || r.RateAfterSoldOut <= 0 {
+		t.Errorf("rates until and after the first sold_out answer: %v, %v; want both", r.RateUntilSoldOut, r.RateAfterSoldOut)
+	}
+	if lo, hi := min(r.RateUntilSoldOut, r.RateAfterSoldOut), max(r.RateUntilSoldOut, r.RateAfterSoldOut); r.Rate < lo*0.99 || r.Rate > hi*1.01 {
+		t.Errorf("the sale's rate %v is not between its halves' %v and %v", r.Rate, lo, hi)
+	}
 }
 
 // TestBooksCatchLostOrder: a server that answers 200 and never writes the

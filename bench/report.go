@@ -35,6 +35,10 @@ func Table(w io.Writer, reports []*Report) {
 	tw.Flush()
 	for _, r := range reports {
 		fmt.Fprintf(w, "%s: ceiling (GET /healthz, same client) %.0f req/s; answers %v", r.Label, r.Ceiling, r.Answers)
+		if r.RateUntilSoldOut > 0 && r.RateAfterSoldOut > 0 {
+			fmt.Fprintf(w, "; the sale's rate until its first sold_out answer %.0f req/s, after it %.0f req/s (%.2f×)",
+				r.RateUntilSoldOut, r.RateAfterSoldOut, r.RateAfterSoldOut/r.RateUntilSoldOut)
+		}
 		if r.Agree != nil {
 			fmt.Fprintf(w, "; Redis and database agree: %v (%s)", *r.Agree, r.AgreeNote)
 		}
