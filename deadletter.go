@@ -38,7 +38,7 @@ type DeadLetterCache interface {
 	// and returns how many it held.
 	RemoveDeadLetters(ctx context.Context, voucherID int64, entryIDs ...string) (int64, error)
 	// Admit and BuyerOrders are [OrderCache]'s.
-	Admit(ctx context.Context, voucherID, userID, orderID int64) error
+	Admit(ctx context.Context, a Admission) error
 	BuyerOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
 }
 
@@ -54,13 +54,10 @@ type DeadLetterService struct {
 	Store interface {
 		FailOrder(ctx context.Context, o *Order) error
 	}
-	// Vouchers tells which vouchers to look at (OpenIDs), and rebuilds a
-	// voucher the cache lost before a retry admits to it (Rebuild).
-	Vouchers interface {
-		OpenIDs(ctx context.Context) ([]int64, error)
-		Rebuild(ctx context.Context, id int64) error
-	}
-	Logger *slog.Logger
+	// Vouchers tells which vouchers to look at, and runs a retry's
+	// admission as a buy's, with its recoveries.
+	Vouchers *VoucherService
+	Logger   *slog.Logger
 	// OrderTime returns the time an order id was made (orderid.Time); if
 	// nil, a retried order's CreatedAt is the time of the retry.
 	OrderTime func(id int64) time.Time
@@ -178,21 +175,14 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 	return &Order{ID: rec.OrderID, UserID: rec.UserID, VoucherID: rec.VoucherID, Status: OrderPending, CreatedAt: created}, nil
 }
 
-// admit runs the admission for rec's order, as [OrderService.Buy] does: a
-// voucher the cache lost is rebuilt first, and an admission whose answer
-// was lost is settled by reading the buyer's slot.
+// admit runs the admission for rec's order, as [OrderService.Buy] does
+// (see VoucherService.admit): a voucher the cache lost is rebuilt first, and
+// an admission whose answer was lost is settled by reading the buyer's slot.
 func (s *DeadLetterService) admit(ctx context.Context, rec *DeadLetterRecord) error {
-	err := s.Cache.Admit(ctx, rec.VoucherID, rec.UserID, rec.OrderID)
-	if errors.Is(err, ErrVoucherNotLoaded) {
-		if err := s.Vouchers.Rebuild(ctx, rec.VoucherID); err != nil {
-			return fmt.Errorf("retry order %d: %w", rec.OrderID, err)
-		}
-		err = s.Cache.Admit(ctx, rec.VoucherID, rec.UserID, rec.OrderID)
-		if errors.Is(err, ErrVoucherNotLoaded) {
-			return fmt.Errorf("retry order %d: %w: %w", rec.OrderID, ErrUnavailable, err)
-		}
-	}
-	if !errors.Is(err, ErrUnavailable) {
+	err := s.Vouchers.admit(ctx, rec.VoucherID, func(ctx context.Context, gen int64) error {
+		return s.Cache.Admit(ctx, Admission{VoucherID: rec.VoucherID, Generation: gen, UserID: rec.UserID, OrderID: rec.OrderID})
+	})
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, errNotAdmitted) {
 		return err
 	}
 	wait := s.Lookup

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,9 @@ func newDLQBench(t *testing.T) *dlqBench {
 	}
 	t.Cleanup(b.raw.Close)
 	b.vouchers = &seckill.VoucherService{Store: store, Cache: b.cache, Logger: logger, Now: time.Now}
+	if err := b.vouchers.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
 	b.svc = &seckill.DeadLetterService{Cache: b.cache, Store: store, Vouchers: b.vouchers, Logger: logger,
 		OrderTime: func(int64) time.Time { return time.Unix(1, 0) }}
 	return b
@@ -101,7 +105,11 @@ func (b *dlqBench) key(v int64, name string) string {
 
 func (b *dlqBench) admit(v, user, order int64) {
 	b.t.Helper()
-	if err := b.cache.Admit(context.Background(), v, user, order); err != nil {
+	row, err := b.store.Voucher(context.Background(), v)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := b.cache.Admit(context.Background(), seckill.Admission{VoucherID: v, Generation: row.Generation, UserID: user, OrderID: order}); err != nil {
 		b.t.Fatalf("admit user %d with order %d: %v", user, order, err)
 	}
 }
@@ -215,14 +223,25 @@ func (b *dlqBench) logged(parts ...string) bool {
 	return false
 }
 
+// nextMilli returns once the clock has moved to the next millisecond.
+func nextMilli() {
+	for now := time.Now().UnixMilli(); time.Now().UnixMilli() == now; {
+		runtime.Gosched()
+	}
+}
+
 func TestDeadLetterList(t *testing.T) {
 	b := newDLQBench(t)
 	ctx := context.Background()
 	a, c := b.voucher(10), b.voucher(10)
 	before := time.Now().Add(-time.Second)
+	// Dead letters are listed by their millisecond: one each.
 	b.deadLetter(a.ID, 1, 101, "first")
+	nextMilli()
 	b.deadLetter(c.ID, 2, 202, "second")
+	nextMilli()
 	b.deadLetter(a.ID, 3, 103, "third")
+	nextMilli()
 	// A malformed message: no order id, no buyer.
 	if err := b.raw.Do(ctx, b.raw.B().Xadd().Key(b.key(c.ID, "orders")).Id("*").FieldValue().FieldValue("junk", "1").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -399,7 +418,7 @@ func TestRetryDeadLetterRefused(t *testing.T) {
 	b.admit(v.ID, 3, 104) // buyer 3 bought again; the last unit
 	window := func(begin, end time.Time) {
 		t.Helper()
-		if err := b.raw.Do(ctx, b.raw.B().Hset().Key(b.key(v.ID, "window")).FieldValue().
+		if err := b.raw.Do(ctx, b.raw.B().Hset().Key(b.key(v.ID, "meta")).FieldValue().
 			FieldValue("begin", fmt.Sprint(begin.UnixMilli())).FieldValue("end", fmt.Sprint(end.UnixMilli())).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
@@ -514,9 +533,9 @@ type lostAdmit struct {
 	ran bool
 }
 
-func (l *lostAdmit) Admit(ctx context.Context, voucherID, userID, orderID int64) error {
+func (l *lostAdmit) Admit(ctx context.Context, a seckill.Admission) error {
 	if l.ran {
-		if err := l.Client.Admit(ctx, voucherID, userID, orderID); err != nil {
+		if err := l.Client.Admit(ctx, a); err != nil {
 			return err
 		}
 	}

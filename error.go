@@ -30,6 +30,13 @@ var (
 // from the database before it admits again (G6). It never reaches a client.
 var ErrVoucherNotLoaded = errors.New("voucher not loaded in Redis")
 
+// ErrCacheUnverified says that the Redis server has not been checked since
+// it started (or failed over, or lost its scripts): its data may be older
+// than the database's, and admission waits until the open vouchers are
+// rebuilt from the database ([VoucherService.Recover]). It never reaches a
+// client.
+var ErrCacheUnverified = errors.New("redis not verified since it started")
+
 // ErrTransient marks a failure worth retrying as it is: a lost connection,
 // a deadlock, a lock wait timeout, a serialization failure. Stores wrap such
 // errors with it; it never reaches a client.

@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // OrderStatus is where an order stands on its way to the database.
@@ -149,24 +146,33 @@ type OrderQueue interface {
 	Offer(o *Order) bool
 }
 
+// Admission is one buyer's try to buy one voucher with a new order id.
+type Admission struct {
+	VoucherID int64
+	// Generation is the voucher's (Voucher.Generation): admission refuses
+	// state that the cache holds for another generation of the id.
+	Generation int64
+	UserID     int64
+	OrderID    int64
+}
+
 // OrderCache is the Redis side of orders: admission, and who holds which
 // order before the database does.
 type OrderCache interface {
-	// Admit admits the user to the voucher's sale with orderID, atomically:
-	// window, stock, one per buyer, and the order appended to the voucher's
-	// stream. It returns nil if admitted; else an error of kind
-	// ErrDuplicateOrder (with the buyer's order id), ErrSoldOut,
-	// ErrNotStarted, ErrEnded or ErrVoucherNotLoaded; or ErrUnavailable
-	// when the outcome is unknown.
-	Admit(ctx context.Context, voucherID, userID, orderID int64) error
+	// Admit admits the user to the voucher's sale with the order id,
+	// atomically: window, stock, one per buyer, and the order appended to
+	// the voucher's stream. It returns nil if admitted; else an error of
+	// kind ErrDuplicateOrder (with the buyer's order id), ErrSoldOut,
+	// ErrNotStarted, ErrEnded, ErrVoucherNotLoaded (not loaded, or loaded
+	// for another generation) or ErrCacheUnverified (nothing ran: the cache
+	// server must be checked first); or ErrUnavailable when the outcome is
+	// unknown.
+	Admit(ctx context.Context, a Admission) error
 	// Reserve is Admit without the stream: the queue mode's admission.
-	Reserve(ctx context.Context, voucherID, userID, orderID int64) error
+	Reserve(ctx context.Context, a Admission) error
 	// Release gives back what an admission of orderID took, if the buyer's
 	// slot still holds it, and reports whether it did.
 	Release(ctx context.Context, voucherID, userID, orderID int64) (bool, error)
-	// Buyers returns every buyer of the voucher with their order, unless
-	// there are more than limit: then nil.
-	Buyers(ctx context.Context, voucherID, limit int64) (map[int64]int64, error)
 	// BuyerOrders returns the user's order id in each of the vouchers where
 	// the cache records one.
 	BuyerOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
@@ -197,26 +203,15 @@ type OrderService struct {
 	// outcome was not heard. Default 1s.
 	Lookup time.Duration
 	// SoldOutFor is how long a voucher found sold out is answered sold out
-	// here without asking Redis: most buyers of a flash sale ask after the
-	// stock is gone, and should cost almost nothing. Stock given back
-	// (a dead letter, a repair) is sold again after at most this long.
-	// Default 1s; negative turns it off.
+	// here without running the admission: most buyers of a flash sale ask
+	// after the stock is gone. Only the fact is kept; a buyer asking again
+	// still gets their order back (G5), read from their own slot in the
+	// cache (one HGET). Stock given back (a dead letter, a repair) is sold
+	// again after at most this long. Default 1s; negative turns it off.
 	SoldOutFor time.Duration
 
-	soldOut sync.Map // voucher id → *soldOut
-	loads   singleflight.Group
+	soldOut sync.Map // voucher id → time.Time: sold out until then
 }
-
-// soldOut is a voucher known sold out until a time, with its buyers then:
-// a buyer who asks again still gets their order back (G5).
-type soldOut struct {
-	until  time.Time
-	buyers map[int64]int64
-}
-
-// maxSoldOutBuyers bounds the buyers a sold-out voucher keeps in memory;
-// a bigger sale asks Redis for each answer.
-const maxSoldOutBuyers = 200_000
 
 // Buy takes the user's order of the voucher. In the stream and queue modes
 // the order is pending until a worker writes it to the database; in the
@@ -225,6 +220,14 @@ const maxSoldOutBuyers = 200_000
 func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order, error) {
 	id, err := s.IDs.Next()
 	if err != nil {
+		// No order id to admit with (the node lease is being renewed, after
+		// Redis lost it): a buyer who holds an order is told of it all the
+		// same; the others try again.
+		if s.Mode != ModeSync {
+			if found, ferr := s.Cache.BuyerOrders(ctx, userID, voucherID); ferr == nil && found[voucherID] != 0 {
+				return nil, &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: found[voucherID]}
+			}
+		}
 		return nil, &Error{Kind: ErrUnavailable, Message: "cannot take orders right now; try again", RetryAfter: time.Second}
 	}
 	if s.Mode == ModeSync {
@@ -235,11 +238,8 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		}
 		return o, nil
 	}
-	if so, ok := s.soldOut.Load(voucherID); ok && time.Now().Before(so.(*soldOut).until) {
-		if existing, ok := so.(*soldOut).buyers[userID]; ok {
-			return nil, &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: existing}
-		}
-		return nil, Errorf(ErrSoldOut, "voucher %d is sold out", voucherID)
+	if s.knownSoldOut(voucherID) {
+		return nil, s.soldOutAnswer(ctx, userID, voucherID)
 	}
 	if s.Backpressure != nil && s.Backpressure.Refusing(voucherID) {
 		return nil, &Error{Kind: ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}
@@ -248,54 +248,60 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 	if s.Mode == ModeQueue {
 		admit = s.Cache.Reserve
 	}
-	err = admit(ctx, voucherID, userID, id)
-	if errors.Is(err, ErrVoucherNotLoaded) {
-		// Redis lost the voucher, or never had it: rebuild it from the
-		// database, then admit.
-		if err := s.Vouchers.Rebuild(ctx, voucherID); err != nil {
-			return nil, fmt.Errorf("buy voucher %d: %w", voucherID, err)
-		}
-		err = admit(ctx, voucherID, userID, id)
-	}
+	err = s.Vouchers.admit(ctx, voucherID, func(ctx context.Context, gen int64) error {
+		return admit(ctx, Admission{VoucherID: voucherID, Generation: gen, UserID: userID, OrderID: id})
+	})
 	switch {
 	case err == nil && s.Mode == ModeQueue:
 		return s.enqueue(ctx, s.pending(id, userID, voucherID))
 	case err == nil:
 		return s.pending(id, userID, voucherID), nil
+	case errors.Is(err, errNotAdmitted):
+		return nil, err
 	case errors.Is(err, ErrUnavailable):
 		return s.unknownOutcome(ctx, id, userID, voucherID, err)
-	case errors.Is(err, ErrVoucherNotLoaded):
-		// Rebuilt, and gone again at once: Redis is in trouble.
-		return nil, &Error{Kind: ErrUnavailable, Message: "the sale is being restored; try again", RetryAfter: time.Second}
 	case errors.Is(err, ErrSoldOut):
-		s.noteSoldOut(ctx, voucherID)
+		s.noteSoldOut(voucherID)
 	}
 	return nil, err
 }
 
-// noteSoldOut remembers that the voucher is sold out, with its buyers, for
-// SoldOutFor. One call at a time reads the buyers; the others go on.
-func (s *OrderService) noteSoldOut(ctx context.Context, voucherID int64) {
+// knownSoldOut reports whether the voucher was found sold out less than
+// SoldOutFor ago; an entry that has expired is dropped.
+func (s *OrderService) knownSoldOut(voucherID int64) bool {
+	v, ok := s.soldOut.Load(voucherID)
+	if !ok {
+		return false
+	}
+	if time.Now().Before(v.(time.Time)) {
+		return true
+	}
+	s.soldOut.CompareAndDelete(voucherID, v)
+	return false
+}
+
+// noteSoldOut remembers that the voucher is sold out, for SoldOutFor.
+func (s *OrderService) noteSoldOut(voucherID int64) {
 	wait := s.SoldOutFor
 	if wait == 0 {
 		wait = time.Second
 	}
-	if wait < 0 {
-		return
+	if wait > 0 {
+		s.soldOut.Store(voucherID, time.Now().Add(wait))
 	}
-	if so, ok := s.soldOut.Load(voucherID); ok && time.Now().Before(so.(*soldOut).until) {
-		return
+}
+
+// soldOutAnswer answers a buyer of a voucher known sold out: their own
+// order if they have one (G5), read from their slot; else sold out.
+func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
+	found, err := s.Cache.BuyerOrders(ctx, userID, voucherID)
+	if err != nil {
+		return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
 	}
-	go s.loads.Do(strconv.FormatInt(voucherID, 10), func() (any, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		buyers, err := s.Cache.Buyers(lctx, voucherID, maxSoldOutBuyers)
-		if err != nil || buyers == nil {
-			return nil, err
-		}
-		s.soldOut.Store(voucherID, &soldOut{until: time.Now().Add(wait), buyers: buyers})
-		return nil, nil
-	})
+	if existing, ok := found[voucherID]; ok {
+		return &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: existing}
+	}
+	return Errorf(ErrSoldOut, "voucher %d is sold out", voucherID)
 }
 
 // enqueue puts a reserved order on the queue mode's queue; a full queue
@@ -312,7 +318,9 @@ func (s *OrderService) enqueue(ctx context.Context, o *Order) (*Order, error) {
 
 // unknownOutcome settles an admission whose answer was lost: the script
 // may have run. Admission records the buyer with the order, so reading the
-// buyer's entry tells; only if that fails too is the outcome unknown.
+// buyer's entry tells; only if that fails too is the outcome unknown. In
+// the queue mode an order found admitted is queued here: the admission
+// that took it never got to.
 func (s *OrderService) unknownOutcome(ctx context.Context, id, userID, voucherID int64, cause error) (*Order, error) {
 	wait := s.Lookup
 	if wait <= 0 {
@@ -331,6 +339,9 @@ func (s *OrderService) unknownOutcome(ctx context.Context, id, userID, voucherID
 	}
 	if existing != id {
 		return nil, &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: existing}
+	}
+	if s.Mode == ModeQueue {
+		return s.enqueue(ctx, s.pending(id, userID, voucherID))
 	}
 	return s.pending(id, userID, voucherID), nil
 }

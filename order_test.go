@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/redis"
 )
 
@@ -19,9 +22,18 @@ type lostReply struct {
 	mode string // "reply": ran, answer lost; "request": never ran; "both": and the look-up fails too
 }
 
-func (l *lostReply) Admit(ctx context.Context, voucherID, userID, orderID int64) error {
+func (l *lostReply) Admit(ctx context.Context, a seckill.Admission) error {
+	return l.lose(ctx, a, l.Client.Admit)
+}
+
+// Reserve is the queue mode's admission, its answer lost the same way.
+func (l *lostReply) Reserve(ctx context.Context, a seckill.Admission) error {
+	return l.lose(ctx, a, l.Client.Reserve)
+}
+
+func (l *lostReply) lose(ctx context.Context, a seckill.Admission, admit func(context.Context, seckill.Admission) error) error {
 	if l.mode == "reply" {
-		if err := l.Client.Admit(ctx, voucherID, userID, orderID); err != nil {
+		if err := admit(ctx, a); err != nil {
 			return err
 		}
 	}
@@ -35,9 +47,10 @@ func (l *lostReply) BuyerOrders(ctx context.Context, userID int64, voucherIDs ..
 	return l.Client.BuyerOrders(ctx, userID, voucherIDs...)
 }
 
+// counter makes order ids n+1, n+2, …, safely from many goroutines.
 type counter struct{ n int64 }
 
-func (c *counter) Next() (int64, error) { c.n++; return c.n, nil }
+func (c *counter) Next() (int64, error) { return atomic.AddInt64(&c.n, 1), nil }
 
 // TestBuyUnknownOutcome: when admission's answer is lost, the buyer's entry
 // in Redis decides: found, the order stands (200); not found, or not
@@ -83,5 +96,209 @@ func TestBuyUnknownOutcome(t *testing.T) {
 				t.Errorf("Buy again = order %d, want the new order %d", o.ID, 901+user)
 			}
 		})
+	}
+}
+
+// queue is the queue mode's queue, recording what it is offered.
+type queue struct {
+	mu     sync.Mutex
+	orders []*seckill.Order
+}
+
+func (q *queue) Offer(o *seckill.Order) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.orders = append(q.orders, o)
+	return true
+}
+
+// TestBuyUnknownOutcomeQueued: in the queue mode, an admission whose answer
+// was lost, found in the buyer's slot, is answered 200: its order must be
+// queued too, or it is answered and never written.
+func TestBuyUnknownOutcomeQueued(t *testing.T) {
+	vs, store, _ := services(t, "")
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("lost replies, queue mode", 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &queue{}
+	s := &seckill.OrderService{Mode: seckill.ModeQueue, Queue: q, Cache: &lostReply{Client: vs.Cache.(*redis.Client), mode: "reply"},
+		Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	o, err := s.Buy(ctx, 1, v.ID)
+	if err != nil {
+		t.Fatalf("Buy with the reply lost = %v; want the pending order", err)
+	}
+	if len(q.orders) != 1 || q.orders[0].ID != o.ID {
+		t.Errorf("queued %v after answering order %d, want it queued once", q.orders, o.ID)
+	}
+}
+
+// TestBuySoldOut: once a voucher is found sold out, buyers are answered
+// from memory of that fact alone: a buyer who holds an order still gets it
+// back (G5), read from their own slot; the others are sold out; stock given
+// back is sold again once the memory expires, and the memory is dropped
+// then.
+func TestBuySoldOut(t *testing.T) {
+	vs, store, _ := services(t, "")
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("sold out", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
+	s := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	first, err := s.Buy(ctx, 1, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Buy(ctx, 2, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Buy(ctx, 3, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("buy of the third buyer = %v, want sold out", err)
+	}
+	admits := cache.admits.Load()
+	for range 3 {
+		if _, err := s.Buy(ctx, 4, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+			t.Errorf("buy once known sold out = %v, want sold out", err)
+		}
+		_, err := s.Buy(ctx, 1, v.ID)
+		var e *seckill.Error
+		if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != first.ID {
+			t.Errorf("buyer 1 asking again once known sold out = %v, want duplicate_order with %d", err, first.ID)
+		}
+	}
+	if n := cache.admits.Load() - admits; n != 0 {
+		t.Errorf("%d admissions ran once the voucher was known sold out, want 0", n)
+	}
+	// A unit given back (a dead letter) is sold by another instance, which
+	// has not seen the voucher sold out, while this one still remembers it
+	// so: its buyer asking here again still gets their order back.
+	if _, err := cache.Release(ctx, v.ID, 2, 102); err != nil {
+		t.Fatal(err)
+	}
+	other := orderService(vs, store, 300)
+	late, err := other.Buy(ctx, 6, v.ID)
+	if err != nil {
+		t.Fatalf("buy through another instance of the unit given back = %v", err)
+	}
+	_, err = s.Buy(ctx, 6, v.ID)
+	var e *seckill.Error
+	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != late.ID {
+		t.Errorf("buyer 6 asking again here, which remembers the voucher sold out = %v, want duplicate_order with %d", err, late.ID)
+	}
+	// Stock given back (a repair) sells again once the memory expires.
+	s2 := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: &counter{n: 200}, Logger: vs.Logger,
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: 20 * time.Millisecond}
+	if _, err := s2.Buy(ctx, 5, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatal(err)
+	}
+	if _, err := cache.Release(ctx, v.ID, 6, late.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := s2.Buy(ctx, 5, v.ID)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, seckill.ErrSoldOut) || time.Now().After(deadline) {
+			t.Fatalf("buy after stock was given back = %v, want admitted once the memory expires", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// countingCache is the real cache, counting admissions.
+type countingCache struct {
+	*redis.Client
+	admits atomic.Int64
+}
+
+func (c *countingCache) Admit(ctx context.Context, a seckill.Admission) error {
+	c.admits.Add(1)
+	return c.Client.Admit(ctx, a)
+}
+
+// TestRebuildDetached: a rebuild runs apart from the request that started
+// it: the first caller going away fails neither the rebuild nor those who
+// wait for it.
+func TestRebuildDetached(t *testing.T) {
+	vs, store, _ := services(t, "")
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("slow rebuild", 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vs.Cache.Unload(ctx, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedStore{Store: store, reading: make(chan struct{}), release: make(chan struct{})}
+	vs.Store = gate
+	first, cancel := context.WithCancel(ctx)
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- vs.Rebuild(first, v.ID) }()
+	<-gate.reading // the rebuild is reading the database
+	cancel()       // the first client goes away
+	if err := <-firstDone; !errors.Is(err, seckill.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("the first caller's Rebuild = %v, want ErrUnavailable and context.Canceled", err)
+	}
+	joined := make(chan error, 1)
+	go func() { joined <- vs.Rebuild(ctx, v.ID) }()
+	close(gate.release)
+	if err := <-joined; err != nil {
+		t.Errorf("a later caller's Rebuild = %v, want success", err)
+	}
+	if gate.canceled.Load() {
+		t.Error("the rebuild's database reads were cancelled with the first caller's request")
+	}
+	if left, err := vs.Cache.Remaining(ctx, v.ID); err != nil || left[v.ID] != 10 {
+		t.Errorf("remaining after the rebuild = %v, %v; want 10", left, err)
+	}
+}
+
+// gatedStore holds reads of a voucher's orders until released, and records
+// whether a read's context ended while it waited.
+type gatedStore struct {
+	*mysql.Store
+	once             sync.Once
+	reading, release chan struct{}
+	canceled         atomic.Bool
+}
+
+func (g *gatedStore) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
+	g.once.Do(func() { close(g.reading) })
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		g.canceled.Store(true)
+		return nil, ctx.Err()
+	}
+	return g.Store.VoucherOrders(ctx, voucherID, afterID, limit)
+}
+
+// TestBuyEndedNotLoaded: a late buy of a voucher whose sale ended and that
+// Redis no longer holds (its keys deleted after the retention, or lost) is
+// answered ended, without rebuilding it.
+func TestBuyEndedNotLoaded(t *testing.T) {
+	vs, store, _ := services(t, "")
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	v := &seckill.Voucher{Title: "over", Stock: 3, InitialStock: 3, BeginTime: now.Add(-2 * time.Hour), EndTime: now.Add(-time.Hour), Generation: 9}
+	if err := store.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	s := orderService(vs, store, 100)
+	if _, err := s.Buy(ctx, 1, v.ID); !errors.Is(err, seckill.ErrEnded) {
+		t.Fatalf("late buy = %v, want ended", err)
+	}
+	st, err := vs.Cache.State(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Loaded {
+		t.Errorf("a late buy rebuilt the ended voucher: %+v", st)
 	}
 }

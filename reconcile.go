@@ -3,6 +3,8 @@ package seckill
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // Reconciliation compares a voucher in the database and in the cache
@@ -90,9 +92,15 @@ func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliat
 			queued = append(queued, m.Order.ID)
 		}
 	}
-	stored, err := r.Store.OrderStatuses(ctx, queued)
-	if err != nil {
-		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	// A page of ids per query: a backlog of a million orders must not make
+	// one query of a million parameters.
+	stored := make(map[int64]OrderStatus, len(queued))
+	for page := range slices.Chunk(queued, 1000) {
+		st, err := r.Store.OrderStatuses(ctx, page)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+		}
+		maps.Copy(stored, st)
 	}
 	rec := &Reconciliation{
 		Voucher:     v,

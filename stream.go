@@ -57,8 +57,13 @@ type OrderStream interface {
 	// waiting up to block for one to come. It returns ErrStreamLost if the
 	// group is gone.
 	ReadOrders(ctx context.Context, voucherID int64, consumer string, count int, block time.Duration) ([]OrderMessage, error)
+	// WaitOrders waits up to block for messages of the voucher not yet
+	// delivered to any consumer, without taking them, and reports whether
+	// there are. It returns ErrStreamLost if the group is gone.
+	WaitOrders(ctx context.Context, voucherID int64, block time.Duration) (bool, error)
 	// ReadPending reads up to count of the messages delivered to consumer
-	// and not yet acknowledged, with entry ids above after ("0" for all).
+	// and not yet acknowledged, with entry ids above after ("0" for all),
+	// with their delivery counts (this read counts as one).
 	ReadPending(ctx context.Context, voucherID int64, consumer, after string, count int) ([]OrderMessage, error)
 	// AckOrders acknowledges messages that are settled and returns how many
 	// were pending. Fewer than asked means another delivery settled some, or
@@ -80,6 +85,13 @@ type OrderStream interface {
 	// counts. It also returns the ids of such entries that were deleted from
 	// the stream; the group forgets those.
 	ClaimStale(ctx context.Context, voucherID int64, consumer string, minIdle time.Duration, count int) (msgs []OrderMessage, deleted []string, err error)
+	// GiveUp abandons consumer's messages (their save failed for an unknown
+	// reason, or panicked): they stay pending, and the reclaimer takes them
+	// when the lease runs out as from a consumer that died, counting a
+	// delivery. A reclaim from a consumer that is alive counts none: without
+	// this a message that fails every time, its consumer alive, would never
+	// reach the dead letters.
+	GiveUp(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) error
 	// DeadLetter moves a message to the voucher's dead-letter stream, gives
 	// its stock and buyer slot back as dl says, and acknowledges it, all at
 	// once. It reports false if the message was no longer pending: someone
@@ -91,6 +103,13 @@ type OrderStream interface {
 	// TrimOrders deletes the entries that every consumer is done with,
 	// never one that is pending or not yet delivered, and returns how many.
 	TrimOrders(ctx context.Context, voucherID int64) (int64, error)
+	// DeadLetters returns the dead letters of the vouchers, each voucher's
+	// oldest first.
+	DeadLetters(ctx context.Context, voucherIDs ...int64) ([]DeadLetterRecord, error)
+	// DropVoucher deletes every key of the voucher, once its stream is
+	// drained (nothing pending, nothing to deliver), and reports whether it
+	// did: for a voucher past its retention.
+	DropVoucher(ctx context.Context, voucherID int64) (bool, error)
 	// ReapConsumers removes from the voucher's group the consumers other
 	// than self that have been idle longer than idle and hold no pending
 	// messages, and returns their names.

@@ -2,6 +2,8 @@ package seckill
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,27 +96,48 @@ type VoucherStore interface {
 // VoucherCache is the copy of a voucher's stock and sale window that
 // admission reads in Redis.
 type VoucherCache interface {
-	// LoadVoucher puts a voucher just created into the cache: its stock
-	// and window. Anything the cache held under its id is stale and is
-	// replaced; LoadVoucher reports whether there was such state.
+	CacheGuard
+	// LoadVoucher puts a voucher just created into the cache: its stock,
+	// window and generation. State the cache holds under its id for another
+	// generation is stale and is replaced (LoadVoucher reports whether there
+	// was such state); state of this very generation (rebuilt from the
+	// database by a buyer or another instance first) is kept.
 	LoadVoucher(ctx context.Context, v *Voucher) (replaced bool, err error)
 	// Remaining returns the cached stock left for each of ids; an id whose
 	// voucher is not loaded is absent from the map.
 	Remaining(ctx context.Context, ids ...int64) (map[int64]int64, error)
-	// StageBuyers records buyers (user → order id) of a voucher that is
-	// being rebuilt, while it has no stock in the cache. It reports false
-	// once the voucher has a stock again: someone else finished the rebuild.
-	StageBuyers(ctx context.Context, voucherID int64, orders []*Order) (bool, error)
-	// FinishRebuild completes a rebuild: it adds the buyers of the orders
-	// still queued, writes the window and sets the stock to the initial
-	// stock less the buyers, unless the voucher has a stock already. It
-	// reports whether it set the stock, and to what.
-	FinishRebuild(ctx context.Context, v *Voucher) (bool, int64, error)
+	// Rebuild puts v back in the cache from the database, unless the cache
+	// holds it (this generation, loaded): its window, its buyers (its
+	// created orders, read through orders a page at a time, and the orders
+	// still queued), and the stock they leave. State of another generation
+	// is replaced. Concurrent rebuilds, here or in other instances, are
+	// harmless; an Unload during a rebuild makes it start over.
+	Rebuild(ctx context.Context, v *Voucher, orders OrderPages) (Rebuilt, error)
 	// State reads what the cache holds of a voucher.
 	State(ctx context.Context, voucherID int64) (*CacheState, error)
 	// Unload deletes a voucher's stock and buyers from the cache, so that it
-	// is rebuilt; admission refuses it until then.
+	// is rebuilt; admission refuses it until then, and a rebuild in flight
+	// starts over.
 	Unload(ctx context.Context, voucherID int64) error
+	// UnloadStock is Unload that keeps the buyers: the rebuild counts them
+	// with those it finds.
+	UnloadStock(ctx context.Context, voucherID int64) error
+}
+
+// OrderPages reads a voucher's created orders a page at a time: up to limit
+// of them with ids above afterID, by id ascending
+// ([OrderStore.VoucherOrders]).
+type OrderPages func(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
+
+// Rebuilt is what [VoucherCache.Rebuild] did.
+type Rebuilt struct {
+	// Done says the rebuild set the stock; false when the voucher was
+	// loaded already (or another rebuild finished first).
+	Done bool
+	// Remaining is the stock it set.
+	Remaining int64
+	// Replaced says it deleted state of another generation of the id.
+	Replaced bool
 }
 
 // CacheState is what the cache holds of a voucher.
@@ -140,7 +163,8 @@ type VoucherView struct {
 }
 
 // VoucherService holds the rules for creating and reading vouchers across
-// the database and the cache.
+// the database and the cache, and for putting them back in the cache when
+// it lost them.
 type VoucherService struct {
 	Store interface {
 		VoucherStore
@@ -157,21 +181,52 @@ type VoucherService struct {
 	// DatabaseOnly keeps vouchers out of the cache: the sync mode, where the
 	// database's stock is what remains.
 	DatabaseOnly bool
+	// InMemoryQueue says admitted orders wait in the instances' memory (the
+	// queue mode), where no rebuild can see them: rebuilding the vouchers
+	// after the cache server changed keeps the buyers it came back with.
+	InMemoryQueue bool
+	// Retention is how long after its sale ends a voucher is kept: listed
+	// among the open ones (its orders may still be pending), its keys kept
+	// in the cache. Default Recent.
+	Retention time.Duration
+	// RebuildTimeout bounds a rebuild of a voucher, or of every open one
+	// after the cache server changed. Rebuilds run apart from the requests
+	// that wait for them (who get 503 when their own deadline comes first),
+	// so that a client going away fails nobody else. A voucher of a million
+	// orders takes a few seconds. Default 10m.
+	RebuildTimeout time.Duration
+	// CheckWait bounds how long a caller waits for another instance that
+	// is rebuilding the open vouchers after the cache server changed.
+	// Default 10s.
+	CheckWait time.Duration
 
 	rebuilds singleflight.Group
+	checks   singleflight.Group
+	// rows holds vouchers as first read: their generation, window and
+	// initial stock never change. A rebuild refreshes its voucher's.
+	rows     sync.Map // id → *Voucher
+	rowReads singleflight.Group
 
 	openMu   sync.Mutex
 	openIDs  []int64
 	openRead time.Time
 }
 
-// Recent is how long after its sale ends a voucher may still have orders
-// on their way to the database: OpenIDs keeps it that long.
+// Recent is the default retention of a voucher after its sale ends: how
+// long its orders may still be on their way to the database, and its keys
+// are kept in the cache (VoucherService.Retention).
 const Recent = 24 * time.Hour
 
+func (s *VoucherService) retention() time.Duration {
+	if s.Retention > 0 {
+		return s.Retention
+	}
+	return Recent
+}
+
 // OpenIDs returns the ids of the vouchers whose sale has not ended or ended
-// within Recent: those whose orders may still be pending. The list is read
-// from the database at most once a second.
+// within the retention: those whose orders may still be pending. The list
+// is read from the database at most once a second.
 func (s *VoucherService) OpenIDs(ctx context.Context) ([]int64, error) {
 	s.openMu.Lock()
 	defer s.openMu.Unlock()
@@ -179,13 +234,14 @@ func (s *VoucherService) OpenIDs(ctx context.Context) ([]int64, error) {
 	if !s.openRead.IsZero() && now.Sub(s.openRead) < time.Second && now.After(s.openRead) {
 		return s.openIDs, nil
 	}
-	vs, err := s.Store.UnendedVouchers(ctx, now.Add(-Recent))
+	vs, err := s.Store.UnendedVouchers(ctx, now.Add(-s.retention()))
 	if err != nil {
 		return nil, fmt.Errorf("list open vouchers: %w", err)
 	}
 	ids := make([]int64, len(vs))
 	for i, v := range vs {
 		ids[i] = v.ID
+		s.remember(v)
 	}
 	s.openIDs, s.openRead = ids, now
 	return ids, nil
@@ -201,9 +257,11 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 	}
 	v.Title = strings.TrimSpace(v.Title)
 	v.InitialStock = v.Stock
+	v.Generation = newGeneration()
 	if err := s.Store.CreateVoucher(ctx, v); err != nil {
 		return nil, fmt.Errorf("create voucher: %w", err)
 	}
+	s.remember(v)
 	if s.DatabaseOnly {
 		s.created(v)
 		return &VoucherView{Voucher: v, Remaining: &v.Stock}, nil
@@ -213,8 +271,14 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 		return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was saved but its stock could not be loaded; it will be loaded when the service restarts", v.ID), RetryAfter: time.Second}
 	}
 	s.created(v)
-	remaining := v.Stock
-	return &VoucherView{Voucher: v, Remaining: &remaining}, nil
+	// A buyer may have rebuilt the voucher and bought before the load, which
+	// then kept what they did: say what Redis holds.
+	views, err := s.withRemaining(ctx, []*Voucher{v})
+	if err != nil || views[0].Remaining == nil {
+		remaining := v.Stock
+		return &VoucherView{Voucher: v, Remaining: &remaining}, nil
+	}
+	return views[0], nil
 }
 
 // created tells who needs it of a voucher on sale.
@@ -275,16 +339,25 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 	return views, nil
 }
 
-// Restore rebuilds in the cache every voucher still on sale whose stock the
-// cache has lost, so that a Redis that restarted empty sells on exactly
-// where the database and the queued orders say the sale stands (G6).
+// Restore makes the cache ready to sell at start: it checks the cache
+// server (see Recover), which rebuilds every voucher on sale if the server
+// changed, and otherwise rebuilds the vouchers on sale whose stock the cache
+// has lost, so that a Redis that restarted empty sells on exactly where the
+// database and the queued orders say the sale stands (G6).
 func (s *VoucherService) Restore(ctx context.Context) error {
 	if s.DatabaseOnly {
 		return nil
 	}
+	rebuilt, err := s.check(ctx)
+	if err != nil || rebuilt {
+		return err
+	}
 	vs, err := s.Store.UnendedVouchers(ctx, s.Now())
 	if err != nil {
 		return fmt.Errorf("restore vouchers: %w", err)
+	}
+	for _, v := range vs {
+		s.remember(v)
 	}
 	views, err := s.withRemaining(ctx, vs)
 	if err != nil {
@@ -302,51 +375,106 @@ func (s *VoucherService) Restore(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// rebuildPage is how many buyers a rebuild reads from the database and
-// writes to the cache at a time.
-const rebuildPage = 5000
-
 // Rebuild puts the voucher back in the cache from the database: its window,
 // its buyers (its created orders, and the orders still queued), and the
 // stock they leave. It does nothing to a voucher the cache holds, so
 // concurrent rebuilds, here or in other instances, are harmless. Calls for
-// one voucher in this process share one rebuild.
+// one voucher in this process share one rebuild, which runs apart from
+// their contexts (bounded by RebuildTimeout): a caller that goes away
+// fails nobody else. A voucher whose sale ended longer than the retention
+// ago is not rebuilt: ErrEnded. Any other failure is ErrUnavailable, but
+// ErrVoucherNotFound.
 func (s *VoucherService) Rebuild(ctx context.Context, id int64) error {
-	_, err, _ := s.rebuilds.Do(strconv.FormatInt(id, 10), func() (any, error) {
-		v, err := s.Store.Voucher(ctx, id)
+	ch := s.rebuilds.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rebuildTimeout())
+		defer cancel()
+		v, err := s.Store.Voucher(rctx, id)
 		if err != nil {
 			return nil, err
 		}
-		return nil, s.rebuild(ctx, v)
+		s.remember(v)
+		if !s.Now().Before(v.EndTime.Add(s.retention())) {
+			// Its keys were deleted, or soon will be, once its orders were
+			// all written: nothing will read a stream made again.
+			return nil, Errorf(ErrEnded, "the sale of voucher %d ended more than %v ago: it is not kept in Redis", id, s.retention())
+		}
+		return nil, s.rebuild(rctx, v)
 	})
-	return err
+	select {
+	case r := <-ch:
+		if r.Err != nil && !errors.Is(r.Err, ErrVoucherNotFound) && !errors.Is(r.Err, ErrUnavailable) && !errors.Is(r.Err, ErrEnded) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, r.Err)
+		}
+		return r.Err
+	case <-ctx.Done():
+		return fmt.Errorf("rebuild voucher %d: %w: %w", id, ErrUnavailable, ctx.Err())
+	}
+}
+
+func (s *VoucherService) rebuildTimeout() time.Duration {
+	if s.RebuildTimeout > 0 {
+		return s.RebuildTimeout
+	}
+	return 10 * time.Minute
 }
 
 func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
-	var after int64
-	for {
-		page, err := s.Store.VoucherOrders(ctx, v.ID, after, rebuildPage)
-		if err != nil {
-			return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		staging, err := s.Cache.StageBuyers(ctx, v.ID, page)
-		if err != nil {
-			return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
-		}
-		if !staging || len(page) < rebuildPage {
-			break
-		}
-		after = page[len(page)-1].ID
-	}
-	set, left, err := s.Cache.FinishRebuild(ctx, v)
+	res, err := s.Cache.Rebuild(ctx, v, s.Store.VoucherOrders)
 	if err != nil {
 		return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
 	}
-	if set {
-		s.Logger.Warn("voucher rebuilt in Redis from the database", "voucher", v.ID, "remaining", left, "initial_stock", v.InitialStock)
+	if res.Done {
+		s.Logger.Warn("voucher rebuilt in Redis from the database", "voucher", v.ID, "remaining", res.Remaining,
+			"initial_stock", v.InitialStock, "replaced_other_generation", res.Replaced)
 	}
 	return nil
+}
+
+// voucher returns the voucher as first read in this process, from the
+// database the first time: its generation, window and initial stock, which
+// never change (its stock does: do not read it here).
+func (s *VoucherService) voucher(ctx context.Context, id int64) (*Voucher, error) {
+	if v, ok := s.rows.Load(id); ok {
+		return v.(*Voucher), nil
+	}
+	v, err, _ := s.rowReads.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		// Shared by every caller: not bound to the first one's request.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		v, err := s.Store.Voucher(rctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.remember(v)
+		return v, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("voucher %d: %w", id, err)
+	}
+	return v.(*Voucher), nil
+}
+
+// remember keeps v's row for admission (see voucher), so that an
+// instance knows the open vouchers' generations without asking the
+// database on the hot path, even while the database is down.
+func (s *VoucherService) remember(v *Voucher) {
+	s.rows.Store(v.ID, cloneVoucher(v))
+}
+
+// cloneVoucher copies v, so that the copy kept is not the caller's.
+func cloneVoucher(v *Voucher) *Voucher {
+	c := *v
+	return &c
+}
+
+// newGeneration returns a random generation, never 0 (the generation of
+// vouchers made before generations existed).
+func newGeneration() int64 {
+	for {
+		var b [8]byte
+		rand.Read(b[:])
+		if g := int64(binary.BigEndian.Uint64(b[:]) >> 1); g != 0 {
+			return g
+		}
+	}
 }

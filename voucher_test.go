@@ -85,12 +85,16 @@ func services(t *testing.T, redisURL string) (*seckill.VoucherService, *mysql.St
 		t.Fatal(err)
 	}
 	t.Cleanup(cache.Close)
-	return &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}, store, logs
+	vs := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+	// As serve starts: the Redis server checked, admissions armed.
+	if err := vs.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return vs, store, logs
 }
 
-type logBuffer struct{ strings.Builder }
-
-func (b *logBuffer) Write(p []byte) (int, error) { return b.Builder.Write(p) }
+// logBuffer is a log that services write from several goroutines.
+type logBuffer struct{ syncBuffer }
 
 var _ io.Writer = (*logBuffer)(nil)
 
@@ -176,7 +180,7 @@ func TestRestoreAfterRedisLoss(t *testing.T) {
 		}
 	}
 	// The buyer of the persisted order is known again: buying twice is refused.
-	err = s2.Cache.(*redis.Client).Admit(ctx, sold.ID, 7, 2002)
+	err = s2.Cache.(*redis.Client).Admit(ctx, seckill.Admission{VoucherID: sold.ID, Generation: sold.Generation, UserID: 7, OrderID: 2002})
 	var e *seckill.Error
 	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != 1001 {
 		t.Errorf("admitting the buyer of order 1001 again after Restore = %v, want duplicate_order with 1001", err)

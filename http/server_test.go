@@ -162,6 +162,10 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 		opt.mode = seckill.ModeStream
 	}
 	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now, DatabaseOnly: opt.mode == seckill.ModeSync}
+	// As serve starts: the Redis server checked, admissions armed.
+	if err := vouchers.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	ids := orderid.New()
 	lease := cache.NewNodeLease(ids, logger)
@@ -174,11 +178,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	t.Cleanup(lease.Stop)
 	orders := &seckill.OrderService{Mode: opt.mode, Cache: cache, Store: store, Vouchers: vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
 	if opt.mode == seckill.ModeQueue {
-		release := func(ctx context.Context, o *seckill.Order) error {
-			_, err := cache.Release(ctx, o.VoucherID, o.UserID, o.ID)
-			return err
-		}
-		q, err := worker.NewQueue(worker.QueueConfig{}, store, release, prometheus.NewRegistry(), logger)
+		q, err := worker.NewQueue(worker.QueueConfig{}, store, cache, prometheus.NewRegistry(), logger)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 
 	"github.com/alicebob/miniredis/v2"
@@ -44,6 +45,9 @@ type Client struct {
 	keys    keyspace
 	scripts scripts
 	logger  *slog.Logger
+	// embedded: the server is the embedded one (this client's, or that of
+	// a running serve).
+	embedded bool
 	// server is the embedded server this client runs, if any.
 	server *miniredis.Miniredis
 }
@@ -60,7 +64,8 @@ var (
 func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error) {
 	opt, err := rueidis.ParseURL(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("redis: parse URL: %w", err)
+		// The parser's message may quote the URL, password and all.
+		return nil, fmt.Errorf("redis: parse URL %s: %s", redactURL(cfg.URL), redactPassword(err.Error(), cfg.URL))
 	}
 	if cfg.Embedded {
 		opt.ForceSingleClient = true
@@ -114,7 +119,32 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Client{rdb: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded), logger: logger}, nil
+	return &Client{rdb: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded}, nil
+}
+
+// redactURL hides the password of a Redis URL for messages and logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}
+
+// redactPassword replaces, in msg, the password that the URL raw carries.
+// A URL too broken to parse is cut at its last '@' instead: what comes
+// before it may be a password.
+func redactPassword(msg, raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			return strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		return msg
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return strings.ReplaceAll(msg, raw[:i], "(redacted)")
+	}
+	return msg
 }
 
 // Addr returns the address of the embedded server, or "" for a Client of a

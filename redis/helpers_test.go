@@ -31,7 +31,7 @@ func mustLoad(t *testing.T, c *Client, v *seckill.Voucher) {
 // mustAdmit admits user with order and fails the test otherwise.
 func mustAdmit(t *testing.T, c *Client, voucherID, userID, orderID int64) {
 	t.Helper()
-	if err := c.Admit(context.Background(), voucherID, userID, orderID); err != nil {
+	if err := c.Admit(context.Background(), seckill.Admission{VoucherID: voucherID, UserID: userID, OrderID: orderID}); err != nil {
 		t.Fatalf("Admit(voucher %d, user %d, order %d): %v", voucherID, userID, orderID, err)
 	}
 }

@@ -12,8 +12,11 @@ type keyspace struct {
 
 // voucherKeys are the keys of one voucher.
 type voucherKeys struct {
-	Stock  string // string: units left to admit
-	Window string // hash: begin, end in unix milliseconds
+	Stock string // string: units left to admit; absent while not loaded
+	// Meta is a hash: begin and end of the sale window (unix ms); gen, the
+	// voucher's generation (seckill.Voucher.Generation; absent means 0);
+	// epoch, bumped by each unload so that a rebuild in flight stops.
+	Meta   string
 	Buyers string // hash: user id -> order id
 	Orders string // stream: admitted orders, read by the workers' group
 	DLQ    string // stream: order messages that could not be persisted
@@ -23,7 +26,7 @@ func (k keyspace) voucher(id int64) voucherKeys {
 	tag := k.prefix + ":{v" + strconv.FormatInt(id, 10) + "}:"
 	return voucherKeys{
 		Stock:  tag + "stock",
-		Window: tag + "window",
+		Meta:   tag + "meta",
 		Buyers: tag + "buyers",
 		Orders: tag + "orders",
 		DLQ:    tag + "dlq",
@@ -44,6 +47,18 @@ func (k keyspace) login(phone string) loginKeys {
 		Tries:    tag + "tries",
 		Cooldown: tag + "cooldown",
 	}
+}
+
+// fenceKeys are the keys that record which Redis server the data was last
+// checked against (see fence.go).
+type fenceKeys struct {
+	Fence string // hash: identity -> the server identity the data was checked on
+	Lock  string // string: the token of the instance checking it now
+}
+
+func (k keyspace) fence() fenceKeys {
+	tag := k.prefix + ":{fence}:"
+	return fenceKeys{Fence: tag + "identity", Lock: tag + "lock"}
 }
 
 // nodes is the hash of node-id leases for order ids.

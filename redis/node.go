@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,9 @@ type NodeLease struct {
 	// older than the leases: the embedded server, which lives and dies with
 	// this process, or a key prefix private to a test.
 	FreshWait time.Duration
+	// OnPanic, if set before Start, is called each time the renewal
+	// recovers from a panic, which it logs: for the caller to count it.
+	OnPanic func()
 
 	c      *Client
 	gen    Leaser
@@ -115,23 +119,38 @@ func (l *NodeLease) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		ok, err := l.renew(ctx)
-		switch {
-		case err != nil:
-			// The generator stops on its own when Valid passes unconfirmed.
-			l.logger.Warn("could not renew the node lease", "node", l.Node(), "err", err)
-		case !ok:
-			l.gen.Revoke()
-			l.logger.Error("node lease lost (Redis lost it, or it lapsed); taking another", "node", l.Node())
-			for ctx.Err() == nil {
-				if err := l.acquire(ctx); err == nil {
-					break
-				} else if ctx.Err() == nil {
-					l.logger.Error("could not take a node id", "err", err)
-					select {
-					case <-ctx.Done():
-					case <-time.After(l.Renew):
-					}
+		l.tick(ctx)
+	}
+}
+
+// tick renews the lease, or takes another if it was lost. A panic is
+// recovered, logged and counted, and renewal goes on at the next tick: the
+// generator stops on its own while renewals do not confirm its lease.
+func (l *NodeLease) tick(ctx context.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.logger.Error("node lease renewal panicked; going on", "node", l.Node(), "panic", v, "stack", string(debug.Stack()))
+			if l.OnPanic != nil {
+				l.OnPanic()
+			}
+		}
+	}()
+	ok, err := l.renew(ctx)
+	switch {
+	case err != nil:
+		// The generator stops on its own when Valid passes unconfirmed.
+		l.logger.Warn("could not renew the node lease", "node", l.Node(), "err", err)
+	case !ok:
+		l.gen.Revoke()
+		l.logger.Error("node lease lost (Redis lost it, or it lapsed); taking another", "node", l.Node())
+		for ctx.Err() == nil {
+			if err := l.acquire(ctx); err == nil {
+				break
+			} else if ctx.Err() == nil {
+				l.logger.Error("could not take a node id", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(l.Renew):
 				}
 			}
 		}

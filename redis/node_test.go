@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ const (
 
 // newLease returns a lease for gen with the short test times, stopped when
 // the test ends.
-func newLease(t *testing.T, c *Client, gen *orderid.Generator) *NodeLease {
+func newLease(t *testing.T, c *Client, gen Leaser) *NodeLease {
 	t.Helper()
 	l := c.NewNodeLease(gen, testLogger(t))
 	l.TTL, l.Renew, l.Valid = testTTL, testRenew, testValid
@@ -270,5 +271,47 @@ func TestNodeLeaseNodeWhileRenewing(t *testing.T) {
 		_ = l.Node()
 		_, ok := g.Node()
 		return ok
+	})
+}
+
+// panickyGen is a generator whose second Extend panics: the first renewal
+// after the one that takes the lease.
+type panickyGen struct {
+	*orderid.Generator
+	extends atomic.Int64
+}
+
+func (g *panickyGen) Extend(validUntil time.Time) {
+	if g.extends.Add(1) == 2 {
+		panic("injected panic in Extend")
+	}
+	g.Generator.Extend(validUntil)
+}
+
+// TestNodeLeasePanic: a renewal that panics is recovered and counted, and
+// the renewals go on: the generator keeps making ids, and Stop returns.
+func TestNodeLeasePanic(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		g := &panickyGen{Generator: orderid.New()}
+		l := newLease(t, c, g)
+		var panics atomic.Int64
+		l.OnPanic = func() { panics.Add(1) }
+		if err := l.Start(context.Background()); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		waitFor(t, 5*time.Second, "renewals after the panic", func() bool { return g.extends.Load() >= 4 })
+		if n := panics.Load(); n != 1 {
+			t.Errorf("OnPanic called %d times, want 1", n)
+		}
+		if n := orderid.NodeOf(next(t, g.Generator)); n != l.Node() {
+			t.Errorf("id made with node %d after the panic, want %d", n, l.Node())
+		}
+		stopped := make(chan struct{})
+		go func() { l.Stop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Stop did not return")
+		}
 	})
 }

@@ -20,27 +20,46 @@ const (
 	admitNotLoaded
 )
 
-// Admit runs the admission script for the buyer with orderID, appending the
-// order to the voucher's stream. It returns nil when the buyer is admitted;
-// else an error of kind ErrDuplicateOrder (with the buyer's existing order
-// id), ErrSoldOut, ErrNotStarted, ErrEnded or ErrVoucherNotLoaded. A failure
-// to hear from Redis is ErrUnavailable: the script may or may not have run.
-func (c *Client) Admit(ctx context.Context, voucherID, userID, orderID int64) error {
-	return c.admit(ctx, voucherID, userID, orderID, true)
+// Admit runs the admission script for a, appending the order to the
+// voucher's stream. It returns nil when the buyer is admitted; else an
+// error of kind ErrDuplicateOrder (with the buyer's existing order id),
+// ErrSoldOut, ErrNotStarted, ErrEnded, ErrVoucherNotLoaded or
+// ErrCacheUnverified. A failure to hear from Redis is ErrUnavailable: the
+// script may or may not have run.
+//
+// The script runs by SHA only, never loaded on the way (see ArmAdmission):
+// a Redis that does not have it restarted, failed over or lost its scripts
+// since the last check, its data may be older than the database's, and
+// nothing must be admitted until the open vouchers are rebuilt. That is
+// ErrCacheUnverified.
+func (c *Client) Admit(ctx context.Context, a seckill.Admission) error {
+	return c.admit(ctx, a, true)
 }
 
 // Reserve is Admit without the append to the stream: the queue mode keeps
 // the order in memory instead.
-func (c *Client) Reserve(ctx context.Context, voucherID, userID, orderID int64) error {
-	return c.admit(ctx, voucherID, userID, orderID, false)
+func (c *Client) Reserve(ctx context.Context, a seckill.Admission) error {
+	return c.admit(ctx, a, false)
 }
 
 // Release gives back the stock and buyer slot that an admission of orderID
 // took, if the slot still holds it, and reports whether it did.
 func (c *Client) Release(ctx context.Context, voucherID, userID, orderID int64) (bool, error) {
+	return c.release(ctx, voucherID, userID, orderID, "")
+}
+
+// Reassign makes the buyer's slot hold keep instead of orderID, if it still
+// holds orderID, and keeps the stock: a buyer Redis admitted twice (it lost
+// their first order) keeps the order the database has, whose unit the
+// second admission took. It reports whether it changed the slot.
+func (c *Client) Reassign(ctx context.Context, voucherID, userID, orderID, keep int64) (bool, error) {
+	return c.release(ctx, voucherID, userID, orderID, strconv.FormatInt(keep, 10))
+}
+
+func (c *Client) release(ctx context.Context, voucherID, userID, orderID int64, keep string) (bool, error) {
 	k := c.keys.voucher(voucherID)
 	n, err := c.scripts.get("release").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers},
-		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10)}).AsInt64()
+		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), keep}).AsInt64()
 	if err != nil {
 		return false, redisErr(fmt.Sprintf("release order %d", orderID), err)
 	}
@@ -49,16 +68,19 @@ func (c *Client) Release(ctx context.Context, voucherID, userID, orderID int64) 
 
 // admit runs admit.lua. This is the one place where the script's return
 // values become domain errors.
-func (c *Client) admit(ctx context.Context, voucherID, userID, orderID int64, stream bool) error {
-	k := c.keys.voucher(voucherID)
+func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) error {
+	k := c.keys.voucher(a.VoucherID)
 	appendFlag := "0"
 	if stream {
 		appendFlag = "1"
 	}
-	res, err := c.scripts.get("admit").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Window, k.Buyers, k.Orders},
-		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), strconv.FormatInt(voucherID, 10), appendFlag},
-	).ToArray()
+	cmd := c.rdb.B().Evalsha().Sha1(c.scripts.get("admit").sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).
+		Arg(strconv.FormatInt(a.UserID, 10), strconv.FormatInt(a.OrderID, 10), strconv.FormatInt(a.VoucherID, 10), appendFlag,
+			strconv.FormatInt(a.Generation, 10)).Build()
+	res, err := c.rdb.Do(ctx, cmd).ToArray()
+	if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
+		return fmt.Errorf("redis: admit: %w", seckill.ErrCacheUnverified)
+	}
 	if err != nil {
 		return redisErr("admit", err)
 	}
@@ -83,13 +105,13 @@ func (c *Client) admit(ctx context.Context, voucherID, userID, orderID int64, st
 		}
 		return &seckill.Error{Kind: seckill.ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: id}
 	case admitSoldOut:
-		return seckill.Errorf(seckill.ErrSoldOut, "voucher %d is sold out", voucherID)
+		return seckill.Errorf(seckill.ErrSoldOut, "voucher %d is sold out", a.VoucherID)
 	case admitNotStarted:
-		return seckill.Errorf(seckill.ErrNotStarted, "the sale of voucher %d has not started", voucherID)
+		return seckill.Errorf(seckill.ErrNotStarted, "the sale of voucher %d has not started", a.VoucherID)
 	case admitEnded:
-		return seckill.Errorf(seckill.ErrEnded, "the sale of voucher %d has ended", voucherID)
+		return seckill.Errorf(seckill.ErrEnded, "the sale of voucher %d has ended", a.VoucherID)
 	case admitNotLoaded:
-		return fmt.Errorf("redis: voucher %d: %w", voucherID, seckill.ErrVoucherNotLoaded)
+		return fmt.Errorf("redis: voucher %d generation %d: %w", a.VoucherID, a.Generation, seckill.ErrVoucherNotLoaded)
 	}
 	return fmt.Errorf("redis: admit: unknown code %d", code)
 }
@@ -119,30 +141,4 @@ func (c *Client) BuyerOrders(ctx context.Context, userID int64, voucherIDs ...in
 		found[voucherIDs[i]] = id
 	}
 	return found, nil
-}
-
-// Buyers returns every buyer of the voucher and their order, unless there
-// are more than limit: then nil.
-func (c *Client) Buyers(ctx context.Context, voucherID, limit int64) (map[int64]int64, error) {
-	k := c.keys.voucher(voucherID)
-	n, err := c.rdb.Do(ctx, c.rdb.B().Hlen().Key(k.Buyers).Build()).AsInt64()
-	if err != nil {
-		return nil, redisErr("count buyers", err)
-	}
-	if n > limit {
-		return nil, nil
-	}
-	all, err := c.rdb.Do(ctx, c.rdb.B().Hgetall().Key(k.Buyers).Build()).AsStrMap()
-	if err != nil {
-		return nil, redisErr("read buyers", err)
-	}
-	buyers := make(map[int64]int64, len(all))
-	for u, o := range all {
-		user, err1 := strconv.ParseInt(u, 10, 64)
-		order, err2 := strconv.ParseInt(o, 10, 64)
-		if err1 == nil && err2 == nil {
-			buyers[user] = order
-		}
-	}
-	return buyers, nil
 }

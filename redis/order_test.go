@@ -37,7 +37,7 @@ func TestAdmit(t *testing.T) {
 		k := c.keys.voucher(1)
 
 		before := time.Now().UnixMilli()
-		if err := c.Admit(ctx, 1, 7, 1001); err != nil {
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 7, OrderID: 1001}); err != nil {
 			t.Fatalf("Admit: %v", err)
 		}
 		after := time.Now().UnixMilli()
@@ -59,7 +59,7 @@ func TestAdmit(t *testing.T) {
 
 		// The same buyer again, with a new order id: the first order comes
 		// back (G5), and nothing is written.
-		e := errKind(t, c.Admit(ctx, 1, 7, 1002), seckill.ErrDuplicateOrder)
+		e := errKind(t, c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 7, OrderID: 1002}), seckill.ErrDuplicateOrder)
 		if e.OrderID != 1001 {
 			t.Errorf("duplicate answer carries order %d, want the first, 1001", e.OrderID)
 		}
@@ -72,12 +72,12 @@ func TestAdmit(t *testing.T) {
 		if want.Stock != 0 || len(want.Buyers) != 2 || len(want.Orders) != 2 {
 			t.Fatalf("after the last unit: %+v, want stock 0, 2 buyers, 2 entries", want)
 		}
-		errKind(t, c.Admit(ctx, 1, 9, 1004), seckill.ErrSoldOut)
+		errKind(t, c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 9, OrderID: 1004}), seckill.ErrSoldOut)
 		if diff := cmp.Diff(want, snap(t, c, 1)); diff != "" {
 			t.Errorf("after a sold-out answer (-want +got):\n%s", diff)
 		}
 		// A buyer who has an order hears of it even when sold out.
-		if e := errKind(t, c.Admit(ctx, 1, 8, 1005), seckill.ErrDuplicateOrder); e.OrderID != 1003 {
+		if e := errKind(t, c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 8, OrderID: 1005}), seckill.ErrDuplicateOrder); e.OrderID != 1003 {
 			t.Errorf("duplicate after sold out carries order %d, want 1003", e.OrderID)
 		}
 		if got := xlen(t, c, k.Orders); got != 2 {
@@ -93,8 +93,8 @@ func TestAdmitWindow(t *testing.T) {
 		mustLoad(t, c, &seckill.Voucher{ID: 2, Stock: 5, BeginTime: now.Add(time.Hour), EndTime: now.Add(2 * time.Hour)})
 		mustLoad(t, c, &seckill.Voucher{ID: 3, Stock: 5, BeginTime: now.Add(-2 * time.Hour), EndTime: now.Add(-time.Hour)})
 
-		errKind(t, c.Admit(ctx, 2, 7, 1001), seckill.ErrNotStarted)
-		errKind(t, c.Admit(ctx, 3, 7, 1002), seckill.ErrEnded)
+		errKind(t, c.Admit(ctx, seckill.Admission{VoucherID: 2, UserID: 7, OrderID: 1001}), seckill.ErrNotStarted)
+		errKind(t, c.Admit(ctx, seckill.Admission{VoucherID: 3, UserID: 7, OrderID: 1002}), seckill.ErrEnded)
 		for _, id := range []int64{2, 3} {
 			want := snapshot{Stock: 5}
 			if diff := cmp.Diff(want, snap(t, c, id), cmpopts.EquateEmpty()); diff != "" {
@@ -112,6 +112,7 @@ func TestAdmitWindowBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	arm(t, c)
 	ctx := context.Background()
 	begin := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
 	end := begin.Add(time.Hour)
@@ -127,7 +128,7 @@ func TestAdmitWindowBounds(t *testing.T) {
 	}
 	for i, tt := range tests {
 		c.server.SetTime(tt.at)
-		err := c.Admit(ctx, 4, int64(10+i), int64(100+i))
+		err := c.Admit(ctx, seckill.Admission{VoucherID: 4, UserID: int64(10 + i), OrderID: int64(100 + i)})
 		if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 			t.Errorf("Admit at %v: got %v, want %v", tt.at, err, tt.want)
 		}
@@ -141,10 +142,10 @@ func TestAdmitNotLoaded(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		k := c.keys.voucher(5)
-		if err := c.Admit(ctx, 5, 7, 1001); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 5, UserID: 7, OrderID: 1001}); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
 			t.Fatalf("Admit to a voucher never loaded: got %v, want ErrVoucherNotLoaded", err)
 		}
-		for _, key := range []string{k.Stock, k.Window, k.Buyers, k.Orders} {
+		for _, key := range []string{k.Stock, k.Meta, k.Buyers, k.Orders} {
 			if n, _ := do(t, c, "EXISTS", key).AsInt64(); n != 0 {
 				t.Errorf("key %s written by a refused admission", key)
 			}
@@ -155,18 +156,74 @@ func TestAdmitNotLoaded(t *testing.T) {
 		if err := c.Unload(ctx, 5); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Admit(ctx, 5, 7, 1002); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 5, UserID: 7, OrderID: 1002}); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
 			t.Errorf("Admit with a window and no stock: got %v, want ErrVoucherNotLoaded", err)
 		}
 		do(t, c, "SET", k.Stock, "3")
-		do(t, c, "DEL", k.Window)
-		if err := c.Admit(ctx, 5, 7, 1003); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
+		do(t, c, "HDEL", k.Meta, "begin", "end")
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 5, UserID: 7, OrderID: 1003}); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
 			t.Errorf("Admit with a stock and no window: got %v, want ErrVoucherNotLoaded", err)
 		}
 		if got := snap(t, c, 5); got.Stock != 3 || len(got.Buyers) != 0 || len(got.Orders) != 0 {
 			t.Errorf("after refused admissions: %+v, want stock 3 and nothing else", got)
 		}
 	})
+}
+
+// TestAdmitUnverified: admission runs only on a server that an instance
+// checked and armed; on one that restarted (its script cache empty) or was
+// disarmed it answers ErrCacheUnverified and writes nothing, and it never
+// loads the script on the way as other scripts do.
+func TestAdmitUnverified(t *testing.T) {
+	// A server of the test's own: flushing the shared one's scripts would
+	// stop other tests' admissions.
+	url, _ := testenv.StartRedis(t)
+	own, err := Open(context.Background(), Config{URL: url}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Close)
+	embedded, err := OpenEmbedded("", testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(embedded.Close)
+	for name, c := range map[string]*Client{"redis": own, "embedded": embedded} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			mustLoad(t, c, onSale(1, 3))
+			// Never armed: a server just started.
+			if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 7, OrderID: 1001}); !errors.Is(err, seckill.ErrCacheUnverified) {
+				t.Fatalf("Admit on a server never armed = %v, want ErrCacheUnverified", err)
+			}
+			arm(t, c)
+			mustAdmit(t, c, 1, 7, 1001)
+			if err := c.DisarmAdmission(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // and not loaded on the way by the first try
+				if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 8, OrderID: 1002}); !errors.Is(err, seckill.ErrCacheUnverified) {
+					t.Fatalf("Admit on a disarmed server = %v, want ErrCacheUnverified", err)
+				}
+			}
+			if got := snap(t, c, 1); got.Stock != 2 || len(got.Buyers) != 1 || len(got.Orders) != 1 {
+				t.Errorf("after refused admissions: %+v, want stock 2 and the first buyer alone", got)
+			}
+			arm(t, c)
+			mustAdmit(t, c, 1, 8, 1002)
+		})
+	}
+	// Another deployment on the same server (another key prefix) is not
+	// armed by this one's check: its admission script is its own.
+	other, err := Open(context.Background(), Config{URL: url, Prefix: "other"}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	mustLoad(t, other, onSale(1, 3))
+	if err := other.Admit(context.Background(), seckill.Admission{VoucherID: 1, UserID: 7, OrderID: 1001}); !errors.Is(err, seckill.ErrCacheUnverified) {
+		t.Errorf("Admit of another deployment once this one armed the server = %v, want ErrCacheUnverified", err)
+	}
 }
 
 func TestAdmitUnavailable(t *testing.T) {
@@ -177,7 +234,7 @@ func TestAdmitUnavailable(t *testing.T) {
 	defer c.Close()
 	mustLoad(t, c, onSale(6, 3))
 	c.server.Close()
-	if err := c.Admit(context.Background(), 6, 7, 1001); !errors.Is(err, seckill.ErrUnavailable) {
+	if err := c.Admit(context.Background(), seckill.Admission{VoucherID: 6, UserID: 7, OrderID: 1001}); !errors.Is(err, seckill.ErrUnavailable) {
 		t.Errorf("Admit with Redis gone: got %v, want ErrUnavailable", err)
 	}
 }
@@ -207,7 +264,7 @@ func TestAdmitConcurrent(t *testing.T) {
 				user := int64(g%users + 1)
 				for range tries {
 					id := nextID.Add(1)
-					err := c.Admit(ctx, 1, user, id)
+					err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: user, OrderID: id})
 					var e *seckill.Error
 					mu.Lock()
 					if seen[user] == nil {
@@ -315,6 +372,9 @@ func benchClient(b *testing.B) *Client {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
+	if err := c.ArmAdmission(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	return c
 }
 
@@ -333,7 +393,7 @@ func BenchmarkAdmit(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			n := next.Add(1)
-			if err := c.Admit(ctx, 1, n, n); err != nil {
+			if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: n, OrderID: n}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -350,7 +410,7 @@ func BenchmarkAdmitSoldOut(b *testing.B) {
 	if _, err := c.LoadVoucher(ctx, v); err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Admit(ctx, 1, 1, 1); err != nil {
+	if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 1}); err != nil {
 		b.Fatal(err)
 	}
 	var next atomic.Int64
@@ -361,7 +421,7 @@ func BenchmarkAdmitSoldOut(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			n := next.Add(1)
-			if err := c.Admit(ctx, 1, n, n); !errors.Is(err, seckill.ErrSoldOut) {
+			if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: n, OrderID: n}); !errors.Is(err, seckill.ErrSoldOut) {
 				b.Errorf("got %v, want ErrSoldOut", err)
 				return
 			}
@@ -378,12 +438,13 @@ func TestAdmitDuplicateAfterEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	arm(t, c)
 	begin := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
 	mustLoad(t, c, &seckill.Voucher{ID: 1, Stock: 5, BeginTime: begin, EndTime: begin.Add(time.Hour)})
 	c.server.SetTime(begin)
 	mustAdmit(t, c, 1, 7, 1001)
 	c.server.SetTime(begin.Add(time.Hour))
-	if e := errKind(t, c.Admit(context.Background(), 1, 7, 1002), seckill.ErrDuplicateOrder); e.OrderID != 1001 {
+	if e := errKind(t, c.Admit(context.Background(), seckill.Admission{VoucherID: 1, UserID: 7, OrderID: 1002}), seckill.ErrDuplicateOrder); e.OrderID != 1001 {
 		t.Errorf("duplicate after the end carries order %d, want 1001", e.OrderID)
 	}
 }

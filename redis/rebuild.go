@@ -3,6 +3,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,70 +13,213 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// StageBuyers records a page of the voucher's buyers while it is being
-// rebuilt. It reports false once the voucher has a stock again: someone
-// else finished the rebuild, and staging can stop.
-func (c *Client) StageBuyers(ctx context.Context, voucherID int64, orders []*seckill.Order) (bool, error) {
-	k := c.keys.voucher(voucherID)
-	args := make([]string, 0, 2*len(orders))
-	for _, o := range orders {
-		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+// The sizes of a rebuild's steps. Each script call of a rebuild handles a
+// bounded part of the voucher, so that a voucher with a million buyers or a
+// million queued orders never holds Redis for more than a few milliseconds
+// at a time (and Lua's unpack limit of about 8,000 values is never near).
+const (
+	// rebuildPage is how many orders one database read of a rebuild takes.
+	rebuildPage = 5000
+	// stageChunk is how many buyers one stage_buyers call writes.
+	stageChunk = 500
+	// queuedPage is how many stream entries one stage_queued call reads,
+	// and one XRANGE of State.
+	queuedPage = 1000
+	// rebuildTries bounds how often a rebuild starts over because an unload
+	// superseded it.
+	rebuildTries = 5
+)
+
+// errSuperseded says that an unload (or a load of another generation)
+// happened while a rebuild was staging: it starts over.
+var errSuperseded = errors.New("rebuild superseded")
+
+// Rebuild puts v back in Redis from the database, unless Redis holds it:
+// rebuild_begin, then its created orders read through orders and staged a
+// chunk at a time (stage_buyers), then the buyers of the orders still in its
+// stream a page at a time (stage_queued), then its window and the stock the
+// buyers leave (finish_rebuild). Every step checks the epoch rebuild_begin
+// returned: an Unload meanwhile makes the rebuild start over.
+func (c *Client) Rebuild(ctx context.Context, v *seckill.Voucher, orders seckill.OrderPages) (seckill.Rebuilt, error) {
+	var replaced bool
+	for range rebuildTries {
+		res, err := c.rebuildOnce(ctx, v, orders)
+		replaced = replaced || res.Replaced
+		res.Replaced = replaced
+		if !errors.Is(err, errSuperseded) {
+			if res.Replaced {
+				c.logger.Warn("Redis held another generation of a voucher's id, now replaced: was the database reset, or do two databases share this Redis key prefix?",
+					"voucher", v.ID, "prefix", c.keys.prefix)
+			}
+			return res, err
+		}
 	}
-	n, err := c.scripts.get("stage_buyers").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers}, args).AsInt64()
-	if err != nil {
-		return false, redisErr(fmt.Sprintf("stage buyers of voucher %d", voucherID), err)
-	}
-	return n == 1, nil
+	return seckill.Rebuilt{Replaced: replaced}, fmt.Errorf("redis: rebuild voucher %d: unloaded again %d times while rebuilding: %w", v.ID, rebuildTries, seckill.ErrUnavailable)
 }
 
-// FinishRebuild adds the buyers of the orders still in the voucher's stream,
-// sets its window and its stock (its initial stock less its buyers), and
-// makes its group, unless it has a stock already. It reports whether it set
-// the stock, and the stock it set.
-func (c *Client) FinishRebuild(ctx context.Context, v *seckill.Voucher) (bool, int64, error) {
+// rebuildOnce is one try of Rebuild; errSuperseded means try again.
+func (c *Client) rebuildOnce(ctx context.Context, v *seckill.Voucher, orders seckill.OrderPages) (seckill.Rebuilt, error) {
 	k := c.keys.voucher(v.ID)
-	res, err := c.scripts.get("finish_rebuild").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Window, k.Buyers, k.Orders},
-		[]string{
+	op := fmt.Sprintf("rebuild voucher %d", v.ID)
+	gen := strconv.FormatInt(v.Generation, 10)
+	res, err := c.scripts.get("rebuild_begin").Exec(ctx, c.rdb,
+		[]string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ}, []string{gen, Group}).ToArray()
+	if err != nil {
+		return seckill.Rebuilt{}, redisErr(op, err)
+	}
+	if len(res) != 3 {
+		return seckill.Rebuilt{}, fmt.Errorf("redis: %s: begin returned %d values, want 3", op, len(res))
+	}
+	todo, _ := res[0].AsInt64()
+	epoch, err := res[1].ToString()
+	if err != nil {
+		if n, ierr := res[1].AsInt64(); ierr == nil {
+			epoch, err = strconv.FormatInt(n, 10), nil
+		}
+	}
+	if err != nil {
+		return seckill.Rebuilt{}, fmt.Errorf("redis: %s: epoch: %w", op, err)
+	}
+	replacedN, _ := res[2].AsInt64()
+	out := seckill.Rebuilt{Replaced: replacedN == 1}
+	if todo == 0 {
+		return out, nil
+	}
+	staging, err := c.stageOrders(ctx, v, gen, epoch, orders)
+	if err != nil || !staging {
+		return out, err
+	}
+	if staging, err = c.stageQueued(ctx, v.ID, gen, epoch); err != nil || !staging {
+		return out, err
+	}
+	fin, err := c.scripts.get("finish_rebuild").Exec(ctx, c.rdb,
+		[]string{k.Stock, k.Meta, k.Buyers, k.Orders},
+		[]string{gen, epoch,
 			strconv.FormatInt(v.InitialStock, 10),
 			strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
 			strconv.FormatInt(v.EndTime.UnixMilli(), 10),
 			Group,
 		}).ToArray()
 	if err != nil {
-		return false, 0, redisErr(fmt.Sprintf("rebuild voucher %d", v.ID), err)
+		return out, redisErr(op, err)
 	}
-	if done, _ := res[0].AsInt64(); done != 1 {
-		return false, 0, nil
+	switch done, _ := fin[0].AsInt64(); done {
+	case -1:
+		return out, errSuperseded
+	case 0:
+		return out, nil
 	}
-	s, _ := res[1].ToString()
-	left, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return false, 0, fmt.Errorf("redis: rebuild voucher %d: stock %q: %w", v.ID, s, err)
+	s, _ := fin[1].ToString()
+	if out.Remaining, err = strconv.ParseInt(s, 10, 64); err != nil {
+		return out, fmt.Errorf("redis: %s: stock %q: %w", op, s, err)
 	}
-	return true, left, nil
+	out.Done = true
+	return out, nil
+}
+
+// stageOrders stages the voucher's created orders from the database. It
+// reports false once the voucher has a stock (someone else finished).
+func (c *Client) stageOrders(ctx context.Context, v *seckill.Voucher, gen, epoch string, orders seckill.OrderPages) (bool, error) {
+	k := c.keys.voucher(v.ID)
+	var after int64
+	for {
+		page, err := orders(ctx, v.ID, after, rebuildPage)
+		if err != nil {
+			return false, fmt.Errorf("rebuild voucher %d: read its orders: %w", v.ID, err)
+		}
+		for chunk := range chunks(page, stageChunk) {
+			args := make([]string, 0, 2+2*len(chunk))
+			args = append(args, gen, epoch)
+			for _, o := range chunk {
+				args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+			}
+			n, err := c.scripts.get("stage_buyers").Exec(ctx, c.rdb, []string{k.Stock, k.Meta, k.Buyers}, args).AsInt64()
+			switch {
+			case err != nil:
+				return false, redisErr(fmt.Sprintf("stage buyers of voucher %d", v.ID), err)
+			case n == -1:
+				return false, errSuperseded
+			case n == 0:
+				return false, nil
+			}
+		}
+		if len(page) < rebuildPage {
+			return true, nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// stageQueued stages the buyers of the orders in the voucher's stream, a
+// page at a time. It reports false once the voucher has a stock.
+func (c *Client) stageQueued(ctx context.Context, voucherID int64, gen, epoch string) (bool, error) {
+	k := c.keys.voucher(voucherID)
+	op := fmt.Sprintf("stage queued buyers of voucher %d", voucherID)
+	start := "-"
+	for {
+		res, err := c.scripts.get("stage_queued").Exec(ctx, c.rdb, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+			[]string{gen, epoch, start, strconv.Itoa(queuedPage)}).ToArray()
+		if err != nil {
+			return false, redisErr(op, err)
+		}
+		switch n, _ := res[0].AsInt64(); n {
+		case -1:
+			return false, errSuperseded
+		case 0:
+			return false, nil
+		}
+		last, _ := res[1].ToString()
+		if last == "" {
+			return true, nil
+		}
+		if start, err = nextID(last); err != nil {
+			return false, fmt.Errorf("redis: %s: %w", op, err)
+		}
+	}
+}
+
+// chunks yields s in pieces of at most n.
+func chunks[T any](s []T, n int) func(func([]T) bool) {
+	return func(yield func([]T) bool) {
+		for len(s) > 0 {
+			m := min(n, len(s))
+			if !yield(s[:m]) {
+				return
+			}
+			s = s[m:]
+		}
+	}
 }
 
 // Unload deletes the voucher's stock and buyers, so that it is rebuilt from
-// the database. Admission refuses it from that moment until the rebuild.
-// The stock goes first, in the same transaction: admission never sees the
-// buyers gone while the stock is there.
+// the database, and starts a new epoch, so that a rebuild in flight starts
+// over. Admission refuses the voucher from that moment until the rebuild.
 func (c *Client) Unload(ctx context.Context, voucherID int64) error {
+	return c.unload(ctx, voucherID, "0")
+}
+
+// UnloadStock is Unload that keeps the voucher's buyers: the rebuild counts
+// them with those it finds in the database and the stream.
+func (c *Client) UnloadStock(ctx context.Context, voucherID int64) error {
+	return c.unload(ctx, voucherID, "1")
+}
+
+func (c *Client) unload(ctx context.Context, voucherID int64, keepBuyers string) error {
 	k := c.keys.voucher(voucherID)
-	if err := c.rdb.Do(ctx, c.rdb.B().Del().Key(k.Stock, k.Buyers).Build()).Error(); err != nil {
+	if err := c.scripts.get("unload").Exec(ctx, c.rdb, []string{k.Stock, k.Meta, k.Buyers}, []string{keepBuyers}).Error(); err != nil {
 		return redisErr(fmt.Sprintf("unload voucher %d", voucherID), err)
 	}
 	return nil
 }
 
-// State reads the voucher's state in Redis.
+// State reads the voucher's state in Redis. The stream is read a page at a
+// time: a backlog of a million orders never blocks Redis in one call.
 func (c *Client) State(ctx context.Context, voucherID int64) (*seckill.CacheState, error) {
 	k := c.keys.voucher(voucherID)
 	op := fmt.Sprintf("read state of voucher %d", voucherID)
 	res := c.rdb.DoMulti(ctx,
 		c.rdb.B().Get().Key(k.Stock).Build(),
 		c.rdb.B().Hlen().Key(k.Buyers).Build(),
-		c.rdb.B().Xrange().Key(k.Orders).Start("-").End("+").Build(),
 		c.rdb.B().Xlen().Key(k.DLQ).Build(),
 	)
 	st := &seckill.CacheState{}
@@ -90,14 +234,10 @@ func (c *Client) State(ctx context.Context, voucherID int64) (*seckill.CacheStat
 	if st.Buyers, err = res[1].AsInt64(); err != nil {
 		return nil, redisErr(op, err)
 	}
-	entries, err := res[2].AsXRange()
-	if err != nil && !rueidis.IsRedisNil(err) {
+	if st.DeadLetters, err = res[2].AsInt64(); err != nil {
 		return nil, redisErr(op, err)
 	}
-	for _, e := range entries {
-		st.Queued = append(st.Queued, parseMessage(voucherID, e))
-	}
-	if st.DeadLetters, err = res[3].AsInt64(); err != nil {
+	if st.Queued, err = c.queued(ctx, voucherID); err != nil {
 		return nil, redisErr(op, err)
 	}
 	summary, err := c.rdb.Do(ctx, c.rdb.B().Xpending().Key(k.Orders).Group(Group).Build()).ToArray()
@@ -118,6 +258,28 @@ func (c *Client) State(ctx context.Context, voucherID int64) (*seckill.CacheStat
 		}
 	}
 	return st, nil
+}
+
+// queued reads the messages of the voucher's stream, a page at a time.
+func (c *Client) queued(ctx context.Context, voucherID int64) ([]seckill.OrderMessage, error) {
+	key := c.keys.voucher(voucherID).Orders
+	var out []seckill.OrderMessage
+	start := "-"
+	for {
+		es, err := c.rdb.Do(ctx, c.rdb.B().Xrange().Key(key).Start(start).End("+").Count(queuedPage).Build()).AsXRange()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return nil, err
+		}
+		for _, e := range es {
+			out = append(out, parseMessage(voucherID, e))
+		}
+		if len(es) < queuedPage {
+			return out, nil
+		}
+		if start, err = nextID(es[len(es)-1].ID); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // compareIDs orders two stream ids "ms-seq".

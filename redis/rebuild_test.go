@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,22 +15,46 @@ import (
 	"github.com/seckill/seckill"
 )
 
-func stage(t *testing.T, c *Client, voucherID int64, orders ...*seckill.Order) bool {
-	t.Helper()
-	ok, err := c.StageBuyers(context.Background(), voucherID, orders)
-	if err != nil {
-		t.Fatalf("StageBuyers: %v", err)
-	}
-	return ok
+// database is the created orders of a voucher as the database holds them,
+// read a page at a time as seckill.OrderPages reads them.
+type database struct {
+	mu     sync.Mutex
+	orders []*seckill.Order // by id ascending
+	// onPage, if set, runs before each page is read: a test's way to act
+	// in the middle of a rebuild.
+	onPage func(page int)
+	pages  int
 }
 
-func finish(t *testing.T, c *Client, v *seckill.Voucher) (bool, int64) {
-	t.Helper()
-	set, left, err := c.FinishRebuild(context.Background(), v)
-	if err != nil {
-		t.Fatalf("FinishRebuild: %v", err)
+func (d *database) read(_ context.Context, _, afterID int64, limit int) ([]*seckill.Order, error) {
+	d.mu.Lock()
+	page, on := d.pages, d.onPage
+	d.pages++
+	d.mu.Unlock()
+	if on != nil {
+		on(page)
 	}
-	return set, left
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*seckill.Order
+	for _, o := range d.orders {
+		if o.ID > afterID && len(out) < limit {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+func rebuild(t *testing.T, c *Client, v *seckill.Voucher, db *database) seckill.Rebuilt {
+	t.Helper()
+	if db == nil {
+		db = &database{}
+	}
+	res, err := c.Rebuild(context.Background(), v, db.read)
+	if err != nil {
+		t.Fatalf("Rebuild(%d): %v", v.ID, err)
+	}
+	return res
 }
 
 // queue appends an order message to the voucher's stream as admit.lua does.
@@ -65,36 +91,24 @@ func TestRebuild(t *testing.T) {
 		ctx := context.Background()
 		v := onSale(9, 10)
 		k := c.keys.voucher(9)
-
-		// Two pages of buyers from the database, then the stream's.
-		if !stage(t, c, 9, &seckill.Order{ID: 11, UserID: 1}, &seckill.Order{ID: 12, UserID: 2}) {
-			t.Fatal("StageBuyers(page 1) = false, want true")
-		}
-		if !stage(t, c, 9, &seckill.Order{ID: 13, UserID: 3}, &seckill.Order{ID: 14, UserID: 4}) {
-			t.Fatal("StageBuyers(page 2) = false, want true")
-		}
-		if !stage(t, c, 9) {
-			t.Fatal("StageBuyers(no orders) = false, want true")
-		}
-		if err := c.Admit(ctx, 9, 5, 99); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
-			t.Fatalf("Admit while staging: got %v, want ErrVoucherNotLoaded", err)
-		}
+		db := &database{orders: []*seckill.Order{{ID: 11, UserID: 1}, {ID: 12, UserID: 2}, {ID: 13, UserID: 3}, {ID: 14, UserID: 4}}}
 		queue(t, c, 9, 5, 15) // admitted, not in the database yet
 		queue(t, c, 9, 2, 12) // admitted and in the database already
 
-		set, left := finish(t, c, v)
-		if !set || left != 5 {
-			t.Errorf("FinishRebuild = %v, %d; want true, 5 (10 less 5 buyers)", set, left)
+		if res := rebuild(t, c, v, db); !res.Done || res.Remaining != 5 || res.Replaced {
+			t.Errorf("Rebuild = %+v; want done, 5 left (10 less 5 buyers), nothing replaced", res)
 		}
 		if got := stock(t, c, 9); got != 5 {
 			t.Errorf("stock %d, want 5", got)
 		}
-		wantWindow := map[string]string{
+		wantMeta := map[string]string{
 			"begin": strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
 			"end":   strconv.FormatInt(v.EndTime.UnixMilli(), 10),
+			// Generation 0 (a voucher made before generations) and the
+			// first epoch are the absent fields.
 		}
-		if diff := cmp.Diff(wantWindow, hash(t, c, k.Window)); diff != "" {
-			t.Errorf("window (-want +got):\n%s", diff)
+		if diff := cmp.Diff(wantMeta, hash(t, c, k.Meta)); diff != "" {
+			t.Errorf("meta (-want +got):\n%s", diff)
 		}
 		wantBuyers := map[string]string{"1": "11", "2": "12", "3": "13", "4": "14", "5": "15"}
 		if diff := cmp.Diff(wantBuyers, hash(t, c, k.Buyers)); diff != "" {
@@ -111,17 +125,14 @@ func TestRebuild(t *testing.T) {
 
 		// Rebuilt: admission works, a buyer of the database is known.
 		mustAdmit(t, c, 9, 6, 16)
-		if e := errKind(t, c.Admit(ctx, 9, 3, 17), seckill.ErrDuplicateOrder); e.OrderID != 13 {
+		if e := errKind(t, c.Admit(ctx, seckill.Admission{VoucherID: 9, UserID: 3, OrderID: 17}), seckill.ErrDuplicateOrder); e.OrderID != 13 {
 			t.Errorf("Admit of a buyer from the database: duplicate of %d, want 13", e.OrderID)
 		}
 		wantBuyers["6"] = "16"
 
-		// A second rebuild and late staging change nothing.
-		if set, left := finish(t, c, v); set || left != 0 {
-			t.Errorf("second FinishRebuild = %v, %d; want false, 0", set, left)
-		}
-		if stage(t, c, 9, &seckill.Order{ID: 77, UserID: 7}) {
-			t.Error("StageBuyers once the stock exists = true, want false")
+		// A second rebuild changes nothing.
+		if res := rebuild(t, c, v, db); res.Done {
+			t.Errorf("second Rebuild = %+v; want nothing done", res)
 		}
 		if got := stock(t, c, 9); got != 4 {
 			t.Errorf("stock %d, want 4", got)
@@ -140,15 +151,15 @@ func TestRebuild(t *testing.T) {
 		if got := hash(t, c, k.Buyers); len(got) != 0 {
 			t.Errorf("buyers %v after Unload, want none", got)
 		}
-		if err := c.Admit(ctx, 9, 8, 18); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 9, UserID: 8, OrderID: 18}); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
 			t.Errorf("Admit after Unload: got %v, want ErrVoucherNotLoaded", err)
 		}
 		if n := xlen(t, c, k.Orders); n != 3 {
 			t.Errorf("stream length %d after Unload, want 3: the queue is kept", n)
 		}
 		// Rebuilt from the queue alone (the group exists: BUSYGROUP is fine).
-		if set, left := finish(t, c, v); !set || left != 7 {
-			t.Errorf("FinishRebuild after Unload = %v, %d; want true, 7 (10 less the 3 queued buyers)", set, left)
+		if res := rebuild(t, c, v, nil); !res.Done || res.Remaining != 7 {
+			t.Errorf("Rebuild after Unload = %+v; want done, 7 left (10 less the 3 queued buyers)", res)
 		}
 		if diff := cmp.Diff(map[string]string{"5": "15", "2": "12", "6": "16"}, hash(t, c, k.Buyers)); diff != "" {
 			t.Errorf("buyers rebuilt from the queue (-want +got):\n%s", diff)
@@ -156,21 +167,194 @@ func TestRebuild(t *testing.T) {
 	})
 }
 
+// TestRebuildLarge: a voucher of 50,000 orders, more than Lua unpacks in one
+// call, and a backlog of 3,000 queued orders, more than one page of the
+// stream, are rebuilt; then exactly the rest of the stock sells.
+func TestRebuildLarge(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		const (
+			persisted = 50_000
+			queued    = 3_000
+			initial   = 60_000
+		)
+		db := &database{}
+		for i := range int64(persisted) {
+			db.orders = append(db.orders, &seckill.Order{ID: 1_000_000 + i, UserID: 1 + i})
+		}
+		for i := range int64(queued) {
+			queue(t, c, 1, 100_000+i, 2_000_000+i)
+		}
+		res := rebuild(t, c, onSale(1, initial), db)
+		if want := int64(initial - persisted - queued); !res.Done || res.Remaining != want {
+			t.Fatalf("Rebuild = %+v; want done with %d left", res, want)
+		}
+		if n, _ := do(t, c, "HLEN", c.keys.voucher(1).Buyers).AsInt64(); n != persisted+queued {
+			t.Errorf("%d buyers after the rebuild, want %d", n, persisted+queued)
+		}
+		// A buyer of each kind is known.
+		for _, b := range [][2]int64{{1, 1_000_000}, {persisted, 1_000_000 + persisted - 1}, {100_000 + queued - 1, 2_000_000 + queued - 1}} {
+			e := errKind(t, c.Admit(context.Background(), seckill.Admission{VoucherID: 1, UserID: b[0], OrderID: 9}), seckill.ErrDuplicateOrder)
+			if e.OrderID != b[1] {
+				t.Errorf("buyer %d: duplicate of %d, want %d", b[0], e.OrderID, b[1])
+			}
+		}
+		// The rest of the stock, to more buyers than it has, at once.
+		left := initial - persisted - queued
+		var admitted, soldOut atomic.Int64
+		var wg sync.WaitGroup
+		next := atomic.Int64{}
+		for range 16 {
+			wg.Go(func() {
+				for {
+					i := next.Add(1)
+					if i > int64(left)+500 {
+						return
+					}
+					err := c.Admit(context.Background(), seckill.Admission{VoucherID: 1, UserID: 500_000 + i, OrderID: 3_000_000 + i})
+					switch {
+					case err == nil:
+						admitted.Add(1)
+					case errors.Is(err, seckill.ErrSoldOut):
+						soldOut.Add(1)
+					default:
+						t.Errorf("Admit: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if admitted.Load() != int64(left) || soldOut.Load() != 500 || stock(t, c, 1) != 0 {
+			t.Errorf("selling the rest: %d admitted, %d sold out, stock %d; want %d, 500, 0", admitted.Load(), soldOut.Load(), stock(t, c, 1), left)
+		}
+	})
+}
+
+// TestRebuildSupersededByUnload: a repair (Unload) while a rebuild is in
+// flight, after the rebuild staged buyers that the unload deletes, must not
+// let the rebuild set the stock from what is left: it starts over.
+func TestRebuildSupersededByUnload(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		db := &database{}
+		for i := range int64(2*rebuildPage + 10) {
+			db.orders = append(db.orders, &seckill.Order{ID: 1 + i, UserID: 1 + i})
+		}
+		unloads := 0
+		db.onPage = func(page int) {
+			// After the first page is staged, the second time round too.
+			if page == 1 || page == 4 {
+				unloads++
+				if err := c.Unload(ctx, 1); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		res := rebuild(t, c, onSale(1, 20_000), db)
+		if want := int64(20_000 - len(db.orders)); !res.Done || res.Remaining != want {
+			t.Errorf("Rebuild with %d unloads in the middle = %+v; want done with %d left", unloads, res, want)
+		}
+		if n, _ := do(t, c, "HLEN", c.keys.voucher(1).Buyers).AsInt64(); n != int64(len(db.orders)) {
+			t.Errorf("%d buyers, want %d", n, len(db.orders))
+		}
+		// An unload at every page: it gives up, and leaves no stock behind.
+		db.onPage = func(int) {
+			if err := c.Unload(ctx, 1); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := c.Unload(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Rebuild(ctx, onSale(1, 20_000), db.read); !errors.Is(err, seckill.ErrUnavailable) {
+			t.Errorf("Rebuild unloaded at every page = %v, want ErrUnavailable", err)
+		}
+		if got := stock(t, c, 1); got != -1 {
+			t.Errorf("stock %d after a rebuild that gave up, want none", got)
+		}
+	})
+}
+
+// TestRebuildConcurrent: rebuilds racing one another, here or in other
+// instances, and unloads racing them, end with the one right stock.
+func TestRebuildConcurrent(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		db := &database{}
+		for i := range int64(rebuildPage + 100) {
+			db.orders = append(db.orders, &seckill.Order{ID: 1 + i, UserID: 1 + i})
+		}
+		for i := range int64(50) {
+			queue(t, c, 1, 900_000+i, 900_000+i)
+		}
+		v := onSale(1, 10_000)
+		want := int64(10_000 - len(db.orders) - 50)
+		for round := range 5 {
+			var wg sync.WaitGroup
+			for i := range 4 {
+				wg.Go(func() {
+					if i == 0 && round > 0 {
+						if err := c.Unload(ctx, 1); err != nil {
+							t.Error(err)
+						}
+					}
+					if _, err := c.Rebuild(ctx, v, db.read); err != nil && !errors.Is(err, seckill.ErrUnavailable) {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			// Whatever raced, one more rebuild leaves the right stock.
+			rebuild(t, c, v, db)
+			if got := stock(t, c, 1); got != want {
+				t.Fatalf("round %d: stock %d, want %d", round, got, want)
+			}
+		}
+	})
+}
+
+// TestRebuildReplacesOtherGeneration: state of another generation of the
+// voucher's id (a database reset) is deleted, not merged.
+func TestRebuildReplacesOtherGeneration(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		old := onSale(1, 10)
+		old.Generation = 5
+		mustLoad(t, c, old)
+		if err := c.Admit(context.Background(), seckill.Admission{VoucherID: 1, Generation: 5, UserID: 7, OrderID: 70}); err != nil {
+			t.Fatal(err)
+		}
+		fresh := onSale(1, 3)
+		fresh.Generation = 6
+		if res := rebuild(t, c, fresh, &database{orders: []*seckill.Order{{ID: 80, UserID: 8}}}); !res.Done || !res.Replaced || res.Remaining != 2 {
+			t.Errorf("Rebuild over another generation = %+v; want done, replaced, 2 left", res)
+		}
+		if diff := cmp.Diff(map[string]string{"8": "80"}, hash(t, c, c.keys.voucher(1).Buyers)); diff != "" {
+			t.Errorf("buyers (-want +got):\n%s", diff)
+		}
+		if n := xlen(t, c, c.keys.voucher(1).Orders); n != 0 {
+			t.Errorf("the other generation's stream holds %d entries, want none", n)
+		}
+		if err := c.Admit(context.Background(), seckill.Admission{VoucherID: 1, Generation: 6, UserID: 7, OrderID: 71}); err != nil {
+			t.Errorf("Admit of the other generation's buyer = %v, want admitted", err)
+		}
+	})
+}
+
 // TestRebuildMoreBuyersThanStock: the stock never goes below zero.
 func TestRebuildMoreBuyersThanStock(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
-		stage(t, c, 1, &seckill.Order{ID: 11, UserID: 1}, &seckill.Order{ID: 12, UserID: 2})
 		queue(t, c, 1, 3, 13)
-		if set, left := finish(t, c, onSale(1, 2)); !set || left != 0 {
-			t.Errorf("FinishRebuild = %v, %d; want true, 0", set, left)
+		db := &database{orders: []*seckill.Order{{ID: 11, UserID: 1}, {ID: 12, UserID: 2}}}
+		if res := rebuild(t, c, onSale(1, 2), db); !res.Done || res.Remaining != 0 {
+			t.Errorf("Rebuild = %+v; want done, 0 left", res)
 		}
-		errKind(t, c.Admit(context.Background(), 1, 4, 14), seckill.ErrSoldOut)
+		errKind(t, c.Admit(context.Background(), seckill.Admission{VoucherID: 1, UserID: 4, OrderID: 14}), seckill.ErrSoldOut)
 	})
 }
 
 // TestRebuildAfterDeadLetter: a dead-lettered message gave its stock and
-// slot back; it is acked but stays in the stream until a trim. Rebuilding
-// must not take them again.
+// slot back, and is gone from the stream. Rebuilding must not take them
+// again.
 func TestRebuildAfterDeadLetter(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
@@ -186,16 +370,72 @@ func TestRebuildAfterDeadLetter(t *testing.T) {
 		if err := c.Unload(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		stage(t, c, 1, &seckill.Order{ID: 1002, UserID: 2}) // the database's order
-		v := onSale(1, 5)
-		if set, left := finish(t, c, v); !set || left != 4 {
-			t.Errorf("FinishRebuild = %v, %d; want true, 4 (5 less the one order in the database)", set, left)
+		db := &database{orders: []*seckill.Order{{ID: 1002, UserID: 2}}} // the database's order
+		if res := rebuild(t, c, onSale(1, 5), db); !res.Done || res.Remaining != 4 {
+			t.Errorf("Rebuild = %+v; want done, 4 left (5 less the one order in the database)", res)
 		}
 		if diff := cmp.Diff(map[string]string{"2": "1002"}, hash(t, c, c.keys.voucher(1).Buyers)); diff != "" {
 			t.Errorf("buyers (-want +got):\n%s", diff)
 		}
-		if err := c.Admit(ctx, 1, 1, 1003); err != nil {
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 1003}); err != nil {
 			t.Errorf("Admit of the buyer whose order failed: %v, want admitted", err)
+		}
+	})
+}
+
+// TestDeadLetterWhileUnloaded: a dead letter during a rebuild frees the
+// buyer's slot but makes no stock (an INCR would make a stock without a
+// window: a voucher half there, that no rebuild finishes).
+func TestDeadLetterWhileUnloaded(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		admitN(t, c, 1, 5, 2)
+		read := readOrders(t, c, 1, "a", 10)
+		if err := c.Unload(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		// As a rebuild staging the stream does.
+		do(t, c, "HSET", c.keys.voucher(1).Buyers, "1", "1001")
+		m := seckill.OrderMessage{EntryID: read[0].EntryID, VoucherID: 1, Order: read[0].Order}
+		if _, err := c.DeadLetter(ctx, m, seckill.DeadLetter{Reason: "failed"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := stock(t, c, 1); got != -1 {
+			t.Errorf("stock %d after a dead letter while unloaded, want none", got)
+		}
+		if got := hash(t, c, c.keys.voucher(1).Buyers); len(got) != 0 {
+			t.Errorf("buyers %v, want the slot freed", got)
+		}
+		if res := rebuild(t, c, onSale(1, 5), nil); !res.Done || res.Remaining != 4 {
+			t.Errorf("Rebuild = %+v; want done, 4 left (the queued order 1002 alone counts)", res)
+		}
+	})
+}
+
+// TestTrimWhileUnloaded: a trim does nothing while the voucher is unloaded:
+// a rebuild in flight counts the buyers of the stream's entries, and one
+// persisted after the rebuild read the database would be counted nowhere.
+func TestTrimWhileUnloaded(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		es := admitN(t, c, 1, 5, 2)
+		readOrders(t, c, 1, "a", 10)
+		ack(t, c, 1, es[0].ID, es[1].ID)
+		if err := c.Unload(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.TrimOrders(ctx, 1); err != nil || n != 0 {
+			t.Errorf("TrimOrders while unloaded = %d, %v; want 0, nil", n, err)
+		}
+		if n := xlen(t, c, c.keys.voucher(1).Orders); n != 2 {
+			t.Errorf("stream length %d after a trim while unloaded, want 2", n)
+		}
+		// The rebuild, reading a database that missed both, still counts them.
+		if res := rebuild(t, c, onSale(1, 5), nil); !res.Done || res.Remaining != 3 {
+			t.Errorf("Rebuild = %+v; want done, 3 left", res)
+		}
+		if n, err := c.TrimOrders(ctx, 1); err != nil || n != 2 {
+			t.Errorf("TrimOrders once loaded = %d, %v; want 2, nil", n, err)
 		}
 	})
 }
@@ -223,8 +463,8 @@ func TestState(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := &seckill.CacheState{Loaded: true, Remaining: 7, Buyers: 3, Pending: 1, Undelivered: 1, DeadLetters: 1}
-		// Queued is what the stream holds: e0 and e1 are settled, and stay
-		// until a trim (or, for e1, a dead-letter that deletes it).
+		// Queued is what the stream holds: e0 is settled, and stays until a
+		// trim; e1 was deleted with its dead letter.
 		for _, m := range wantMsgs(t, 1, entries(t, c, c.keys.voucher(1).Orders), 0) {
 			want.Queued = append(want.Queued, seckill.OrderMessage{EntryID: m.EntryID, VoucherID: 1, Order: m.Order})
 		}
@@ -246,11 +486,35 @@ func TestState(t *testing.T) {
 	})
 }
 
-// TestFinishRebuildRestoresLostGroup: the workers answer ErrStreamLost with
-// a rebuild, which "also makes the group" (worker.readFailed). When the
-// group is gone and the stock is not, the rebuild must still make it, or
-// the readers loop on ErrStreamLost and the queued orders are never read.
-func TestFinishRebuildRestoresLostGroup(t *testing.T) {
+// TestStatePages: State reads a long stream in pages, whole.
+func TestStatePages(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		n := 2*queuedPage + 7
+		for i := range int64(n) {
+			queue(t, c, 1, 1+i, 1000+i)
+		}
+		st, err := c.State(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Queued) != n {
+			t.Fatalf("State read %d queued orders, want %d", len(st.Queued), n)
+		}
+		seen := map[int64]bool{}
+		for _, m := range st.Queued {
+			seen[m.Order.ID] = true
+		}
+		if len(seen) != n {
+			t.Errorf("State read %d distinct orders of %d: pages overlap", len(seen), n)
+		}
+	})
+}
+
+// TestRebuildRestoresLostGroup: the workers answer ErrStreamLost with a
+// rebuild, which "also makes the group" (worker.readFailed). When the group
+// is gone and the stock is not, the rebuild must still make it, or the
+// readers loop on ErrStreamLost and the queued orders are never read.
+func TestRebuildRestoresLostGroup(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)
@@ -258,9 +522,8 @@ func TestFinishRebuildRestoresLostGroup(t *testing.T) {
 		if _, err := c.ReadOrders(ctx, 1, "a", 10, 10*time.Millisecond); !errors.Is(err, seckill.ErrStreamLost) {
 			t.Fatalf("ReadOrders with the group gone: got %v, want ErrStreamLost", err)
 		}
-		set, _ := finish(t, c, onSale(1, 10))
-		if set {
-			t.Errorf("FinishRebuild with the stock there = true, want false")
+		if res := rebuild(t, c, onSale(1, 10), nil); res.Done {
+			t.Errorf("Rebuild with the stock there = %+v, want nothing done", res)
 		}
 		if got := stock(t, c, 1); got != 8 {
 			t.Errorf("stock %d, want 8 (untouched)", got)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,11 +34,20 @@ func (c *Client) ReadOrders(ctx context.Context, voucherID int64, consumer strin
 }
 
 // ReadPending reads consumer's unacknowledged messages of the voucher after
-// the entry id after (XREADGROUP from an id reads the consumer's history).
+// the entry id after (XREADGROUP from an id reads the consumer's history),
+// with their delivery counts, this read's included (Redis 7 counts a read
+// of the history as a delivery).
 func (c *Client) ReadPending(ctx context.Context, voucherID int64, consumer, after string, count int) ([]seckill.OrderMessage, error) {
 	k := c.keys.voucher(voucherID)
-	return c.readGroup(ctx, voucherID, c.rdb.B().Xreadgroup().Group(Group, consumer).Count(int64(count)).
+	msgs, err := c.readGroup(ctx, voucherID, c.rdb.B().Xreadgroup().Group(Group, consumer).Count(int64(count)).
 		Streams().Key(k.Orders).Id(after).Build())
+	if err != nil || len(msgs) == 0 {
+		return msgs, err
+	}
+	if err := c.deliveries(ctx, k.Orders, consumer, msgs); err != nil {
+		return nil, streamErr(fmt.Sprintf("read the delivery counts of voucher %d", voucherID), err)
+	}
+	return msgs, nil
 }
 
 func (c *Client) readGroup(ctx context.Context, voucherID int64, cmd rueidis.Completed) ([]seckill.OrderMessage, error) {
@@ -133,59 +144,143 @@ func (c *Client) RefreshClaims(ctx context.Context, voucherID int64, consumer st
 	return nil
 }
 
-// ClaimStale claims stale messages with XAUTOCLAIM, following its cursor
-// (each call scans a bounded part of the pending list), then reads their
-// delivery counts with XPENDING.
+// ClaimStale claims stale messages with claim_stale.lua, following its
+// cursor (each call looks at a bounded part of the pending list). A
+// message taken from a consumer that is still alive keeps its delivery
+// count: only a message whose consumer died counts a delivery more.
+//
+// A consumer is alive if it was active within minIdle/2: a consumer at
+// work renews its claims every third of the lease, and one that died (or
+// a consumer messages were abandoned to, see GiveUp) has been idle at
+// least as long as its stale messages.
 func (c *Client) ClaimStale(ctx context.Context, voucherID int64, consumer string, minIdle time.Duration, count int) ([]seckill.OrderMessage, []string, error) {
 	k := c.keys.voucher(voucherID)
 	op := fmt.Sprintf("claim stale orders of voucher %d", voucherID)
+	live, err := c.liveConsumers(ctx, k.Orders, minIdle/2)
+	if err != nil {
+		return nil, nil, streamErr(op, err)
+	}
 	var (
 		msgs    []seckill.OrderMessage
 		deleted []string
 		cursor  = "0-0"
 	)
 	for len(msgs) < count {
-		res, err := c.rdb.Do(ctx, c.rdb.B().Xautoclaim().Key(k.Orders).Group(Group).Consumer(consumer).
-			MinIdleTime(strconv.FormatInt(minIdle.Milliseconds(), 10)).Start(cursor).Count(int64(count-len(msgs))).Build()).ToArray()
+		want := count - len(msgs)
+		// Look at ten entries for each one wanted, as XAUTOCLAIM does.
+		args := append([]string{Group, consumer, strconv.FormatInt(minIdle.Milliseconds(), 10), cursor,
+			strconv.Itoa(want), strconv.Itoa(10 * want)}, live...)
+		res, err := c.scripts.get("claim_stale").Exec(ctx, c.rdb, []string{k.Orders}, args).ToArray()
 		if err != nil {
 			return nil, nil, streamErr(op, err)
 		}
-		if len(res) < 2 {
-			return nil, nil, fmt.Errorf("redis: %s: %d values returned", op, len(res))
-		}
-		if cursor, err = res[0].ToString(); err != nil {
-			return nil, nil, fmt.Errorf("redis: %s: cursor: %w", op, err)
-		}
-		entries, err := res[1].AsXRange()
-		if err != nil {
+		var claimed []seckill.OrderMessage
+		var gone []string
+		if cursor, claimed, gone, err = parseClaimed(voucherID, res); err != nil {
 			return nil, nil, fmt.Errorf("redis: %s: %w", op, err)
 		}
-		if len(res) > 2 {
-			ids, err := res[2].AsStrSlice()
-			if err != nil {
-				return nil, nil, fmt.Errorf("redis: %s: deleted ids: %w", op, err)
-			}
-			deleted = append(deleted, ids...)
-		}
-		// Redis before 7 returned deleted entries as empty ones.
-		for _, e := range entries {
-			if e.FieldValues == nil {
-				deleted = append(deleted, e.ID)
-				continue
-			}
-			msgs = append(msgs, parseMessage(voucherID, e))
-		}
+		msgs, deleted = append(msgs, claimed...), append(deleted, gone...)
 		if cursor == "0-0" {
 			break
 		}
 	}
-	if len(msgs) == 0 {
-		return nil, deleted, nil
-	}
-	if err := c.deliveries(ctx, k.Orders, consumer, msgs); err != nil {
-		return nil, nil, streamErr(op, err)
-	}
 	return msgs, deleted, nil
+}
+
+// Abandoned returns the name of the consumer that holds the messages
+// consumer gave up on until they are reclaimed (GiveUp). It never reads;
+// the reaper removes it once it holds nothing.
+func Abandoned(consumer string) string { return consumer + abandonedSuffix }
+
+const abandonedSuffix = ".abandoned"
+
+// parseClaimed reads claim_stale.lua's reply.
+func parseClaimed(voucherID int64, res []rueidis.RedisMessage) (cursor string, msgs []seckill.OrderMessage, deleted []string, err error) {
+	if len(res) != 4 {
+		return "", nil, nil, fmt.Errorf("%d values returned, want 4", len(res))
+	}
+	if cursor, err = res[0].ToString(); err != nil {
+		return "", nil, nil, fmt.Errorf("cursor: %w", err)
+	}
+	entries, err := res[1].AsXRange()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("entries: %w", err)
+	}
+	counts, err := res[2].AsIntSlice()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("delivery counts: %w", err)
+	}
+	if len(counts) != len(entries) {
+		return "", nil, nil, fmt.Errorf("%d delivery counts for %d entries", len(counts), len(entries))
+	}
+	if deleted, err = res[3].AsStrSlice(); err != nil {
+		return "", nil, nil, fmt.Errorf("deleted ids: %w", err)
+	}
+	for i, e := range entries {
+		m := parseMessage(voucherID, e)
+		m.Deliveries = counts[i]
+		msgs = append(msgs, m)
+	}
+	return cursor, msgs, deleted, nil
+}
+
+// liveConsumers returns the group's consumers that have been idle less
+// than idle. Redis 7.0 counts as activity only a delivery or a claim; the
+// embedded server only a claim, and reports an idle time of -1 for a
+// consumer that never claimed: not alive.
+func (c *Client) liveConsumers(ctx context.Context, stream string, idle time.Duration) ([]string, error) {
+	idles, err := c.consumerIdles(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	for name, d := range idles {
+		// A consumer messages were abandoned to is never alive: each give-up
+		// claims for it, which Redis counts as activity, and a steady flow
+		// of them would otherwise keep failing messages from ever counting
+		// a delivery.
+		if d >= 0 && d < idle && !strings.HasSuffix(name, abandonedSuffix) {
+			live = append(live, name)
+		}
+	}
+	return live, nil
+}
+
+// consumerIdles returns the idle time of each consumer of the group.
+func (c *Client) consumerIdles(ctx context.Context, stream string) (map[string]time.Duration, error) {
+	consumers, err := c.rdb.Do(ctx, c.rdb.B().XinfoConsumers().Key(stream).Group(Group).Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	idles := make(map[string]time.Duration, len(consumers))
+	for _, cm := range consumers {
+		m, err := cm.AsMap()
+		if err != nil {
+			return nil, err
+		}
+		nameMsg, idleMsg := m["name"], m["idle"]
+		name, _ := nameMsg.ToString()
+		ms, _ := idleMsg.AsInt64()
+		idles[name] = time.Duration(ms) * time.Millisecond
+	}
+	return idles, nil
+}
+
+// GiveUp abandons consumer's messages of entryIDs (give_up.lua): it hands
+// them to Abandoned(consumer), which never reads, so that they are
+// reclaimed when the lease runs out as from a consumer that died, and that
+// delivery counts. Only those pending with consumer are handed over.
+func (c *Client) GiveUp(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) error {
+	if len(entryIDs) == 0 {
+		return nil
+	}
+	k := c.keys.voucher(voucherID)
+	args := append([]string{Group, consumer, Abandoned(consumer)}, entryIDs...)
+	err := c.scripts.get("give_up").Exec(ctx, c.rdb, []string{k.Orders}, args).Error()
+	if err != nil {
+		return streamErr(fmt.Sprintf("give up order messages of voucher %d", voucherID), err)
+	}
+	return nil
 }
 
 // deliveries sets the delivery counts of consumer's msgs from XPENDING.
@@ -288,7 +383,8 @@ func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl se
 
 // TrimOrders trims the stream below its oldest pending entry and its first
 // entry not yet delivered (XTRIM MINID; never MAXLEN, which deletes pending
-// entries). The last delivered id is read before the pending list: an entry
+// entries), unless the voucher is unloaded: a rebuild in flight counts the
+// stream's entries (scripts/trim_orders.lua). The last delivered id is read before the pending list: an entry
 // delivered in between lies above it and is kept.
 func (c *Client) TrimOrders(ctx context.Context, voucherID int64) (int64, error) {
 	k := c.keys.voucher(voucherID)
@@ -314,11 +410,11 @@ func (c *Client) TrimOrders(ctx context.Context, voucherID int64) (int64, error)
 			minID = oldest
 		}
 	}
-	n, err := c.rdb.Do(ctx, c.rdb.B().Xtrim().Key(k.Orders).Minid().Threshold(minID).Build()).AsInt64()
+	n, err := c.scripts.get("trim_orders").Exec(ctx, c.rdb, []string{k.Stock, k.Orders}, []string{minID}).AsInt64()
 	if err != nil {
 		return 0, streamErr(op, err)
 	}
-	return n, nil
+	return max(n, 0), nil // -1: unloaded, nothing trimmed
 }
 
 // lastDelivered returns the id of the last entry delivered to the group.
@@ -362,20 +458,13 @@ func nextID(id string) (string, error) {
 func (c *Client) ReapConsumers(ctx context.Context, voucherID int64, self string, idle time.Duration) ([]string, error) {
 	k := c.keys.voucher(voucherID)
 	op := fmt.Sprintf("reap consumers of voucher %d", voucherID)
-	consumers, err := c.rdb.Do(ctx, c.rdb.B().XinfoConsumers().Key(k.Orders).Group(Group).Build()).ToArray()
+	idles, err := c.consumerIdles(ctx, k.Orders)
 	if err != nil {
 		return nil, streamErr(op, err)
 	}
 	var reaped []string
-	for _, cm := range consumers {
-		m, err := cm.AsMap()
-		if err != nil {
-			return reaped, fmt.Errorf("redis: %s: %w", op, err)
-		}
-		nameMsg, idleMsg := m["name"], m["idle"]
-		name, _ := nameMsg.ToString()
-		ms, _ := idleMsg.AsInt64()
-		if name == self || time.Duration(ms)*time.Millisecond <= idle {
+	for _, name := range slices.Sorted(maps.Keys(idles)) {
+		if name == self || idles[name] <= idle {
 			continue
 		}
 		n, err := c.scripts.get("reap_consumer").Exec(ctx, c.rdb, []string{k.Orders}, []string{Group, name}).AsInt64()
@@ -411,4 +500,32 @@ func isNoGroup(err error) bool {
 	}
 	msg := re.Error()
 	return strings.Contains(msg, "NOGROUP") || strings.Contains(msg, "no such key")
+}
+
+// WaitOrders waits up to block for the voucher's stream to hold messages
+// not yet delivered to the group, without taking any (XREAD after the
+// group's last delivered id), and reports whether it does. A reader waits
+// here, not in a blocking XREADGROUP, so that waiting on an idle stream
+// holds no worker slot.
+func (c *Client) WaitOrders(ctx context.Context, voucherID int64, block time.Duration) (bool, error) {
+	k := c.keys.voucher(voucherID)
+	op := fmt.Sprintf("wait for orders of voucher %d", voucherID)
+	last, err := c.lastDelivered(ctx, k.Orders)
+	if err != nil {
+		return false, streamErr(op, err)
+	}
+	cmd := c.rdb.B().Xread().Count(1)
+	var res map[string][]rueidis.XRangeEntry
+	if block > 0 {
+		res, err = c.rdb.Do(ctx, cmd.Block(block.Milliseconds()).Streams().Key(k.Orders).Id(last).Build()).AsXRead()
+	} else {
+		res, err = c.rdb.Do(ctx, cmd.Streams().Key(k.Orders).Id(last).Build()).AsXRead()
+	}
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, streamErr(op, err)
+	}
+	return len(res[k.Orders]) > 0, nil
 }

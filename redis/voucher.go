@@ -10,25 +10,30 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// LoadVoucher puts a voucher just created into Redis, replacing any stale
-// state held under its id, in one script call. It reports whether there was
+// LoadVoucher puts a voucher just created into Redis in one script call,
+// unless Redis holds this generation of it already, replacing any state of
+// another generation held under its id. It reports whether there was such
 // stale state, and logs it: two databases may share one key prefix.
 func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, error) {
 	k := c.keys.voucher(v.ID)
 	n, err := c.scripts.get("load_voucher").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Window, k.Buyers, k.Orders, k.DLQ},
+		[]string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
 		[]string{
 			strconv.FormatInt(v.Stock, 10),
 			strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
 			strconv.FormatInt(v.EndTime.UnixMilli(), 10),
 			Group,
+			strconv.FormatInt(v.Generation, 10),
 		}).AsInt64()
 	if err != nil {
 		return false, redisErr(fmt.Sprintf("load voucher %d", v.ID), err)
 	}
-	if n == 1 {
+	switch n {
+	case 1:
 		c.logger.Warn("Redis held stale state for a new voucher's id, now replaced: was the database reset, or do two databases share this Redis key prefix?",
 			"voucher", v.ID, "prefix", c.keys.prefix)
+	case -1:
+		c.logger.Info("a new voucher was in Redis already: rebuilt from the database by a buyer or another instance first, and kept", "voucher", v.ID)
 	}
 	return n == 1, nil
 }

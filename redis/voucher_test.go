@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -11,36 +12,40 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// TestLoadVoucher: a new voucher gets its stock, window and group; state
-// Redis held under its id (from a database since reset) is replaced.
+// TestLoadVoucher: a new voucher gets its stock, window, generation and
+// group; state Redis held under its id for another generation (from a
+// database since reset) is replaced; state of its own generation (rebuilt by
+// a buyer who came first) is kept, with what was admitted to it.
 func TestLoadVoucher(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		begin := time.Now().Truncate(time.Millisecond).Add(-time.Minute)
-		v := &seckill.Voucher{ID: 7, Stock: 100, BeginTime: begin, EndTime: begin.Add(time.Hour)}
+		v := &seckill.Voucher{ID: 7, Stock: 100, BeginTime: begin, EndTime: begin.Add(time.Hour), Generation: 71}
 
 		replaced, err := c.LoadVoucher(ctx, v)
 		if err != nil || replaced {
 			t.Fatalf("first LoadVoucher = %v, %v; want false (nothing stale), nil", replaced, err)
 		}
 		k := c.keys.voucher(7)
-		window, err := c.rdb.Do(ctx, c.rdb.B().Hgetall().Key(k.Window).Build()).AsStrMap()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]string{"begin": fmt.Sprint(begin.UnixMilli()), "end": fmt.Sprint(begin.Add(time.Hour).UnixMilli())}
-		if diff := cmp.Diff(want, window); diff != "" {
-			t.Errorf("window (-want +got):\n%s", diff)
+		meta := hash(t, c, k.Meta)
+		want := map[string]string{"begin": fmt.Sprint(begin.UnixMilli()), "end": fmt.Sprint(begin.Add(time.Hour).UnixMilli()), "gen": "71", "epoch": "1"}
+		if diff := cmp.Diff(want, meta); diff != "" {
+			t.Errorf("meta (-want +got):\n%s", diff)
 		}
 		if _, err := c.ReadOrders(ctx, 7, "w", 10, 0); err != nil {
 			t.Errorf("the group is not there: %v", err)
 		}
+		// Admission refuses another generation's state as not loaded.
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 7, Generation: 72, UserID: 1, OrderID: 701}); !errors.Is(err, seckill.ErrVoucherNotLoaded) {
+			t.Errorf("Admit for generation 72 into generation 71 = %v, want ErrVoucherNotLoaded", err)
+		}
 
 		// A sale of another database under the same id: sold, with buyers.
-		if err := c.Admit(ctx, 7, 42, 4242); err != nil {
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 7, Generation: 71, UserID: 42, OrderID: 4242}); err != nil {
 			t.Fatal(err)
 		}
-		replaced, err = c.LoadVoucher(ctx, &seckill.Voucher{ID: 7, Stock: 5, BeginTime: begin, EndTime: begin.Add(time.Hour)})
+		next := &seckill.Voucher{ID: 7, Stock: 5, BeginTime: begin, EndTime: begin.Add(time.Hour), Generation: 72}
+		replaced, err = c.LoadVoucher(ctx, next)
 		if err != nil || !replaced {
 			t.Fatalf("LoadVoucher over stale state = %v, %v; want true, nil", replaced, err)
 		}
@@ -54,8 +59,27 @@ func TestLoadVoucher(t *testing.T) {
 		if found, _ := c.BuyerOrders(ctx, 42, 7); len(found) != 0 {
 			t.Errorf("the stale buyer is still there: %v", found)
 		}
-		if n, err := c.rdb.Do(ctx, c.rdb.B().Xlen().Key(k.Orders).Build()).AsInt64(); err != nil || n != 0 {
-			t.Errorf("stale stream has %d entries (%v), want 0", n, err)
+		if n := xlen(t, c, k.Orders); n != 0 {
+			t.Errorf("stale stream has %d entries, want 0", n)
+		}
+
+		// The same generation again (a buyer rebuilt it before the load):
+		// kept, with its buyer and order.
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 7, Generation: 72, UserID: 43, OrderID: 4343}); err != nil {
+			t.Fatal(err)
+		}
+		replaced, err = c.LoadVoucher(ctx, next)
+		if err != nil || replaced {
+			t.Fatalf("LoadVoucher of the generation there = %v, %v; want false, nil", replaced, err)
+		}
+		if got, _ := c.Remaining(ctx, 7); got[7] != 4 {
+			t.Errorf("Remaining after loading the generation there = %d, want 4 (its admission kept)", got[7])
+		}
+		if found, _ := c.BuyerOrders(ctx, 43, 7); found[7] != 4343 {
+			t.Errorf("the buyer admitted before the load holds %v, want order 4343", found)
+		}
+		if n := xlen(t, c, k.Orders); n != 1 {
+			t.Errorf("stream has %d entries after loading the generation there, want the 1 admitted", n)
 		}
 	})
 }

@@ -10,13 +10,24 @@ import (
 )
 
 // persist settles a batch of one voucher's messages: each ends persisted
-// and acknowledged, or dead-lettered, or (stopping, or an error of unknown
-// kind) left pending for a later delivery. It calls inflight.Done.
+// and acknowledged, or dead-lettered, or (stopping, an error of unknown
+// kind, a panic) left pending for a later delivery. It calls inflight.Done.
 func (p *Pool) persist(msgs []seckill.OrderMessage) {
 	defer p.inflight.Done()
-	ctx := p.workCtx
 	stop := p.keepClaimed(msgs)
-	defer stop()
+	returned := p.guard.do("persist", func() { p.settleBatch(msgs) })
+	stop()
+	if !returned {
+		// What the batch had not settled stays pending, and this delivery
+		// counts (giveUp): a message that panics every time reaches the dead
+		// letters.
+		p.giveUp(p.workCtx, msgs)
+	}
+}
+
+// settleBatch is persist's work.
+func (p *Pool) settleBatch(msgs []seckill.OrderMessage) {
+	ctx := p.workCtx
 	start := time.Now()
 	var good []seckill.OrderMessage
 	for _, m := range msgs {
@@ -119,6 +130,23 @@ func (p *Pool) failed(ctx context.Context, m seckill.OrderMessage, err error) {
 		// Of unknown kind: leave it pending. It is delivered again after the
 		// lease, and goes to the dead letters after MaxDeliveries.
 		p.logger.Error("could not save an order; it stays pending", "voucher", m.VoucherID, "order", m.Order.ID, "entry", m.EntryID, "err", err)
+		p.giveUp(ctx, []seckill.OrderMessage{m})
+	}
+}
+
+// giveUp abandons the messages of msgs this consumer still holds
+// (Stream.GiveUp): they are delivered again after the lease, and this
+// delivery counts.
+func (p *Pool) giveUp(ctx context.Context, msgs []seckill.OrderMessage) {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.EntryID
+	}
+	err := p.retry(ctx, "count a failed delivery", func() error {
+		return p.stream.GiveUp(ctx, msgs[0].VoucherID, p.cfg.Consumer, ids...)
+	})
+	if err != nil && ctx.Err() == nil {
+		p.logger.Warn("could not count a failed delivery of order messages; they stay pending", "voucher", msgs[0].VoucherID, "err", err)
 	}
 }
 
@@ -139,13 +167,15 @@ func (p *Pool) settle(ctx context.Context, msgs []seckill.OrderMessage, outcomes
 			saved = append(saved, &m.Order)
 		case seckill.BuyerConflict:
 			// Redis admitted a buyer twice: it lost the buyer's first order
-			// (a restart without AOF, a failover). Keep the database's order
-			// as the buyer's in Redis and give this one's stock back.
+			// (a restart without AOF, a failover), and with it the unit that
+			// order took, in one script's writes. This admission's unit now
+			// counts the database's order: keep it taken, and keep the
+			// database's order as the buyer's in Redis.
 			existing := p.buyerOrder(ctx, m.Order)
 			p.metrics.doubleAdmissions.Inc()
 			p.logger.Error("ALERT: Redis admitted a buyer twice; the second order goes to the dead letters",
 				"voucher", m.VoucherID, "user", m.Order.UserID, "order", m.Order.ID, "kept_order", existing)
-			p.deadLetter(ctx, m, seckill.DeadLetter{Reason: fmt.Sprintf("buyer already has order %d", existing), BuyerOrder: existing})
+			p.deadLetter(ctx, m, seckill.DeadLetter{Reason: fmt.Sprintf("buyer already has order %d", existing), BuyerOrder: existing, KeepStock: existing != 0})
 		case seckill.IDConflict:
 			p.logger.Error("ALERT: an order id is used by another order", "voucher", m.VoucherID, "order", m.Order.ID)
 			p.deadLetter(ctx, m, seckill.DeadLetter{Reason: "order id already used by another order"})
@@ -157,20 +187,32 @@ func (p *Pool) settle(ctx context.Context, msgs []seckill.OrderMessage, outcomes
 // buyerOrder returns the id of the buyer's created order of the voucher in
 // the database, or 0.
 func (p *Pool) buyerOrder(ctx context.Context, o seckill.Order) int64 {
-	var orders []*seckill.Order
-	err := p.retryDB(ctx, "read the buyer's orders", func() (err error) {
-		orders, err = p.store.UserOrders(ctx, o.UserID, 1000)
+	var id int64
+	p.retryDB(ctx, "read the buyer's orders", func() (err error) {
+		id, err = findBuyerOrder(ctx, p.store, &o)
 		return err
 	})
+	return id
+}
+
+// buyerOrder returns the id of o's buyer's created order of o's voucher in
+// the database, or 0 if there is none or it cannot be read.
+func buyerOrder(ctx context.Context, store Store, o *seckill.Order) int64 {
+	id, _ := findBuyerOrder(ctx, store, o)
+	return id
+}
+
+func findBuyerOrder(ctx context.Context, store Store, o *seckill.Order) (int64, error) {
+	orders, err := store.UserOrders(ctx, o.UserID, 1000)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	for _, s := range orders {
 		if s.VoucherID == o.VoucherID && s.Status == seckill.OrderCreated {
-			return s.ID
+			return s.ID, nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // ack acknowledges persisted messages. If it fails they stay pending, are
@@ -248,7 +290,9 @@ func (p *Pool) deadLetter(ctx context.Context, m seckill.OrderMessage, dl seckil
 }
 
 // keepClaimed renews the claim on msgs every Lease/3 until the returned
-// func is called, so that no reclaimer takes a batch that is slow, not dead.
+// func is called, so that no reclaimer takes a batch that is slow, not dead:
+// one that waits on the database or its circuit breaker. The read or claim
+// that gave this consumer msgs, just before, made their claim fresh.
 func (p *Pool) keepClaimed(msgs []seckill.OrderMessage) func() {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
@@ -261,23 +305,27 @@ func (p *Pool) keepClaimed(msgs []seckill.OrderMessage) func() {
 			case <-done:
 				return
 			case <-t.C:
-				// Renew only what is still ours: XCLAIM would take back a
-				// message another consumer has claimed meanwhile.
-				held, err := p.held(p.workCtx, msgs)
-				if err == nil && len(held) > 0 {
-					ids := make([]string, len(held))
-					for i, m := range held {
-						ids[i] = m.EntryID
-					}
-					err = p.stream.RefreshClaims(p.workCtx, msgs[0].VoucherID, p.cfg.Consumer, ids...)
-				}
-				if err != nil {
-					p.logger.Warn("could not renew the claim on a slow batch", "voucher", msgs[0].VoucherID, "err", err)
-				}
+				p.guard.do("keep_claimed", func() { p.renew(msgs) })
 			}
 		}
 	}()
 	return func() { close(done); <-stopped }
+}
+
+// renew renews the claim on the messages of msgs this consumer still holds:
+// XCLAIM would take back one another consumer has claimed meanwhile.
+func (p *Pool) renew(msgs []seckill.OrderMessage) {
+	held, err := p.held(p.workCtx, msgs)
+	if err == nil && len(held) > 0 {
+		ids := make([]string, len(held))
+		for i, m := range held {
+			ids[i] = m.EntryID
+		}
+		err = p.stream.RefreshClaims(p.workCtx, msgs[0].VoucherID, p.cfg.Consumer, ids...)
+	}
+	if err != nil && p.workCtx.Err() == nil {
+		p.logger.Warn("could not renew the claim on a slow batch", "voucher", msgs[0].VoucherID, "err", err)
+	}
 }
 
 // retryDB is retry for calls that reach the database: each try waits for

@@ -37,10 +37,11 @@ type QueueConfig struct {
 // batches. A crash loses what it holds; seckill reconcile then reports the
 // drift. It is kept to show why the stream mode exists.
 type Queue struct {
-	cfg     QueueConfig
-	store   Store
-	release func(ctx context.Context, o *seckill.Order) error
-	logger  *slog.Logger
+	cfg    QueueConfig
+	store  Store
+	slots  Slots
+	logger *slog.Logger
+	guard  recoverer
 
 	persisted, full prometheus.Counter
 
@@ -54,10 +55,20 @@ type Queue struct {
 
 var _ seckill.OrderQueue = (*Queue)(nil)
 
-// NewQueue returns a queue that writes to store. release gives back in
-// Redis what an order that cannot be written took (its stock and buyer
-// slot).
-func NewQueue(cfg QueueConfig, store Store, release func(ctx context.Context, o *seckill.Order) error, reg prometheus.Registerer, logger *slog.Logger) (*Queue, error) {
+// Slots settles in Redis the buyer slot and stock of a queued order that
+// cannot be written (redis.Client implements it).
+type Slots interface {
+	// Release frees the buyer's slot and gives the stock back, if the slot
+	// holds orderID.
+	Release(ctx context.Context, voucherID, userID, orderID int64) (bool, error)
+	// Reassign makes the slot hold keep instead of orderID and keeps the
+	// stock, if the slot holds orderID.
+	Reassign(ctx context.Context, voucherID, userID, orderID, keep int64) (bool, error)
+}
+
+// NewQueue returns a queue that writes to store. slots gives back in Redis
+// what an order that cannot be written took (its stock and buyer slot).
+func NewQueue(cfg QueueConfig, store Store, slots Slots, reg prometheus.Registerer, logger *slog.Logger) (*Queue, error) {
 	if cfg.Capacity <= 0 {
 		cfg.Capacity = 10_000
 	}
@@ -76,7 +87,7 @@ func NewQueue(cfg QueueConfig, store Store, release func(ctx context.Context, o 
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 15 * time.Second
 	}
-	q := &Queue{cfg: cfg, store: store, release: release, logger: logger, ch: make(chan *seckill.Order, cfg.Capacity),
+	q := &Queue{cfg: cfg, store: store, slots: slots, logger: logger, ch: make(chan *seckill.Order, cfg.Capacity),
 		persisted: persistedCounter(),
 		full: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_queue_full_total",
@@ -92,6 +103,11 @@ func NewQueue(cfg QueueConfig, store Store, release func(ctx context.Context, o 
 			return nil, fmt.Errorf("worker: register metrics: %w", err)
 		}
 	}
+	panics, err := PanicCounter(reg)
+	if err != nil {
+		return nil, err
+	}
+	q.guard = recoverer{panics: panics, logger: logger}
 	return q, nil
 }
 
@@ -164,8 +180,24 @@ func (q *Queue) work() {
 				break fill
 			}
 		}
-		q.save(batch)
+		q.saveGuarded(batch)
 	}
+}
+
+// saveGuarded is save, with a panic recovered: the batch's orders are then
+// saved one at a time, so that an order that panics loses itself alone, as
+// a crash would lose it, and the worker goes on.
+func (q *Queue) saveGuarded(batch []*seckill.Order) {
+	if q.guard.do("queue", func() { q.save(batch) }) {
+		return
+	}
+	if len(batch) > 1 {
+		for _, o := range batch {
+			q.saveGuarded([]*seckill.Order{o})
+		}
+		return
+	}
+	q.logger.Error("queued order lost to a panic; run seckill reconcile", "voucher", batch[0].VoucherID, "order", batch[0].ID)
 }
 
 // save writes a batch, retrying transient failures; one that fails
@@ -184,7 +216,9 @@ func (q *Queue) save(batch []*seckill.Order) {
 				switch outcomes[i] {
 				case seckill.Saved:
 					q.persisted.Inc()
-				case seckill.BuyerConflict, seckill.IDConflict:
+				case seckill.BuyerConflict:
+					q.failTwice(o)
+				case seckill.IDConflict:
 					q.fail(o, "conflicts with an order in the database: "+outcomes[i].String())
 				}
 			}
@@ -209,13 +243,37 @@ func (q *Queue) save(batch []*seckill.Order) {
 
 // fail records o as failed and gives its reservation back.
 func (q *Queue) fail(o *seckill.Order, reason string) {
+	q.recordFailed(o, reason)
+	if _, err := q.slots.Release(q.ctx, o.VoucherID, o.UserID, o.ID); err != nil {
+		q.logger.Error("could not give back a failed order's reservation; run seckill reconcile", "order", o.ID, "err", err)
+	}
+	q.logger.Warn("queued order failed", "voucher", o.VoucherID, "order", o.ID, "reason", reason)
+}
+
+// failTwice handles an order of a buyer Redis admitted twice: it lost
+// their first order, which the database holds, together with the unit that
+// order took. The second admission's unit counts the first order, so the
+// stock stays taken and the buyer's slot goes to the database's order.
+func (q *Queue) failTwice(o *seckill.Order) {
+	existing := buyerOrder(q.ctx, q.store, o)
+	q.recordFailed(o, fmt.Sprintf("buyer already has order %d", existing))
+	if existing == 0 {
+		// Not found after all: give the reservation back as for any failure.
+		if _, err := q.slots.Release(q.ctx, o.VoucherID, o.UserID, o.ID); err != nil {
+			q.logger.Error("could not give back a failed order's reservation; run seckill reconcile", "order", o.ID, "err", err)
+		}
+		return
+	}
+	if _, err := q.slots.Reassign(q.ctx, o.VoucherID, o.UserID, o.ID, existing); err != nil {
+		q.logger.Error("could not hand a buyer's slot to their order in the database; run seckill reconcile", "order", o.ID, "kept_order", existing, "err", err)
+	}
+	q.logger.Error("ALERT: Redis admitted a buyer twice; the second order failed", "voucher", o.VoucherID, "user", o.UserID, "order", o.ID, "kept_order", existing)
+}
+
+func (q *Queue) recordFailed(o *seckill.Order, reason string) {
 	f := *o
 	f.Status, f.Reason = seckill.OrderFailed, reason
 	if err := q.store.FailOrder(q.ctx, &f); err != nil {
 		q.logger.Error("could not record a failed order", "order", o.ID, "err", err)
 	}
-	if err := q.release(q.ctx, o); err != nil {
-		q.logger.Error("could not give back a failed order's reservation; run seckill reconcile", "order", o.ID, "err", err)
-	}
-	q.logger.Warn("queued order failed", "voucher", o.VoucherID, "order", o.ID, "reason", reason)
 }

@@ -7,9 +7,9 @@ import (
 )
 
 // reclaimAll runs the reclaimer over every voucher being read: it takes over
-// messages idle longer than the lease (their consumer died or hangs),
-// removes consumers long dead with nothing pending, and trims what every
-// consumer is done with.
+// messages idle longer than the lease (their consumer died or hangs), each
+// batch claimed into a free slot; it removes consumers long dead with
+// nothing pending, and trims what every consumer is done with.
 func (p *Pool) reclaimAll() {
 	for _, v := range p.watched() {
 		if p.readCtx.Err() != nil {
@@ -23,7 +23,12 @@ func (p *Pool) reclaim(voucherID int64) {
 	ctx := p.readCtx
 	log := p.logger.With("voucher", voucherID)
 	for ctx.Err() == nil {
-		msgs, deleted, err := p.stream.ClaimStale(ctx, voucherID, p.cfg.Consumer, p.cfg.Lease, p.cfg.BatchSize)
+		var deleted []string
+		n, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
+			msgs, gone, err := p.stream.ClaimStale(ctx, voucherID, p.cfg.Consumer, p.cfg.Lease, p.cfg.BatchSize)
+			deleted = gone
+			return msgs, err
+		})
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
 				log.Warn("could not reclaim stale orders", "err", err)
@@ -38,15 +43,12 @@ func (p *Pool) reclaim(voucherID int64) {
 			p.metrics.deletedEntries.Add(float64(len(deleted)))
 			log.Error("ALERT: pending order messages were deleted from the stream; run seckill reconcile", "entries", deleted)
 		}
-		if len(msgs) == 0 {
+		if n == 0 {
 			break
 		}
-		p.metrics.reclaimed.Add(float64(len(msgs)))
-		log.Info("reclaimed order messages from a consumer that stopped", "messages", len(msgs))
-		if !p.dispatch(msgs) {
-			return
-		}
-		if len(msgs) < p.cfg.BatchSize {
+		p.metrics.reclaimed.Add(float64(n))
+		log.Info("reclaimed order messages from a consumer that stopped or fell behind", "messages", n)
+		if n < p.cfg.BatchSize {
 			break
 		}
 	}

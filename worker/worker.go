@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,11 +61,12 @@ type Config struct {
 	Block time.Duration
 	// Lease is how long a message may sit unacknowledged with its consumer
 	// before another takes it over. A worker busy with a message renews its
-	// claim every Lease/3. Default 30s.
+	// claim every Lease/3. A message taken from a consumer that is alive
+	// (active within Lease/2) does not count a delivery. Default 30s.
 	Lease time.Duration
 	// MaxDeliveries is how many times a message may be delivered before it
-	// goes to the dead letters: a message whose consumers keep dying on it.
-	// Default 5.
+	// goes to the dead letters: a message whose consumers keep dying on it,
+	// or failing on it (an error of unknown kind, a panic). Default 5.
 	MaxDeliveries int64
 	// ReclaimEvery is how often the reclaimer looks for abandoned messages,
 	// dead consumers and stream entries to trim. Default 5s.
@@ -71,8 +74,9 @@ type Config struct {
 	// WatchEvery is how often the list of vouchers to read is refreshed
 	// from the database. Default 5s.
 	WatchEvery time.Duration
-	// Recent is how long after its sale ends a voucher's stream is still
-	// read. Default seckill.Recent.
+	// Recent is the retention: how long after its sale ends a voucher's
+	// stream is still read; after it, once drained, the voucher's keys are
+	// deleted. Default seckill.Recent.
 	Recent time.Duration
 	// BackoffMin and BackoffMax bound the wait between retries after a
 	// transient failure; the wait doubles, with jitter. Defaults 50ms, 5s.
@@ -127,6 +131,10 @@ func (c Config) withDefaults() Config {
 
 // Pool is the workers of one instance: a reader per voucher stream, a
 // bounded number of batches persisted at once, and a reclaimer.
+//
+// A batch takes its slot before it is read or claimed: a message is never
+// held waiting for a free worker, where no one renews its claim and other
+// consumers would take it over again and again.
 type Pool struct {
 	cfg     Config
 	stream  seckill.OrderStream
@@ -134,6 +142,7 @@ type Pool struct {
 	rebuild func(ctx context.Context, voucherID int64) error
 	logger  *slog.Logger
 	metrics *metrics
+	guard   recoverer
 
 	slots   *slots
 	breaker *breaker
@@ -148,7 +157,11 @@ type Pool struct {
 	loops, inflight       sync.WaitGroup
 	mu                    sync.Mutex
 	watching              map[int64]context.CancelFunc // stops a voucher's reader
-	started, stopOnce     sync.Once
+	// refreshed: the first refresh, which looks further back, is done.
+	// undrained: vouchers past their retention already warned about.
+	refreshed         atomic.Bool
+	undrained         sync.Map // voucher id → true
+	started, stopOnce sync.Once
 }
 
 // New returns a pool. rebuild puts a voucher back in Redis from the
@@ -163,13 +176,19 @@ func New(cfg Config, stream seckill.OrderStream, store Store, rebuild func(ctx c
 	if err != nil {
 		return nil, err
 	}
+	panics, err := PanicCounter(reg)
+	if err != nil {
+		return nil, err
+	}
+	logger = logger.With("consumer", cfg.Consumer)
 	return &Pool{
 		cfg:      cfg,
 		stream:   stream,
 		store:    store,
 		rebuild:  rebuild,
-		logger:   logger.With("consumer", cfg.Consumer),
+		logger:   logger,
 		metrics:  m,
+		guard:    recoverer{panics: panics, logger: logger},
 		slots:    newSlots(cfg.Workers),
 		breaker:  newBreaker(cfg.BreakerThreshold, cfg.BreakerMin, cfg.BreakerMax, cfg.Now),
 		watching: map[int64]context.CancelFunc{},
@@ -181,14 +200,12 @@ func New(cfg Config, stream seckill.OrderStream, store Store, rebuild func(ctx c
 func (p *Pool) Start(ctx context.Context) error {
 	p.started.Do(func() {
 		p.init(ctx)
-		if err := p.refresh(); err != nil {
-			// Not fatal: the next refresh tries again.
-			p.logger.Error("could not list the vouchers to read", "err", err)
-		}
+		// Not fatal if it fails: the next refresh tries again.
+		p.guard.do("refresh", p.refreshLogged)
 		p.loops.Add(3)
-		go p.loop(p.cfg.WatchEvery, p.refreshLogged)
-		go p.loop(p.cfg.ReclaimEvery, p.reclaimAll)
-		go p.loop(p.cfg.BacklogEvery, p.watchBacklog)
+		go p.loop("refresh", p.cfg.WatchEvery, p.refreshLogged)
+		go p.loop("reclaim", p.cfg.ReclaimEvery, p.reclaimAll)
+		go p.loop("backlog", p.cfg.BacklogEvery, p.watchBacklog)
 	})
 	return nil
 }
@@ -253,7 +270,9 @@ func (p *Pool) watched() []int64 {
 	return ids
 }
 
-func (p *Pool) loop(every time.Duration, fn func()) {
+// loop runs fn every so often until Stop; a pass that panics is counted
+// as where's, and the next one runs on time.
+func (p *Pool) loop(where string, every time.Duration, fn func()) {
 	defer p.loops.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -262,7 +281,7 @@ func (p *Pool) loop(every time.Duration, fn func()) {
 		case <-p.readCtx.Done():
 			return
 		case <-t.C:
-			fn()
+			p.guard.do(where, fn)
 		}
 	}
 }
@@ -273,66 +292,146 @@ func (p *Pool) refreshLogged() {
 	}
 }
 
+// retireLookback is how far before the retention the first refresh looks
+// for vouchers to retire: those that passed it while no instance ran.
+const retireLookback = 7 * 24 * time.Hour
+
 // refresh starts a reader for every voucher whose orders may still come,
-// and stops those of vouchers whose sale ended longer than Recent ago.
+// and retires the vouchers whose sale ended longer than Recent ago (see
+// retire). The first one also retires vouchers that passed Recent while no
+// instance ran, a week back.
 func (p *Pool) refresh() error {
-	vs, err := p.store.UnendedVouchers(p.readCtx, p.cfg.Now().Add(-p.cfg.Recent))
+	since := p.cfg.Now().Add(-p.cfg.Recent)
+	from := since
+	if !p.refreshed.Load() {
+		from = since.Add(-retireLookback)
+	}
+	vs, err := p.store.UnendedVouchers(p.readCtx, from)
 	if err != nil {
 		return fmt.Errorf("worker: list vouchers: %w", err)
 	}
+	p.refreshed.Store(true)
 	open := make(map[int64]bool, len(vs))
+	var past []int64
 	for _, v := range vs {
-		open[v.ID] = true
-		p.Watch(v.ID)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for id, stop := range p.watching {
-		if !open[id] {
-			stop()
-			delete(p.watching, id)
+		if v.EndTime.After(since) {
+			open[v.ID] = true
+			p.Watch(v.ID)
+		} else {
+			past = append(past, v.ID)
 		}
+	}
+	for _, id := range p.watched() {
+		if !open[id] && !slices.Contains(past, id) {
+			past = append(past, id)
+		}
+	}
+	for _, id := range past {
+		p.retire(id)
 	}
 	return nil
 }
 
+// retire deletes the keys of a voucher whose sale ended longer than Recent
+// ago, once its stream is drained, and stops reading it; until then its
+// reader goes on, so that its last orders are written. Its dead letters'
+// orders are failed in the database already (deadLetter records that
+// first); that is made sure of first, so that nothing an operator saw is
+// gone without a trace.
+func (p *Pool) retire(voucherID int64) {
+	ctx := p.readCtx
+	log := p.logger.With("voucher", voucherID)
+	recs, err := p.stream.DeadLetters(ctx, voucherID)
+	if err != nil {
+		log.Warn("could not read the dead letters of a voucher past its retention", "err", err)
+		return
+	}
+	for _, r := range recs {
+		if r.OrderID <= 0 || r.UserID <= 0 {
+			continue
+		}
+		o := &seckill.Order{ID: r.OrderID, UserID: r.UserID, VoucherID: voucherID, Status: seckill.OrderFailed, Reason: r.Reason}
+		if err := p.retryDB(ctx, "record a dead letter's order failed", func() error { return p.store.FailOrder(ctx, o) }); err != nil {
+			log.Warn("could not record a dead letter's order failed; the voucher's keys stay", "order", r.OrderID, "err", err)
+			return
+		}
+	}
+	dropped, err := p.stream.DropVoucher(ctx, voucherID)
+	switch {
+	case err != nil:
+		log.Warn("could not delete the keys of a voucher past its retention", "err", err)
+	case dropped:
+		p.unwatch(voucherID)
+		log.Info("voucher past its retention, its orders all written: its keys are deleted from Redis; a late buy is answered ended", "retention", p.cfg.Recent.String())
+	default:
+		p.Watch(voucherID)
+		if _, warned := p.undrained.LoadOrStore(voucherID, true); !warned {
+			log.Warn("voucher past its retention still has orders in its stream: its keys stay until they are written", "retention", p.cfg.Recent.String())
+		}
+	}
+}
+
+// unwatch stops reading the voucher's stream.
+func (p *Pool) unwatch(voucherID int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if stop := p.watching[voucherID]; stop != nil {
+		stop()
+		delete(p.watching, voucherID)
+	}
+	p.undrained.Delete(voucherID)
+}
+
 // read is the reader of one voucher's stream: first the messages this
 // consumer was given before and never acknowledged, then new ones, each
-// batch handed to a worker.
+// batch read into a free slot and persisted there.
 func (p *Pool) read(ctx context.Context, voucherID int64) {
 	defer p.loops.Done()
 	log := p.logger.With("voucher", voucherID)
 	retry := p.backoff()
-	after := "0"
+	after := "0" // the last pending message read; "" once they are all read
 	for ctx.Err() == nil {
+		var err error
+		if !p.guard.do("read", func() { after, err = p.readBatch(ctx, voucherID, after) }) {
+			retry.wait(ctx) // a panic that recurs must not spin
+			continue
+		}
+		switch {
+		case err == nil:
+			retry.reset()
+		case !p.readFailed(ctx, voucherID, err, log):
+			retry.wait(ctx)
+		}
+	}
+}
+
+// readBatch reads a batch into a free slot and starts persisting it: this
+// consumer's pending messages after the entry id after, or new messages if
+// after is "". It returns where to read next. New messages are waited for
+// without a slot (WaitOrders), then read without waiting: a reader of an
+// idle stream must not keep a slot from the reader of a busy one.
+func (p *Pool) readBatch(ctx context.Context, voucherID int64, after string) (string, error) {
+	if after == "" {
+		waiting, err := p.stream.WaitOrders(ctx, voucherID, p.cfg.Block)
+		if err != nil || !waiting {
+			return after, err
+		}
+	}
+	next := after
+	_, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
+		if after == "" {
+			return p.stream.ReadOrders(ctx, voucherID, p.cfg.Consumer, p.cfg.BatchSize, 0)
+		}
 		msgs, err := p.stream.ReadPending(ctx, voucherID, p.cfg.Consumer, after, p.cfg.BatchSize)
-		if err == nil && len(msgs) == 0 {
-			break
-		}
-		if err != nil {
-			if !p.readFailed(ctx, voucherID, err, log) {
-				retry.wait(ctx)
+		if err == nil {
+			next = ""
+			if len(msgs) > 0 {
+				next = msgs[len(msgs)-1].EntryID
 			}
-			continue
 		}
-		after = msgs[len(msgs)-1].EntryID
-		p.inflight.Add(1)
-		p.persist(msgs)
-	}
-	retry.reset()
-	for ctx.Err() == nil {
-		msgs, err := p.stream.ReadOrders(ctx, voucherID, p.cfg.Consumer, p.cfg.BatchSize, p.cfg.Block)
-		if err != nil {
-			if !p.readFailed(ctx, voucherID, err, log) {
-				retry.wait(ctx)
-			}
-			continue
-		}
-		retry.reset()
-		if len(msgs) > 0 && !p.dispatch(msgs) {
-			return
-		}
-	}
+		return msgs, err
+	})
+	return next, err
 }
 
 // readFailed handles a failed read and reports whether to read again at
@@ -347,6 +446,12 @@ func (p *Pool) readFailed(ctx context.Context, voucherID int64, err error, log *
 		log.Error("order stream lost in Redis; rebuilding the voucher from the database", "err", err)
 		p.metrics.streamsLost.Inc()
 		if err := p.rebuild(ctx, voucherID); err != nil {
+			if errors.Is(err, seckill.ErrEnded) {
+				// Past its retention: its keys were deleted once drained.
+				log.Info("stopped reading the stream of a voucher past its retention")
+				p.unwatch(voucherID)
+				return true
+			}
 			log.Error("could not rebuild the voucher", "err", err)
 			return false
 		}
@@ -356,18 +461,31 @@ func (p *Pool) readFailed(ctx context.Context, voucherID int64, err error, log *
 	return false
 }
 
-// dispatch hands msgs to a worker when one is free, and reports false if
-// the pool stopped first.
-func (p *Pool) dispatch(msgs []seckill.OrderMessage) bool {
-	if !p.slots.acquire(p.workCtx) {
-		return false
+// withSlot waits for a free slot, then takes a batch with take (a read or
+// a claim) and persists it in the slot; if take returns no messages, or
+// panics, the slot is freed. It returns how many messages take returned,
+// and ctx's error if it ended before a slot was free.
+func (p *Pool) withSlot(ctx context.Context, take func() ([]seckill.OrderMessage, error)) (int, error) {
+	if !p.slots.acquire(ctx) {
+		return 0, ctx.Err()
+	}
+	started := false
+	defer func() {
+		if !started {
+			p.slots.release()
+		}
+	}()
+	msgs, err := take()
+	if err != nil || len(msgs) == 0 {
+		return 0, err
 	}
 	p.inflight.Add(1)
+	started = true
 	go func() {
 		defer p.slots.release()
 		p.persist(msgs)
 	}()
-	return true
+	return len(msgs), nil
 }
 
 // backoff is an exponential wait with full jitter.

@@ -79,6 +79,9 @@ func newBench(t *testing.T, backend string, stock int64) *bench {
 	if _, err := b.cache.LoadVoucher(ctx, b.voucher); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.cache.ArmAdmission(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return b
 }
 
@@ -98,28 +101,52 @@ func (b *bench) key(name string) string {
 func (b *bench) admit(user int64) int64 {
 	b.t.Helper()
 	id := b.nextID.Add(1)
-	if err := b.cache.Admit(context.Background(), b.voucher.ID, user, id); err != nil {
+	if err := b.cache.Admit(context.Background(), b.admission(user, id)); err != nil {
 		b.t.Fatalf("admit user %d: %v", user, err)
 	}
 	return id
+}
+
+// reserve admits the user as the queue mode does, without the stream, and
+// returns the order to queue.
+func (b *bench) reserve(user int64) (*seckill.Order, error) {
+	id := b.nextID.Add(1)
+	if err := b.cache.Reserve(context.Background(), b.admission(user, id)); err != nil {
+		return nil, err
+	}
+	return &seckill.Order{ID: id, UserID: user, VoucherID: b.voucher.ID, Status: seckill.OrderPending, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}, nil
+}
+
+// admission is the user's admission to the bench's voucher with order id.
+func (b *bench) admission(user, id int64) seckill.Admission {
+	return seckill.Admission{VoucherID: b.voucher.ID, Generation: b.voucher.Generation, UserID: user, OrderID: id}
 }
 
 // pool returns a pool on the bench's stream. With start, it reads and
 // reclaims on its own; without, the test drives it.
 func (b *bench) pool(consumer string, start bool, store Store) *Pool {
 	b.t.Helper()
-	if store == nil {
-		store = b.store
-	}
-	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: time.Now}
-	p, err := New(Config{
+	return b.poolWith(Config{
 		Consumer:     consumer,
 		Block:        50 * time.Millisecond,
 		Lease:        time.Second,
 		ReclaimEvery: 100 * time.Millisecond,
 		WatchEvery:   100 * time.Millisecond,
 		BackoffMax:   200 * time.Millisecond,
-	}, b.cache, store, vs.Rebuild, prometheus.NewRegistry(), b.logger)
+	}, nil, store, prometheus.NewRegistry(), start)
+}
+
+// poolWith is pool with cfg, on stream and store (nil: the bench's).
+func (b *bench) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg prometheus.Registerer, start bool) *Pool {
+	b.t.Helper()
+	if stream == nil {
+		stream = b.cache
+	}
+	if store == nil {
+		store = b.store
+	}
+	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: time.Now}
+	p, err := New(cfg, stream, store, vs.Rebuild, reg, b.logger)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -324,7 +351,7 @@ func TestStreamLost(t *testing.T) {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 10
 	})
-	if err := b.raw.Do(ctx, b.raw.B().Del().Key(b.key("stock"), b.key("window"), b.key("buyers"), b.key("orders")).Build()).Error(); err != nil {
+	if err := b.raw.Do(ctx, b.raw.B().Del().Key(b.key("stock"), b.key("meta"), b.key("buyers"), b.key("orders")).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "voucher rebuilt", func() bool {
@@ -334,7 +361,7 @@ func TestStreamLost(t *testing.T) {
 		t.Errorf("rebuilt stock %d, want 40", got)
 	}
 	// The buyers persisted before the loss are known again.
-	err := b.cache.Admit(ctx, b.voucher.ID, 400, b.nextID.Add(1))
+	err := b.cache.Admit(ctx, b.admission(400, b.nextID.Add(1)))
 	if !errors.Is(err, seckill.ErrDuplicateOrder) {
 		t.Errorf("a persisted buyer buying again after the rebuild: %v, want ErrDuplicateOrder", err)
 	}
@@ -350,41 +377,193 @@ func TestStreamLost(t *testing.T) {
 	}
 }
 
-// TestBuyerAdmittedTwice: if Redis admits a buyer again (it lost their
-// slot), the second order goes to the dead letters, its stock comes back,
-// and the buyer's slot holds their order in the database.
+// loseAdmission makes Redis lose the buyer's admission the way it loses
+// data: a restart from an older snapshot, a failover to a replica behind,
+// lose the admission script's writes together, the buyer's slot and the
+// unit of stock it took (and the stream entry, long acknowledged here).
+func (b *bench) loseAdmission(user int64) {
+	b.t.Helper()
+	ctx := context.Background()
+	for _, res := range b.raw.DoMulti(ctx,
+		b.raw.B().Multi().Build(),
+		b.raw.B().Hdel().Key(b.key("buyers")).Field(fmt.Sprint(user)).Build(),
+		b.raw.B().Incr().Key(b.key("stock")).Build(),
+		b.raw.B().Exec().Build(),
+	) {
+		if err := res.Error(); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+// checkAdmittedTwice checks the state after the second order of a buyer
+// Redis admitted twice was settled: it failed in the database, the buyer's
+// slot in Redis holds the first, and the stock the second took stays
+// taken, for it counts the first: remaining + created + pending == stock.
+func (b *bench) checkAdmittedTwice(user, first, second, pending int64) {
+	b.t.Helper()
+	ctx := context.Background()
+	o, err := b.store.Order(ctx, second)
+	if err != nil || o.Status != seckill.OrderFailed {
+		b.t.Errorf("second order = %+v, %v; want failed", o, err)
+	}
+	slot, err := b.raw.Do(ctx, b.raw.B().Hget().Key(b.key("buyers")).Field(fmt.Sprint(user)).Build()).AsInt64()
+	if err != nil || slot != first {
+		b.t.Errorf("buyer slot = %d, %v; want the persisted order %d", slot, err, first)
+	}
+	created, err := b.store.CountOrders(ctx, b.voucher.ID)
+	if err != nil || created != 1 {
+		b.t.Errorf("%d orders created in the database (%v), want 1", created, err)
+	}
+	if left := b.redisStock(); left+created+pending != b.voucher.InitialStock {
+		b.t.Errorf("Redis stock %d + %d created + %d pending = %d, want the initial stock %d: the second admission's unit must stay taken",
+			left, created, pending, left+created+pending, b.voucher.InitialStock)
+	}
+}
+
+// buyTheRest admits new buyers with admit until one is refused as sold
+// out, and returns the orders admitted.
+func (b *bench) buyTheRest(admit func(user int64) (*seckill.Order, error)) []*seckill.Order {
+	b.t.Helper()
+	var sold []*seckill.Order
+	for user := int64(1000); ; user++ {
+		o, err := admit(user)
+		if errors.Is(err, seckill.ErrSoldOut) {
+			return sold
+		}
+		if err != nil {
+			b.t.Fatalf("admit user %d: %v", user, err)
+		}
+		sold = append(sold, o)
+		if len(sold) > int(b.voucher.InitialStock) {
+			b.t.Fatalf("%d buyers admitted to a stock of %d", len(sold), b.voucher.InitialStock)
+		}
+	}
+}
+
+// checkSoldOut checks that the later buyers bought exactly what was left,
+// and that every order answered as admitted was created.
+func (b *bench) checkSoldOut(sold []*seckill.Order) {
+	b.t.Helper()
+	ctx := context.Background()
+	if want := b.voucher.InitialStock - 1; int64(len(sold)) != want {
+		b.t.Errorf("later buyers bought %d, want the %d left", len(sold), want)
+	}
+	waitFor(b.t, 20*time.Second, "the later orders settled", func() bool {
+		created, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		failed, _ := b.store.CountFailedOrders(ctx, b.voucher.ID)
+		return created+failed == 1+int64(len(sold))+1
+	})
+	for _, o := range sold {
+		if got, err := b.store.Order(ctx, o.ID); err != nil || got.Status != seckill.OrderCreated {
+			b.t.Errorf("order %d answered as admitted = %+v, %v; want created", o.ID, got, err)
+		}
+	}
+	if v := b.dbVoucher(); v.Stock != 0 {
+		b.t.Errorf("database stock %d, want 0", v.Stock)
+	}
+}
+
+// TestBuyerAdmittedTwice: Redis loses a buyer's persisted order together
+// with the unit it took, and admits the buyer again. The worker finds the
+// buyer's order in the database: the second order goes to the dead
+// letters, failed, the buyer keeps the first, and its unit stays taken: a
+// later buyer can buy what is left, and no more.
 func TestBuyerAdmittedTwice(t *testing.T) {
 	b := newBench(t, "mysql", 10)
 	ctx := context.Background()
 	p := b.pool("w", true, nil)
 	first := b.admit(7)
+	waitFor(t, 10*time.Second, "first order persisted and acknowledged", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 1 && b.pending() == 0
+	})
+	b.loseAdmission(7)
+	second := b.admit(7)
+	waitFor(t, 10*time.Second, "second order dead-lettered", func() bool { return b.dlqLen() == 1 && b.pending() == 0 })
+	b.checkAdmittedTwice(7, first, second, b.pending())
+	if got := testutil.ToFloat64(p.metrics.doubleAdmissions); got != 1 {
+		t.Errorf("double admissions metric = %v, want 1", got)
+	}
+
+	sold := b.buyTheRest(func(user int64) (*seckill.Order, error) {
+		id := b.nextID.Add(1)
+		return &seckill.Order{ID: id}, b.cache.Admit(ctx, b.admission(user, id))
+	})
+	b.checkSoldOut(sold)
+	if n := b.dlqLen(); n != 1 {
+		t.Errorf("%d dead letters, want 1: the second order's", n)
+	}
+}
+
+// queue returns a queue mode's queue with cfg that writes to store (nil:
+// the bench's database), started if start.
+func (b *bench) queue(cfg QueueConfig, store Store, reg prometheus.Registerer, start bool) *Queue {
+	b.t.Helper()
+	if store == nil {
+		store = b.store
+	}
+	q, err := NewQueue(cfg, store, b.cache, reg, b.logger)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if start {
+		if err := q.Start(context.Background()); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	b.t.Cleanup(q.Stop)
+	return q
+}
+
+// offer queues o, failing the test if the queue refuses it.
+func offer(t *testing.T, q *Queue, o *seckill.Order) {
+	t.Helper()
+	if !q.Offer(o) {
+		t.Fatalf("the queue refused order %d", o.ID)
+	}
+}
+
+// TestQueueBuyerAdmittedTwice is TestBuyerAdmittedTwice in the queue mode:
+// a reserved order of a buyer Redis admitted twice fails, the buyer keeps
+// the order in the database, and the unit stays taken.
+func TestQueueBuyerAdmittedTwice(t *testing.T) {
+	b := newBench(t, "mysql", 10)
+	ctx := context.Background()
+	q := b.queue(QueueConfig{BackoffMax: 200 * time.Millisecond}, nil, prometheus.NewRegistry(), true)
+	first, err := b.reserve(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offer(t, q, first)
 	waitFor(t, 10*time.Second, "first order persisted", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 1
 	})
-	// Redis forgets the buyer, and admits them again.
-	if err := b.raw.Do(ctx, b.raw.B().Hdel().Key(b.key("buyers")).Field("7").Build()).Error(); err != nil {
-		t.Fatal(err)
+	b.loseAdmission(7)
+	second, err := b.reserve(7)
+	if err != nil {
+		t.Fatalf("the buyer Redis forgot is not admitted again: %v", err)
 	}
-	second := b.admit(7)
-	waitFor(t, 10*time.Second, "second order dead-lettered", func() bool { return b.dlqLen() == 1 })
-	if got := b.redisStock(); got != 9 {
-		t.Errorf("Redis stock %d, want 9: the second order's unit given back", got)
-	}
-	slot, err := b.raw.Do(ctx, b.raw.B().Hget().Key(b.key("buyers")).Field("7").Build()).AsInt64()
-	if err != nil || slot != first {
-		t.Errorf("buyer slot = %d, %v; want the persisted order %d", slot, err, first)
-	}
-	o, err := b.store.Order(ctx, second)
-	if err != nil || o.Status != seckill.OrderFailed {
-		t.Errorf("second order = %+v, %v; want failed", o, err)
-	}
-	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 1 {
-		t.Errorf("%d orders in the database, want 1", n)
-	}
-	if got := testutil.ToFloat64(p.metrics.doubleAdmissions); got != 1 {
-		t.Errorf("double admissions metric = %v, want 1", got)
-	}
+	offer(t, q, second)
+	waitFor(t, 10*time.Second, "second order settled", func() bool {
+		o, err := b.store.Order(ctx, second.ID)
+		if err != nil || o.Status != seckill.OrderFailed {
+			return false
+		}
+		slot, err := b.raw.Do(ctx, b.raw.B().Hget().Key(b.key("buyers")).Field("7").Build()).AsInt64()
+		return err != nil || slot != second.ID // the slot was settled, one way or the other
+	})
+	b.checkAdmittedTwice(7, first.ID, second.ID, int64(len(q.ch)))
+
+	sold := b.buyTheRest(func(user int64) (*seckill.Order, error) {
+		o, err := b.reserve(user)
+		if err == nil {
+			offer(t, q, o)
+		}
+		return o, err
+	})
+	b.checkSoldOut(sold)
 }
 
 // TestReclaimAndReap: a consumer that read messages and died is relieved

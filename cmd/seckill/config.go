@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/redis"
 )
 
@@ -16,37 +17,39 @@ import (
 // variable (see envName); the defaults are those registered in the flag
 // functions below and listed in the README.
 type Config struct {
-	Addr                 string        // HTTP listen address
-	Mode                 string        // order pipeline: stream
-	RedisURL             string        // empty with DBURL empty: embedded default
-	RedisPrefix          string        // starts every Redis key
-	DBURL                string        // mysql://, postgres://, sqlite://
-	DBMaxConns           int           // database connection pool size
-	DataDir              string        // the embedded default's files
-	JWTSecret            string        // HS256 secret, at least 32 bytes
-	TokenTTL             time.Duration // lifetime of login and printed admin tokens
-	Migrate              bool          // apply migrations at serve start
-	ShutdownTimeout      time.Duration // grace for requests in flight at shutdown
-	ReadHeaderTimeout    time.Duration
-	ReadTimeout          time.Duration
-	WriteTimeout         time.Duration
-	IdleTimeout          time.Duration
-	LogLevel             string        // debug, info, warn, error
-	LogFormat            string        // auto, text, json
-	Consumer             string        // this instance's consumer name
-	Workers              int           // batches persisted at once
-	BatchSize            int           // orders per read and per transaction
-	ClaimLease           time.Duration // idle time before a message is reclaimed
-	MaxDeliveries        int64         // deliveries before the dead letters
-	QueueCapacity        int           // the queue mode's queue size
-	RateUser             float64       // buy requests a second per buyer
-	RateUserBurst        int
-	RateAddr             float64 // buy requests a second per client address
-	RateAddrBurst        int
-	TrustedProxies       string        // proxies whose X-Forwarded-For is believed
-	BacklogHigh          int64         // stream backlog that stops admission
-	BacklogLow           int64         // stream backlog that resumes it
-	WorkersMax           int           // the most batches persisted at once
+	Addr              string        // HTTP listen address
+	Mode              string        // order pipeline: stream
+	RedisURL          string        // empty with DBURL empty: embedded default
+	RedisPrefix       string        // starts every Redis key
+	DBURL             string        // mysql://, postgres://, sqlite://
+	DBMaxConns        int           // database connection pool size
+	DataDir           string        // the embedded default's files
+	JWTSecret         string        // HS256 secret, at least 32 bytes
+	TokenTTL          time.Duration // lifetime of login and printed admin tokens
+	Migrate           bool          // apply migrations at serve start
+	ShutdownTimeout   time.Duration // grace for requests in flight at shutdown
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	LogLevel          string        // debug, info, warn, error
+	LogFormat         string        // auto, text, json
+	Consumer          string        // this instance's consumer name
+	Workers           int           // batches persisted at once
+	BatchSize         int           // orders per read and per transaction
+	ClaimLease        time.Duration // idle time before a message is reclaimed
+	MaxDeliveries     int64         // deliveries before the dead letters
+	QueueCapacity     int           // the queue mode's queue size
+	RateUser          float64       // buy requests a second per buyer
+	RateUserBurst     int
+	RateAddr          float64 // buy requests a second per client address
+	RateAddrBurst     int
+	TrustedProxies    string        // proxies whose X-Forwarded-For is believed
+	BacklogHigh       int64         // stream backlog that stops admission
+	BacklogLow        int64         // stream backlog that resumes it
+	WorkersMax        int           // the most batches persisted at once
+	Retention         time.Duration // how long an ended voucher is kept
+
 	LoginWebhookURL      string        // where login codes are posted
 	LoginWebhookSecret   string        // HMAC-SHA256 key of the webhook's signature
 	LoginWebhookTimeout  time.Duration // bound on one webhook request
@@ -74,6 +77,7 @@ func (c *Config) workerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BatchSize, "batch-size", 100, "orders per stream read and per database transaction")
 	fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "how long an order message may sit unacknowledged with a consumer before another takes it over")
 	fs.Int64Var(&c.MaxDeliveries, "max-deliveries", 5, "deliveries of an order message before it goes to the dead letters")
+	fs.DurationVar(&c.Retention, "retention", seckill.Recent, "how long after its sale ends a voucher is kept: its orders still read and shown as pending, its keys kept in Redis (then deleted once its stream is drained); a late buy is answered ended")
 }
 
 func (c *Config) httpFlags(fs *flag.FlagSet) {

@@ -43,6 +43,9 @@ func TestDLQRealServices(t *testing.T) {
 	}
 	defer cache.Close()
 	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+	if err := vouchers.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now().UTC().Truncate(time.Second)
 	view, err := vouchers.Create(ctx, &seckill.Voucher{Title: "dlq", Stock: 2, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)})
 	if err != nil {
@@ -52,7 +55,7 @@ func TestDLQRealServices(t *testing.T) {
 	// Orders 101 (user 10) and 102 (user 11) admitted and dead-lettered;
 	// then order 103 (user 12) takes one of the two units back.
 	for _, o := range [][2]int64{{101, 10}, {102, 11}} {
-		if err := cache.Admit(ctx, v, o[1], o[0]); err != nil {
+		if err := cache.Admit(ctx, seckill.Admission{VoucherID: v, Generation: view.Generation, UserID: o[1], OrderID: o[0]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +73,7 @@ func TestDLQRealServices(t *testing.T) {
 			t.Fatalf("dead-letter: %v, %v", moved, err)
 		}
 	}
-	if err := cache.Admit(ctx, v, 12, 103); err != nil {
+	if err := cache.Admit(ctx, seckill.Admission{VoucherID: v, Generation: view.Generation, UserID: 12, OrderID: 103}); err != nil {
 		t.Fatal(err)
 	}
 

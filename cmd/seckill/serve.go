@@ -132,23 +132,40 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		svc.closers = append(svc.closers, func() { os.Remove(filepath.Join(c.DataDir, embeddedAddrFile)) })
 	}
 
-	svc.vouchers = &seckill.VoucherService{Store: svc.store, Cache: svc.cache, Logger: logger, Now: time.Now, DatabaseOnly: mode == seckill.ModeSync}
+	svc.vouchers = &seckill.VoucherService{Store: svc.store, Cache: svc.cache, Logger: logger, Now: time.Now,
+		DatabaseOnly: mode == seckill.ModeSync, InMemoryQueue: mode == seckill.ModeQueue, Retention: c.Retention}
 	if err := svc.vouchers.Restore(ctx); err != nil {
-		// Not fatal: the vouchers that could be loaded are on sale.
+		// Not fatal: the vouchers that could be loaded are on sale, and
+		// admission checks Redis again before it admits.
 		logger.Error("some vouchers could not be loaded into Redis", "err", err)
+	}
+	if mode != seckill.ModeSync {
+		// A Redis that changes under the sale (restarted, failed over, or
+		// its data lost) is checked, and its open vouchers rebuilt.
+		watch := &seckill.CacheWatch{Vouchers: svc.vouchers, Logger: logger}
+		if err := watch.Start(ctx); err != nil {
+			return nil, err
+		}
+		svc.closers = append(svc.closers, watch.Stop)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	panics, err := worker.PanicCounter(reg)
+	if err != nil {
+		return nil, err
 	}
 
 	// Order ids: a node id leased in Redis, unique among running instances.
 	ids := orderid.New()
 	lease := svc.cache.NewNodeLease(ids, logger)
+	lease.OnPanic = panics.WithLabelValues("node_lease").Inc
 	if err := lease.Start(ctx); err != nil {
 		return nil, fmt.Errorf("lease a node id for order ids: %w", err)
 	}
 	svc.closers = append(svc.closers, lease.Stop)
 	orders := &seckill.OrderService{Mode: mode, Cache: svc.cache, Store: svc.store, Vouchers: svc.vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w, err := newWorkers(ctx, c, mode, svc.cache, svc.store, svc.vouchers, orders, reg, logger)
 	if err != nil {
 		return nil, err
@@ -254,12 +271,8 @@ func newWorkers(ctx context.Context, c *Config, mode seckill.Mode, cache *redis.
 	vouchers *seckill.VoucherService, orders *seckill.OrderService, reg prometheus.Registerer, logger *slog.Logger) (workers, error) {
 	switch mode {
 	case seckill.ModeQueue:
-		release := func(ctx context.Context, o *seckill.Order) error {
-			_, err := cache.Release(ctx, o.VoucherID, o.UserID, o.ID)
-			return err
-		}
 		q, err := worker.NewQueue(worker.QueueConfig{Capacity: c.QueueCapacity, Workers: c.Workers, BatchSize: c.BatchSize, DrainTimeout: c.ShutdownTimeout},
-			store, release, reg, logger)
+			store, cache, reg, logger)
 		if err != nil {
 			return workers{}, err
 		}
@@ -277,6 +290,7 @@ func newWorkers(ctx context.Context, c *Config, mode seckill.Mode, cache *redis.
 			WorkersMax:    c.WorkersMax,
 			BatchSize:     c.BatchSize,
 			Lease:         c.ClaimLease,
+			Recent:        c.Retention,
 			MaxDeliveries: c.MaxDeliveries,
 			DrainTimeout:  c.ShutdownTimeout,
 			BacklogHigh:   c.BacklogHigh,

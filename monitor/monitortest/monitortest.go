@@ -103,6 +103,10 @@ func Start(t *testing.T, opts Options) *Sale {
 	s.AdminToken = s.Token(auth.Identity{UserID: 1, Admin: true})
 
 	s.Vouchers = &seckill.VoucherService{Store: store, Cache: s.Cache, Logger: logger, Now: time.Now}
+	// As serve starts: the Redis server checked, admissions armed.
+	if err := s.Vouchers.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
 	ids := orderid.New()
 	lease := s.Cache.NewNodeLease(ids, logger)
 	lease.FreshWait = 0 // the test's key prefix is its own

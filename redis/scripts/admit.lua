@@ -5,7 +5,7 @@
 -- even after the sale ended (G5).
 --
 -- KEYS[1] stock   string: units left to admit
--- KEYS[2] window  hash: begin, end (unix milliseconds)
+-- KEYS[2] meta    hash: begin, end (unix milliseconds), gen (generation)
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the admitted orders, for the workers
 -- ARGV[1] user id
@@ -13,6 +13,7 @@
 -- ARGV[3] voucher id
 -- ARGV[4] '1' to append the order to KEYS[4] (stream mode), '0' not to
 --         (queue mode: the service queues it in memory)
+-- ARGV[5] the voucher's generation in the database
 --
 -- Returns {code, order id}:
 --   {0, ARGV[2]}  admitted: stock taken, buyer recorded, order appended
@@ -21,10 +22,11 @@
 --   {2, ''}       sold out
 --   {3, ''}       the sale has not started
 --   {4, ''}       the sale has ended
---   {5, ''}       the voucher is not loaded (no stock or window in Redis)
+--   {5, ''}       the voucher is not loaded: no stock or window in Redis,
+--                 or the state of another generation of its id
 local stock = redis.call('GET', KEYS[1])
-local window = redis.call('HMGET', KEYS[2], 'begin', 'end')
-if not stock or not window[1] or not window[2] then
+local meta = redis.call('HMGET', KEYS[2], 'begin', 'end', 'gen')
+if not stock or not meta[1] or not meta[2] or (meta[3] or '0') ~= ARGV[5] then
   return {5, ''}
 end
 local existing = redis.call('HGET', KEYS[3], ARGV[1])
@@ -33,10 +35,10 @@ if existing then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < tonumber(window[1]) then
+if now < tonumber(meta[1]) then
   return {3, ''}
 end
-if now >= tonumber(window[2]) then
+if now >= tonumber(meta[2]) then
   return {4, ''}
 end
 if tonumber(stock) <= 0 then

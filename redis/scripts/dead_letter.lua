@@ -20,7 +20,10 @@
 -- The stock and slot go back only if the buyer's slot holds this very order:
 -- that proves the message took them, and a second call finds it freed. The
 -- entry is deleted from KEYS[3] (the dead letter keeps its content), so that
--- a rebuild of the voucher does not count its buyer again.
+-- a rebuild of the voucher does not count its buyer again. While the voucher
+-- has no stock (unloaded, or being rebuilt) only the slot changes: the
+-- rebuild sets the stock from the buyers, and an INCR would make a stock
+-- without a window, a voucher half there.
 --
 -- Returns -1 if the entry is no longer pending (another worker settled it:
 -- nothing done), 1 if the stock was given back, else 0.
@@ -36,8 +39,8 @@ if owns then
   else
     redis.call('HDEL', KEYS[2], ARGV[4])
   end
-  local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
-  if ARGV[7] == '1' or stock < 0 then
+  local stock = redis.call('GET', KEYS[1])
+  if stock and (ARGV[7] == '1' or tonumber(stock) < 0) then
     redis.call('INCR', KEYS[1])
     returned = 1
   end

@@ -1,46 +1,37 @@
 #!lua
--- finish_rebuild: the last part of rebuilding a voucher that Redis lost.
--- Makes sure the consumer group exists (at 0: entries still in the stream
--- are then delivered), adds the buyers of the orders still in its stream
--- (admitted, maybe not yet in the database), writes the window, and sets
--- the stock to what the buyers leave.
+-- finish_rebuild: the last step of rebuilding a voucher (see
+-- rebuild_begin): make sure the consumer group exists (at 0: entries still
+-- in the stream are then delivered), write the window, and set the stock to
+-- what the staged buyers leave.
 --
 -- KEYS[1] stock   string: units left to admit
--- KEYS[2] window  hash: begin, end (unix milliseconds)
+-- KEYS[2] meta    hash: begin, end (unix milliseconds), gen, epoch
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the order messages
--- ARGV[1] initial stock of the voucher
--- ARGV[2] begin of the sale window, unix milliseconds
--- ARGV[3] end of the sale window, unix milliseconds
--- ARGV[4] consumer group
+-- ARGV[1] the voucher's generation
+-- ARGV[2] the rebuild's epoch (from rebuild_begin)
+-- ARGV[3] initial stock of the voucher
+-- ARGV[4] begin of the sale window, unix milliseconds
+-- ARGV[5] end of the sale window, unix milliseconds
+-- ARGV[6] consumer group
 --
--- The group is made first, whatever the stock: a stream whose group was
--- lost while the stock survived is read again from its start.
---
--- Returns {1, stock} when it set the stock, {0, ''} when a stock was there
--- already (nothing else changed).
-local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[4], ARGV[4], '0', 'MKSTREAM')
-if not ok and not string.find(tostring(err.err or err), 'BUSYGROUP') then
-  return redis.error_reply(tostring(err.err or err))
-end
+-- Returns {1, stock} when it set the stock; {0, ''} when a stock was there
+-- already (someone else finished: nothing changed); {-1, ''} when the
+-- rebuild was superseded (start over).
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, ''}
 end
-local entries = redis.call('XRANGE', KEYS[4], '-', '+')
-for _, e in ipairs(entries) do
-  local f = e[2]
-  local id, user
-  for i = 1, #f, 2 do
-    if f[i] == 'id' then id = f[i + 1] elseif f[i] == 'user' then user = f[i + 1] end
-  end
-  if id and user then
-    redis.call('HSETNX', KEYS[3], user, id)
-  end
+if (redis.call('HGET', KEYS[2], 'gen') or '0') ~= ARGV[1] or (redis.call('HGET', KEYS[2], 'epoch') or '0') ~= ARGV[2] then
+  return {-1, ''}
 end
-local left = tonumber(ARGV[1]) - redis.call('HLEN', KEYS[3])
+local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[4], ARGV[6], '0', 'MKSTREAM')
+if not ok and not string.find(tostring(err.err or err), 'BUSYGROUP') then
+  return redis.error_reply(tostring(err.err or err))
+end
+local left = tonumber(ARGV[3]) - redis.call('HLEN', KEYS[3])
 if left < 0 then
   left = 0
 end
-redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3])
+redis.call('HSET', KEYS[2], 'begin', ARGV[4], 'end', ARGV[5])
 redis.call('SET', KEYS[1], left)
 return {1, tostring(left)}

@@ -1,11 +1,16 @@
 #!lua
 -- load_voucher: put a voucher just created into Redis: its stock, its sale
--- window and its order stream's consumer group. Whatever Redis held under
--- the voucher's id is stale (a database reset, or two databases sharing one
--- key prefix) and is replaced: buyers, stream and dead letters.
+-- window, its generation and its order stream's consumer group.
+--
+-- If Redis holds this very generation of the voucher already, a buyer or
+-- another instance got there first and rebuilt it from the database, and
+-- may have admitted buyers since: nothing changes. State of another
+-- generation under the voucher's id is stale (a database reset, or two
+-- databases sharing one key prefix) and is replaced: buyers, stream and dead
+-- letters.
 --
 -- KEYS[1] stock   string: units left to admit
--- KEYS[2] window  hash: begin, end (unix milliseconds)
+-- KEYS[2] meta    hash: begin, end (unix milliseconds), gen, epoch
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the order messages
 -- KEYS[5] dlq     stream: the dead letters
@@ -13,12 +18,19 @@
 -- ARGV[2] begin of the sale window, unix milliseconds
 -- ARGV[3] end of the sale window, unix milliseconds
 -- ARGV[4] consumer group
+-- ARGV[5] the voucher's generation
 --
--- Returns 1 if it replaced state Redis held for the id, else 0.
+-- Returns 1 if it replaced state Redis held for the id, 0 if it loaded the
+-- voucher into an empty place, -1 if this generation was there already.
+if redis.call('HGET', KEYS[2], 'gen') == ARGV[5] then
+  return -1
+end
 local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
+-- A new epoch: a rebuild in flight for the state replaced stops.
+local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[4], '0', 'MKSTREAM')
-redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3])
+redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'gen', ARGV[5], 'epoch', tostring(epoch))
 redis.call('SET', KEYS[1], ARGV[1])
 if stale > 0 then
   return 1

@@ -1,0 +1,120 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+)
+
+var _ seckill.CacheGuard = (*Client)(nil)
+
+// embeddedIdentity is the identity of the embedded server: it lives and
+// dies with the process that runs it, so it never comes back with old data.
+const embeddedIdentity = "embedded"
+
+// Identity names the Redis server process and the history of its data:
+// "run_id/master_replid" from INFO. A restart changes the run id (and an
+// AOF or RDB file may bring back older data); a failover to a replica
+// changes both; a server that resynchronised from another master keeps its
+// run id but changes its replication id.
+func (c *Client) Identity(ctx context.Context) (string, error) {
+	if c.embedded {
+		return embeddedIdentity, nil
+	}
+	info, err := c.rdb.Do(ctx, c.rdb.B().Info().Section("server", "replication").Build()).ToString()
+	if err != nil {
+		return "", redisErr("read the server's identity", err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	run, repl := fields["run_id"], fields["master_replid"]
+	if run == "" || repl == "" {
+		return "", fmt.Errorf("redis: read the server's identity: INFO has no run_id or master_replid")
+	}
+	return run + "/" + repl, nil
+}
+
+// Fence returns the identity of the server that the data was last checked
+// against, as recorded with the data; "" if none is (a new deployment, or
+// Redis lost everything).
+func (c *Client) Fence(ctx context.Context) (string, error) {
+	id, err := c.rdb.Do(ctx, c.rdb.B().Hget().Key(c.keys.fence().Fence).Field("identity").Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", redisErr("read the fence", err)
+	}
+	return id, nil
+}
+
+// LockCheck takes the check of the server for the caller (token) for ttl,
+// unless another instance holds it, and reports whether it did.
+func (c *Client) LockCheck(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	err := c.rdb.Do(ctx, c.rdb.B().Set().Key(c.keys.fence().Lock).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, redisErr("lock the check of the server", err)
+	}
+	return true, nil
+}
+
+// RenewCheck extends the caller's hold on the check, and reports false if
+// it no longer held it.
+func (c *Client) RenewCheck(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	n, err := c.scripts.get("fence_renew").Exec(ctx, c.rdb, []string{c.keys.fence().Lock},
+		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
+	if err != nil {
+		return false, redisErr("renew the check of the server", err)
+	}
+	return n == 1, nil
+}
+
+// SetFence records identity as the server the data was checked against and
+// ends the caller's check. It reports false if the caller no longer held
+// the check (nothing recorded).
+func (c *Client) SetFence(ctx context.Context, token, identity string) (bool, error) {
+	k := c.keys.fence()
+	n, err := c.scripts.get("fence_set").Exec(ctx, c.rdb, []string{k.Fence, k.Lock}, []string{token, identity}).AsInt64()
+	if err != nil {
+		return false, redisErr("record the fence", err)
+	}
+	return n == 1, nil
+}
+
+// ArmAdmission loads the admission script into every Redis node's script
+// cache: until then Admit answers ErrCacheUnverified. Only a caller that
+// checked the server (the fence matches its identity) arms it.
+func (c *Client) ArmAdmission(ctx context.Context) error {
+	src := c.scripts.get("admit").src
+	for addr, node := range c.rdb.Nodes() {
+		if err := node.Do(ctx, node.B().ScriptLoad().Script(src).Build()).Error(); err != nil {
+			return redisErr("load the admission script on "+addr, err)
+		}
+	}
+	return nil
+}
+
+// DisarmAdmission empties every Redis node's script cache, so that every
+// instance's next admission answers ErrCacheUnverified and waits for the
+// check. Other scripts load themselves again on their next run.
+func (c *Client) DisarmAdmission(ctx context.Context) error {
+	for addr, node := range c.rdb.Nodes() {
+		if err := node.Do(ctx, node.B().ScriptFlush().Build()).Error(); err != nil {
+			return redisErr("flush the scripts on "+addr, err)
+		}
+	}
+	return nil
+}

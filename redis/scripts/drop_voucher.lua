@@ -1,0 +1,48 @@
+#!lua
+-- drop_voucher: delete every key of a voucher whose sale ended longer ago
+-- than the retention, once its order stream is drained: nothing pending
+-- with a consumer, nothing left to deliver. Its dead letters are recorded
+-- in the database as failed orders already; a late buy is answered ended
+-- without Redis.
+--
+-- KEYS[1] stock   string: units left to admit
+-- KEYS[2] meta    hash: begin, end, gen, epoch
+-- KEYS[3] buyers  hash: user id -> order id
+-- KEYS[4] orders  stream: the order messages
+-- KEYS[5] dlq     stream: the dead letters
+-- ARGV[1] consumer group
+--
+-- Returns 1 if the keys were deleted, 0 if the stream is not drained
+-- (nothing done).
+-- before orders two stream ids "ms-seq" ("ms" alone is "ms-0").
+local function before(a, b)
+  local ams, aseq = string.match(a, '^(%d+)-?(%d*)$')
+  local bms, bseq = string.match(b, '^(%d+)-?(%d*)$')
+  if tonumber(ams) ~= tonumber(bms) then
+    return tonumber(ams) < tonumber(bms)
+  end
+  return (tonumber(aseq) or 0) < (tonumber(bseq) or 0)
+end
+local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+if #last > 0 then
+  local delivered
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[4])) do
+    local name, pending, lastid
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1]
+      elseif g[i] == 'pending' then pending = g[i + 1]
+      elseif g[i] == 'last-delivered-id' then lastid = g[i + 1] end
+    end
+    if name == ARGV[1] then
+      if tonumber(pending) > 0 then
+        return 0
+      end
+      delivered = lastid
+    end
+  end
+  if not delivered or before(delivered, last[1][1]) then
+    return 0
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return 1

@@ -1,0 +1,50 @@
+#!lua
+-- rebuild_begin: the first step of rebuilding a voucher from the database
+-- (Redis lost it, an operator repairs it, or Redis holds another generation
+-- of its id). The rebuild then stages its buyers (stage_buyers,
+-- stage_queued) and sets its stock (finish_rebuild), each step checking the
+-- epoch this one returns: an unload in between bumps it, and the rebuild
+-- starts over instead of setting a stock from buyers that were deleted.
+--
+-- KEYS[1] stock   string: units left to admit
+-- KEYS[2] meta    hash: begin, end (unix milliseconds), gen, epoch
+-- KEYS[3] buyers  hash: user id -> order id
+-- KEYS[4] orders  stream: the order messages
+-- KEYS[5] dlq     stream: the dead letters
+-- ARGV[1] the voucher's generation in the database
+-- ARGV[2] consumer group
+--
+-- State of another generation is deleted first: its buyers and orders are
+-- those of another voucher that had the id. A stock without its window
+-- (a voucher half there) is deleted with the buyers and rebuilt.
+--
+-- Returns {0, epoch, 0} when the voucher is loaded already (its group is
+-- made at 0 if it was lost, so that its stream is read again from the
+-- start), else {1, epoch, replaced}: rebuild at epoch; replaced is 1 when
+-- state of another generation was deleted.
+local function ensure_group()
+  local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[4], ARGV[2], '0', 'MKSTREAM')
+  if not ok and not string.find(tostring(err.err or err), 'BUSYGROUP') then
+    error(err)
+  end
+end
+if (redis.call('HGET', KEYS[2], 'gen') or '0') ~= ARGV[1] then
+  local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
+  local epoch = tostring(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1)
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  redis.call('HSET', KEYS[2], 'gen', ARGV[1], 'epoch', epoch)
+  local replaced = 0
+  if stale > 0 then
+    replaced = 1
+  end
+  return {1, epoch, replaced}
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HEXISTS', KEYS[2], 'begin') == 1 and redis.call('HEXISTS', KEYS[2], 'end') == 1 then
+    ensure_group()
+    return {0, redis.call('HGET', KEYS[2], 'epoch') or '0', 0}
+  end
+  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call('HINCRBY', KEYS[2], 'epoch', 1)
+end
+return {1, redis.call('HGET', KEYS[2], 'epoch') or '0', 0}

@@ -1,0 +1,20 @@
+#!lua
+-- unload: delete a voucher's stock, and its buyers unless asked to keep
+-- them, so that it is rebuilt from the database; and start a new epoch, so
+-- that a rebuild in flight (which staged buyers maybe now deleted) starts
+-- over instead of setting a stock from what is left. Admission refuses the
+-- voucher until the rebuild.
+--
+-- KEYS[1] stock   string: units left to admit
+-- KEYS[2] meta    hash: epoch
+-- KEYS[3] buyers  hash: user id -> order id
+-- ARGV[1] '1' to keep the buyers (the rebuild counts them with those it
+--         finds), '0' to delete them
+--
+-- Returns the new epoch.
+if ARGV[1] == '1' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('DEL', KEYS[1], KEYS[3])
+end
+return redis.call('HINCRBY', KEYS[2], 'epoch', 1)
