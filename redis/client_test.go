@@ -123,3 +123,22 @@ func TestKeysShareHashTag(t *testing.T) {
 		t.Errorf("distinct vouchers share key %q", v.Stock)
 	}
 }
+
+// TestOpenRedactsPassword: a Redis URL that does not parse is named in the
+// error without its password.
+func TestOpenRedactsPassword(t *testing.T) {
+	for _, raw := range []string{
+		"redis://user:s3cretpw@127.0.0.1:notaport/0",
+		"redis://:s3cretpw@[::1/0",
+		"redis://user:s3cretpw@127.0.0.1:6379/notadb",
+	} {
+		_, err := Open(context.Background(), Config{URL: raw}, testLogger(t))
+		if err == nil {
+			t.Errorf("Open(%q) = nil error, want a parse error", raw)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cretpw") {
+			t.Errorf("Open(%q) error shows the password: %v", raw, err)
+		}
+	}
+}
