@@ -107,7 +107,7 @@ func (s *VoucherService) check(ctx context.Context) (bool, error) {
 		// on), or a server restarted from data older than the fence (then
 		// its script cache is empty): no instance admits on stale data, so
 		// admissions to other deployments sharing the server go on.
-		s.Logger.Warn("Redis holds no record of being checked (a new deployment, or Redis lost its data): rebuilding every voucher on sale from the database",
+		s.Logger.Info("Redis holds no record of being checked (a new deployment, or Redis lost its data): rebuilding every voucher on sale from the database",
 			"server", identity)
 	} else {
 		// The server changed since the data was checked: it may have come
@@ -132,7 +132,11 @@ func (s *VoucherService) check(ctx context.Context) (bool, error) {
 	case !ok:
 		return false, fmt.Errorf("check the cache server: the check took longer than its lease of %v and another instance took it over: %w", checkLease, ErrUnavailable)
 	}
-	s.Logger.Warn("Redis checked: every voucher on sale was rebuilt from the database; admitting again", "vouchers", n, "server", identity)
+	level := slog.LevelWarn
+	if n == 0 {
+		level = slog.LevelInfo // a new deployment: nothing was at stake
+	}
+	s.Logger.Log(ctx, level, "Redis checked: every voucher on sale was rebuilt from the database; admitting again", "vouchers", n, "server", identity)
 	return true, s.arm(ctx, identity)
 }
 
