@@ -47,9 +47,12 @@ type CacheGuard interface {
 	DisarmAdmission(ctx context.Context) error
 }
 
-// checkLease is how long an instance holds the check of the cache server
-// without renewing it: if it dies, another takes over after this long.
-const checkLease = 15 * time.Second
+func (s *VoucherService) checkLease() time.Duration {
+	if s.CheckLease > 0 {
+		return s.CheckLease
+	}
+	return 15 * time.Second
+}
 
 // Recover makes admission safe on the cache server now running. If the
 // server is the one the data was last checked against, it only lets
@@ -95,7 +98,7 @@ func (s *VoucherService) check(ctx context.Context) (bool, error) {
 		return false, s.arm(ctx, identity)
 	}
 	token := newToken()
-	locked, err := s.Cache.LockCheck(ctx, token, checkLease)
+	locked, err := s.Cache.LockCheck(ctx, token, s.checkLease())
 	if err != nil {
 		return false, fmt.Errorf("check the cache server: %w", err)
 	}
@@ -130,7 +133,7 @@ func (s *VoucherService) check(ctx context.Context) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("check the cache server: %w", err)
 	case !ok:
-		return false, fmt.Errorf("check the cache server: the check took longer than its lease of %v and another instance took it over: %w", checkLease, ErrUnavailable)
+		return false, fmt.Errorf("check the cache server: the check took longer than its lease of %v and another instance took it over: %w", s.checkLease(), ErrUnavailable)
 	}
 	level := slog.LevelWarn
 	if n == 0 {
@@ -204,7 +207,7 @@ func (s *VoucherService) holdCheck(ctx context.Context, token string) (work cont
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(checkLease / 3)
+		t := time.NewTicker(s.checkLease() / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -214,7 +217,7 @@ func (s *VoucherService) holdCheck(ctx context.Context, token string) (work cont
 				return
 			case <-t.C:
 			}
-			ok, err := s.Cache.RenewCheck(work, token, checkLease)
+			ok, err := s.Cache.RenewCheck(work, token, s.checkLease())
 			if err != nil || !ok {
 				cancel(fmt.Errorf("lost the check of the cache server (renewed %v): %w", ok, errors.Join(err, ErrUnavailable)))
 				return

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -130,5 +131,42 @@ func TestRecoverQueueMode(t *testing.T) {
 	}
 	if got, err := vs.Cache.Remaining(ctx, v.ID); err != nil || got[v.ID] != 4 {
 		t.Errorf("remaining after the recovery = %v, %v; want 4: the queued order's unit stays taken", got, err)
+	}
+}
+
+// TestRecoverLongerThanLease: rebuilding the open vouchers after the server
+// changed may take longer than the check's lease (a voucher of millions of
+// orders): the instance doing it renews its hold all along, so that nobody
+// takes it over and it records the server as checked at the end.
+func TestRecoverLongerThanLease(t *testing.T) {
+	url, _ := testenv.StartRedis(t)
+	vs, store, logs := services(t, url)
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("slow to rebuild", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := rawClient(t, url)
+	if err := raw.Do(ctx, raw.B().Arbitrary("HSET", "seckill:{fence}:identity", "identity", "a server that is gone").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedStore{Store: store, reading: make(chan struct{}), release: make(chan struct{})}
+	vs.Store = gate
+	vs.CheckLease = 300 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- vs.Recover(ctx) }()
+	<-gate.reading
+	// Five leases pass while the voucher's orders are read.
+	time.Sleep(5 * vs.CheckLease)
+	close(gate.release)
+	if err := <-done; err != nil {
+		t.Fatalf("Recover that took five leases = %v, want success:\n%s", err, logs.String())
+	}
+	if got, err := vs.Cache.Remaining(ctx, v.ID); err != nil || got[v.ID] != 5 {
+		t.Errorf("remaining after the recovery = %v, %v; want 5", got, err)
+	}
+	fence, err := raw.Do(ctx, raw.B().Hget().Key("seckill:{fence}:identity").Field("identity").Build()).ToString()
+	if err != nil || fence == "a server that is gone" {
+		t.Errorf("the fence after the recovery = %q, %v; want the server's identity", fence, err)
 	}
 }

@@ -199,6 +199,11 @@ type VoucherService struct {
 	// is rebuilding the open vouchers after the cache server changed.
 	// Default 10s.
 	CheckWait time.Duration
+	// CheckLease is how long the instance rebuilding the open vouchers
+	// after the cache server changed holds that work without renewing it
+	// (it renews every third of it): if it dies, another takes over after
+	// this long. Default 15s.
+	CheckLease time.Duration
 
 	rebuilds singleflight.Group
 	checks   singleflight.Group
