@@ -407,21 +407,23 @@ func (p *Pool) read(ctx context.Context, voucherID int64) {
 
 // readBatch reads a batch into a free slot and starts persisting it: this
 // consumer's pending messages after the entry id after, or new messages if
-// after is "". It returns where to read next. New messages are waited for
-// without a slot (WaitOrders), then read without waiting: a reader of an
-// idle stream must not keep a slot from the reader of a busy one.
+// after is "". It returns where to read next. New messages are read
+// without waiting; only when there are none does it wait for more, without
+// a slot (WaitOrders): a reader of an idle stream must not keep a slot from
+// the reader of a busy one, and a busy stream costs one read a batch.
 func (p *Pool) readBatch(ctx context.Context, voucherID int64, after string) (string, error) {
 	if after == "" {
-		waiting, err := p.stream.WaitOrders(ctx, voucherID, p.cfg.Block)
-		if err != nil || !waiting {
+		n, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
+			return p.stream.ReadOrders(ctx, voucherID, p.cfg.Consumer, p.cfg.BatchSize, 0)
+		})
+		if err != nil || n > 0 {
 			return after, err
 		}
+		_, err = p.stream.WaitOrders(ctx, voucherID, p.cfg.Block)
+		return after, err
 	}
 	next := after
 	_, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
-		if after == "" {
-			return p.stream.ReadOrders(ctx, voucherID, p.cfg.Consumer, p.cfg.BatchSize, 0)
-		}
 		msgs, err := p.stream.ReadPending(ctx, voucherID, p.cfg.Consumer, after, p.cfg.BatchSize)
 		if err == nil {
 			next = ""
