@@ -224,8 +224,8 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		// Redis lost it): a buyer who holds an order is told of it all the
 		// same; the others try again.
 		if s.Mode != ModeSync {
-			if found, ferr := s.Cache.BuyerOrders(ctx, userID, voucherID); ferr == nil && found[voucherID] != 0 {
-				return nil, &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: found[voucherID]}
+			if existing, err := s.heldOrder(ctx, userID, voucherID); err == nil && existing != 0 {
+				return nil, duplicate(existing)
 			}
 		}
 		return nil, &Error{Kind: ErrUnavailable, Message: "cannot take orders right now; try again", RetryAfter: time.Second}
@@ -294,14 +294,30 @@ func (s *OrderService) noteSoldOut(voucherID int64) {
 // soldOutAnswer answers a buyer of a voucher known sold out: their own
 // order if they have one (G5), read from their slot; else sold out.
 func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
-	found, err := s.Cache.BuyerOrders(ctx, userID, voucherID)
-	if err != nil {
+	existing, err := s.heldOrder(ctx, userID, voucherID)
+	switch {
+	case err != nil:
 		return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
-	}
-	if existing, ok := found[voucherID]; ok {
-		return &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: existing}
+	case existing != 0:
+		return duplicate(existing)
 	}
 	return Errorf(ErrSoldOut, "voucher %d is sold out", voucherID)
+}
+
+// heldOrder returns the order the buyer's slot of the voucher holds in the
+// cache, or 0.
+func (s *OrderService) heldOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
+	found, err := s.Cache.BuyerOrders(ctx, userID, voucherID)
+	if err != nil {
+		return 0, err
+	}
+	return found[voucherID], nil
+}
+
+// duplicate is the answer to a buyer who holds an order of the voucher
+// already: that order (G5).
+func duplicate(orderID int64) error {
+	return &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: orderID}
 }
 
 // enqueue puts a reserved order on the queue mode's queue; a full queue
@@ -328,17 +344,15 @@ func (s *OrderService) unknownOutcome(ctx context.Context, id, userID, voucherID
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
-	found, err := s.Cache.BuyerOrders(lctx, userID, voucherID)
-	if err != nil {
+	existing, err := s.heldOrder(lctx, userID, voucherID)
+	switch {
+	case err != nil:
 		s.Logger.Warn("admission outcome unknown", "voucher", voucherID, "user", userID, "err", cause, "lookup_err", err)
 		return nil, &Error{Kind: ErrUnavailable, Message: "your order's outcome is not known yet; try again, you will not buy twice", RetryAfter: time.Second}
-	}
-	existing, ok := found[voucherID]
-	if !ok {
+	case existing == 0:
 		return nil, &Error{Kind: ErrUnavailable, Message: "your order was not taken; try again", RetryAfter: time.Second}
-	}
-	if existing != id {
-		return nil, &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: existing}
+	case existing != id:
+		return nil, duplicate(existing)
 	}
 	if s.Mode == ModeQueue {
 		return s.enqueue(ctx, s.pending(id, userID, voucherID))
