@@ -179,8 +179,8 @@ func benchInProcess(ctx context.Context, c *Config, b *benchFlags, stdout, stder
 	}
 	if b.backlog {
 		cfg.BeforeDrain = func() {
-			if err := svc.startWorkers(); err != nil {
-				svc.logger.Error("start the workers", "err", err)
+			if err := svc.StartWorkers(ctx); err != nil {
+				svc.Logger.Error("start the workers", "err", err)
 			}
 		}
 	}
@@ -189,16 +189,16 @@ func benchInProcess(ctx context.Context, c *Config, b *benchFlags, stdout, stder
 	if err != nil {
 		return nil, err
 	}
-	return report, svc.shutdown(ctx)
+	return report, svc.Shutdown(ctx)
 }
 
 // agree returns the check that Redis and the database agree about a
 // voucher (G6), or nil in the sync mode, where Redis holds no stock.
 func (s *service) agree() func(ctx context.Context, voucherID int64) (bool, string, error) {
-	if s.mode == seckill.ModeSync {
+	if s.Mode == seckill.ModeSync {
 		return nil
 	}
-	r := &seckill.Reconciler{Vouchers: s.vouchers, Store: s.store, Cache: s.cache}
+	r := s.Reconciler
 	return func(ctx context.Context, voucherID int64) (bool, string, error) {
 		rec, err := r.Reconcile(ctx, voucherID, false)
 		if err != nil {

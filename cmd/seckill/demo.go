@@ -69,7 +69,7 @@ What happened, in %v:
 The books:
 %s`, time.Since(start).Round(100*time.Millisecond), report.Requests, report.Seconds, report.Rate, report.P50, report.P99,
 		report.Admitted, a["duplicate_order"], a["sold_out"], report.Drain.Round(time.Millisecond), bench.Verdict(report))
-	if err := svc.shutdown(ctx); err != nil {
+	if err := svc.Shutdown(ctx); err != nil {
 		return err
 	}
 	if !report.OK() {

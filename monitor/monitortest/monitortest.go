@@ -27,10 +27,10 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 	sechttp "github.com/seckill/seckill/http"
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/monitor"
 	"github.com/seckill/seckill/mysql"
-	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/worker"
 )
@@ -102,50 +102,33 @@ func Start(t *testing.T, opts Options) *Sale {
 	}
 	s.AdminToken = s.Token(auth.Identity{UserID: 1, Admin: true})
 
-	s.Vouchers = &seckill.VoucherService{Store: store, Cache: s.Cache, Logger: logger, Now: time.Now}
-	// As serve starts: the Redis server checked, admissions armed.
-	if err := s.Vouchers.Restore(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ids := orderid.New()
-	lease := s.Cache.NewNodeLease(ids, logger)
-	lease.FreshWait = 0 // the test's key prefix is its own
-	if err := lease.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lease.Stop)
-	orders := &seckill.OrderService{Mode: seckill.ModeStream, Cache: s.Cache, Store: store, Vouchers: s.Vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
-
-	s.Pool, err = worker.New(worker.Config{
-		Consumer:     s.Consumer,
-		Block:        100 * time.Millisecond,
-		Lease:        2 * time.Second,
-		ReclaimEvery: 200 * time.Millisecond,
-		WatchEvery:   200 * time.Millisecond,
-	}, s.Cache, store, s.Vouchers.Rebuild, s.Registry, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Pool.Stop)
-	s.Vouchers.Created = func(v *seckill.Voucher) { s.Pool.Watch(v.ID) }
-
-	// Every read is fresh: the tests look right after each step.
-	if s.Monitor, err = monitor.New(monitor.Config{
-		Vouchers: s.Vouchers, Store: store, Streams: s.Cache, Workers: s.Pool, Consumer: s.Consumer, CacheFor: -1, Logger: logger,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s.Registry.MustRegister(s.Monitor)
-	srv, err := sechttp.New(sechttp.Config{RequestTimeout: time.Minute}, sechttp.Services{
-		Vouchers: s.Vouchers,
-		Orders:   orders,
+	// The service as serve builds it, with every read fresh (the tests
+	// look right after each step) and short worker periods.
+	a, err := app.New(ctx, app.Config{
+		Store:    store,
+		Cache:    s.Cache,
 		Tokens:   s.tokens,
-		Checks:   map[string]sechttp.Check{"redis": s.Cache.Ping, "db": store.Ping},
-		Stats:    s.Monitor,
-	}, s.Registry, logger)
+		Logger:   logger,
+		Registry: s.Registry,
+		HTTP:     sechttp.Config{RequestTimeout: time.Minute},
+		Stream: worker.Config{
+			Consumer:     s.Consumer,
+			Block:        100 * time.Millisecond,
+			Lease:        2 * time.Second,
+			ReclaimEvery: 200 * time.Millisecond,
+			WatchEvery:   200 * time.Millisecond,
+		},
+		NodeFreshWait:     -1, // the test's key prefix is its own
+		WatchCacheEvery:   -1,
+		StatsCacheFor:     -1,
+		StatsActiveWithin: time.Minute,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(a.Close)
+	s.Vouchers, s.Monitor, s.Pool = a.Vouchers, a.Monitor, a.Pool
+	srv := a.Server
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	s.URL = hs.URL
