@@ -15,17 +15,17 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/mysql"
+	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/redis"
 )
 
-// dlqBench is a DeadLetterService on this machine's Redis and MariaDB,
-// each isolated for the test, with a raw Redis client to look at the keys
+// dlqRig is a DeadLetterService on a Redis and a store of the test's own
+// (this machine's services, or the embedded backend; see
+// internal/apptest), with a raw Redis client to look at the keys
 // and the service's log.
-type dlqBench struct {
+type dlqRig struct {
 	t        *testing.T
-	store    *mysql.Store
+	store    seckill.Store
 	cache    *redis.Client
 	raw      rueidis.Client
 	prefix   string
@@ -52,29 +52,20 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newDLQBench(t *testing.T) *dlqBench {
+func newDLQRig(t *testing.T) *dlqRig {
 	t.Helper()
 	ctx := context.Background()
-	store, err := mysql.Open(ctx, testenv.MySQLURL(t), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b := &dlqBench{t: t, store: store, prefix: testenv.RedisPrefix(t), logs: &syncBuffer{}}
-	url := testenv.RedisURL(t)
+	store := apptest.Store(t)
+	b := &dlqRig{t: t, store: store, logs: &syncBuffer{}}
 	logger := slog.New(slog.NewTextHandler(b.logs, nil))
-	if b.cache, err = redis.Open(ctx, redis.Config{URL: url, Prefix: b.prefix}, logger); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.cache.Close)
+	var url string
+	b.cache, url, b.prefix = apptest.Redis(t, logger)
 	opt, err := rueidis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opt.DisableCache = true
+	opt.ForceSingleClient = true
 	if b.raw, err = rueidis.NewClient(opt); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +80,7 @@ func newDLQBench(t *testing.T) *dlqBench {
 }
 
 // voucher creates a voucher on sale with stock.
-func (b *dlqBench) voucher(stock int64) *seckill.Voucher {
+func (b *dlqRig) voucher(stock int64) *seckill.Voucher {
 	b.t.Helper()
 	v, err := b.vouchers.Create(context.Background(), onSale("dlq", stock))
 	if err != nil {
@@ -99,11 +90,11 @@ func (b *dlqBench) voucher(stock int64) *seckill.Voucher {
 }
 
 // key is one of the voucher's Redis keys, e.g. "stock".
-func (b *dlqBench) key(v int64, name string) string {
+func (b *dlqRig) key(v int64, name string) string {
 	return fmt.Sprintf("%s:{v%d}:%s", b.prefix, v, name)
 }
 
-func (b *dlqBench) admit(v, user, order int64) {
+func (b *dlqRig) admit(v, user, order int64) {
 	b.t.Helper()
 	row, err := b.store.Voucher(context.Background(), v)
 	if err != nil {
@@ -117,14 +108,14 @@ func (b *dlqBench) admit(v, user, order int64) {
 // deadLetter admits the user with the order and dead-letters its message
 // as the workers do: the order recorded failed, then the message moved
 // with its stock and buyer slot given back.
-func (b *dlqBench) deadLetter(v, user, order int64, reason string) {
+func (b *dlqRig) deadLetter(v, user, order int64, reason string) {
 	b.t.Helper()
 	b.admit(v, user, order)
 	b.fail(v, user, order, reason)
 	b.kill(v, order, seckill.DeadLetter{Reason: reason})
 }
 
-func (b *dlqBench) fail(v, user, order int64, reason string) {
+func (b *dlqRig) fail(v, user, order int64, reason string) {
 	b.t.Helper()
 	if err := b.store.FailOrder(context.Background(), &seckill.Order{ID: order, UserID: user, VoucherID: v, Status: seckill.OrderFailed, Reason: reason}); err != nil {
 		b.t.Fatal(err)
@@ -133,7 +124,7 @@ func (b *dlqBench) fail(v, user, order int64, reason string) {
 
 // kill reads the voucher's new messages and dead-letters the order's; the
 // others stay pending.
-func (b *dlqBench) kill(v, order int64, dl seckill.DeadLetter) {
+func (b *dlqRig) kill(v, order int64, dl seckill.DeadLetter) {
 	b.t.Helper()
 	ctx := context.Background()
 	msgs, err := b.cache.ReadOrders(ctx, v, "test", 100, 0)
@@ -152,7 +143,7 @@ func (b *dlqBench) kill(v, order int64, dl seckill.DeadLetter) {
 }
 
 // queued returns how many messages of the order the voucher's stream holds.
-func (b *dlqBench) queued(v, order int64) int {
+func (b *dlqRig) queued(v, order int64) int {
 	b.t.Helper()
 	es, err := b.raw.Do(context.Background(), b.raw.B().Xrange().Key(b.key(v, "orders")).Start("-").End("+").Build()).AsXRange()
 	if err != nil {
@@ -167,7 +158,7 @@ func (b *dlqBench) queued(v, order int64) int {
 	return n
 }
 
-func (b *dlqBench) stock(v int64) int64 {
+func (b *dlqRig) stock(v int64) int64 {
 	b.t.Helper()
 	n, err := b.raw.Do(context.Background(), b.raw.B().Get().Key(b.key(v, "stock")).Build()).AsInt64()
 	if err != nil {
@@ -177,7 +168,7 @@ func (b *dlqBench) stock(v int64) int64 {
 }
 
 // slot returns the buyer's order in Redis, or 0.
-func (b *dlqBench) slot(v, user int64) int64 {
+func (b *dlqRig) slot(v, user int64) int64 {
 	b.t.Helper()
 	found, err := b.cache.BuyerOrders(context.Background(), user, v)
 	if err != nil {
@@ -187,7 +178,7 @@ func (b *dlqBench) slot(v, user int64) int64 {
 }
 
 // list returns the dead letters by id.
-func (b *dlqBench) list() map[string]seckill.DeadLetterEntry {
+func (b *dlqRig) list() map[string]seckill.DeadLetterEntry {
 	b.t.Helper()
 	entries, err := b.svc.DeadLetters(context.Background())
 	if err != nil {
@@ -200,7 +191,7 @@ func (b *dlqBench) list() map[string]seckill.DeadLetterEntry {
 	return out
 }
 
-func (b *dlqBench) status(order int64) seckill.OrderStatus {
+func (b *dlqRig) status(order int64) seckill.OrderStatus {
 	b.t.Helper()
 	o, err := b.store.Order(context.Background(), order)
 	if err != nil {
@@ -210,7 +201,7 @@ func (b *dlqBench) status(order int64) seckill.OrderStatus {
 }
 
 // logged reports whether a log line holds every one of parts.
-func (b *dlqBench) logged(parts ...string) bool {
+func (b *dlqRig) logged(parts ...string) bool {
 	for _, line := range strings.Split(b.logs.String(), "\n") {
 		all := true
 		for _, p := range parts {
@@ -231,7 +222,7 @@ func nextMilli() {
 }
 
 func TestDeadLetterList(t *testing.T) {
-	b := newDLQBench(t)
+	b := newDLQRig(t)
 	ctx := context.Background()
 	a, c := b.voucher(10), b.voucher(10)
 	before := time.Now().Add(-time.Second)
@@ -325,7 +316,7 @@ func TestDeadLetterList(t *testing.T) {
 }
 
 func TestDeadLetterIDs(t *testing.T) {
-	b := newDLQBench(t)
+	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(10)
 	b.deadLetter(v.ID, 1, 101, "r")
@@ -352,7 +343,7 @@ func TestDeadLetterIDs(t *testing.T) {
 }
 
 func TestRetryDeadLetter(t *testing.T) {
-	b := newDLQBench(t)
+	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(2)
 	b.deadLetter(v.ID, 1, 101, "database refused it")
@@ -409,7 +400,7 @@ func TestRetryDeadLetter(t *testing.T) {
 // it is, and leaves the dead letter, the failed order and Redis as they
 // were.
 func TestRetryDeadLetterRefused(t *testing.T) {
-	b := newDLQBench(t)
+	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(2)
 	b.deadLetter(v.ID, 1, 101, "r")
@@ -481,7 +472,7 @@ func TestRetryDeadLetterRefused(t *testing.T) {
 }
 
 func TestDiscardDeadLetter(t *testing.T) {
-	b := newDLQBench(t)
+	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(5)
 	b.deadLetter(v.ID, 1, 101, "r")
@@ -511,7 +502,7 @@ func TestDiscardDeadLetter(t *testing.T) {
 // TestRetryDeadLetterRedisLost: a retry to a voucher Redis lost rebuilds
 // it from the database first, as a buy does.
 func TestRetryDeadLetterRedisLost(t *testing.T) {
-	b := newDLQBench(t)
+	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(3)
 	b.deadLetter(v.ID, 1, 101, "r")
@@ -545,7 +536,7 @@ func (l *lostAdmit) Admit(ctx context.Context, a seckill.Admission) error {
 // TestRetryDeadLetterUnknownOutcome: a retry whose admission was not heard
 // is settled by the buyer's slot: admitted, or unknown (503), never a guess.
 func TestRetryDeadLetterUnknownOutcome(t *testing.T) {
-	b := newDLQBench(t)
+	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(3)
 	b.deadLetter(v.ID, 1, 101, "r")
@@ -569,7 +560,7 @@ func TestRetryDeadLetterUnknownOutcome(t *testing.T) {
 // TestDeadLetterSameOrderTwice: an order dead-lettered twice (a retry's
 // removal failed, then it failed again) is named by entry, each.
 func TestDeadLetterSameOrderTwice(t *testing.T) {
-	b := newDLQBench(t)
+	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(3)
 	b.deadLetter(v.ID, 1, 101, "first")

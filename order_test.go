@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/redis"
 )
 
@@ -262,7 +261,7 @@ func TestRebuildDetached(t *testing.T) {
 // gatedStore holds reads of a voucher's orders until released, and records
 // whether a read's context ended while it waited.
 type gatedStore struct {
-	*mysql.Store
+	seckill.Store
 	once             sync.Once
 	reading, release chan struct{}
 	canceled         atomic.Bool

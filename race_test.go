@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/redis"
 )
 
@@ -17,7 +16,7 @@ import (
 // another instance's worker, or Restore) can find the new id not loaded,
 // rebuild it from the database and buy.
 type raceStore struct {
-	*mysql.Store
+	seckill.Store
 	afterInsert func(v *seckill.Voucher)
 }
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/redis"
 )
 
@@ -61,30 +61,25 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// services returns a VoucherService on a fresh MariaDB database and on the
-// Redis at redisURL (the shared one, under a fresh prefix, if empty).
-func services(t *testing.T, redisURL string) (*seckill.VoucherService, *mysql.Store, *logBuffer) {
+// services returns a VoucherService on a store of the test's own and on
+// the Redis at redisURL (if empty: the test Redis under a fresh prefix, or
+// the embedded backend where no service answers; see internal/apptest).
+func services(t *testing.T, redisURL string) (*seckill.VoucherService, seckill.Store, *logBuffer) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := mysql.Open(ctx, testenv.MySQLURL(t), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := apptest.Store(t)
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	cfg := redis.Config{URL: redisURL}
+	var cache *redis.Client
 	if redisURL == "" {
-		cfg = redis.Config{URL: testenv.RedisURL(t), Prefix: testenv.RedisPrefix(t)}
+		cache, _, _ = apptest.Redis(t, logger)
+	} else {
+		var err error
+		if cache, err = redis.Open(ctx, redis.Config{URL: redisURL}, logger); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cache.Close)
 	}
-	cache, err := redis.Open(ctx, cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cache.Close)
 	vs := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
 	// As serve starts: the Redis server checked, admissions armed.
 	if err := vs.Restore(ctx); err != nil {

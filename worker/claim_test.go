@@ -31,7 +31,7 @@ func TestSixPoolsDatabaseDown(t *testing.T) {
 		pools = 6
 		lease = 250 * time.Millisecond
 	)
-	b := newBench(t, "mysql", 10_000)
+	b := newRig(t, "mysql", 10_000)
 	ctx := context.Background()
 	proxy := testenv.StartProxy(t, "127.0.0.1:3306")
 	viaProxy, err := mysql.Open(ctx, strings.Replace(b.dbURL, "127.0.0.1:3306", proxy.Addr(), 1), 16)
@@ -92,7 +92,7 @@ func TestSixPoolsDatabaseDown(t *testing.T) {
 
 // mostDelivered returns the pending message delivered the most times, and
 // how many.
-func (b *bench) mostDelivered() (string, int64) {
+func (b *rig) mostDelivered() (string, int64) {
 	b.t.Helper()
 	rows, err := b.raw.Do(context.Background(), b.raw.B().Xpending().Key(b.key("orders")).Group(redis.Group).
 		Start("-").End("+").Count(100_000).Build()).ToArray()
@@ -115,7 +115,7 @@ func (b *bench) mostDelivered() (string, int64) {
 // messages it was given before; one delivered more than MaxDeliveries
 // times goes to the dead letters, as it would if another had claimed it.
 func TestPendingOverLimitAtStart(t *testing.T) {
-	b := newBench(t, "mysql", 10)
+	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	ids := []int64{b.admit(1), b.admit(2), b.admit(3)}
 	msgs, err := b.cache.ReadOrders(ctx, b.voucher.ID, "w", 10, 0)
@@ -175,7 +175,7 @@ func (s failingStore) SaveOrders(ctx context.Context, orders []*seckill.Order) (
 // delivery, so each failed try must: it reaches the dead letters after
 // MaxDeliveries, and the other orders are created.
 func TestPoisonWithLiveConsumer(t *testing.T) {
-	b := newBench(t, "mysql", 10)
+	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	b.admit(1)
 	poison := b.admit(2)

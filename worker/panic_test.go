@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// faulty is the bench's stream and store with a panic injected into the
+// faulty is the rig's stream and store with a panic injected into the
 // first call of one of their methods.
 type faulty struct {
 	seckill.OrderStream
@@ -105,7 +105,7 @@ func TestPanicRecovered(t *testing.T) {
 		{"keep_claimed", "RefreshClaims"},
 	} {
 		t.Run(tt.where, func(t *testing.T) {
-			b := newBench(t, "mysql", 100)
+			b := newRig(t, "mysql", 100)
 			ctx := context.Background()
 			for u := range int64(10) {
 				b.admit(100 + u)
@@ -159,7 +159,7 @@ func TestPanicRecovered(t *testing.T) {
 // TestQueuePanicRecovered: a batch of the queue mode that panics is
 // written again one order at a time; the worker goes on, and Stop returns.
 func TestQueuePanicRecovered(t *testing.T) {
-	b := newBench(t, "mysql", 100)
+	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
 	f := newFaulty(nil, b.store, "SaveOrders")
 	reg := prometheus.NewRegistry()

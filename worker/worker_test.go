@@ -27,9 +27,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// bench is a voucher on sale on the real Redis and a real database, each
+// rig is a voucher on sale on the real Redis and a real database, each
 // isolated for the test, with a raw Redis client to look at the keys.
-type bench struct {
+type rig struct {
 	t       *testing.T
 	store   seckill.Store
 	dbURL   string
@@ -41,10 +41,10 @@ type bench struct {
 	nextID  atomic.Int64
 }
 
-func newBench(t *testing.T, backend string, stock int64) *bench {
+func newRig(t *testing.T, backend string, stock int64) *rig {
 	t.Helper()
 	ctx := context.Background()
-	b := &bench{t: t, logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	b := &rig{t: t, logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	b.nextID.Store(time.Now().UnixMilli() << 22)
 	var err error
 	switch backend {
@@ -93,12 +93,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // key is one of the voucher's Redis keys, e.g. "stock".
-func (b *bench) key(name string) string {
+func (b *rig) key(name string) string {
 	return fmt.Sprintf("%s:{v%d}:%s", b.prefix, b.voucher.ID, name)
 }
 
 // admit admits the user and returns the order id.
-func (b *bench) admit(user int64) int64 {
+func (b *rig) admit(user int64) int64 {
 	b.t.Helper()
 	id := b.nextID.Add(1)
 	if err := b.cache.Admit(context.Background(), b.admission(user, id)); err != nil {
@@ -109,7 +109,7 @@ func (b *bench) admit(user int64) int64 {
 
 // reserve admits the user as the queue mode does, without the stream, and
 // returns the order to queue.
-func (b *bench) reserve(user int64) (*seckill.Order, error) {
+func (b *rig) reserve(user int64) (*seckill.Order, error) {
 	id := b.nextID.Add(1)
 	if err := b.cache.Reserve(context.Background(), b.admission(user, id)); err != nil {
 		return nil, err
@@ -117,14 +117,14 @@ func (b *bench) reserve(user int64) (*seckill.Order, error) {
 	return &seckill.Order{ID: id, UserID: user, VoucherID: b.voucher.ID, Status: seckill.OrderPending, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}, nil
 }
 
-// admission is the user's admission to the bench's voucher with order id.
-func (b *bench) admission(user, id int64) seckill.Admission {
+// admission is the user's admission to the rig's voucher with order id.
+func (b *rig) admission(user, id int64) seckill.Admission {
 	return seckill.Admission{VoucherID: b.voucher.ID, Generation: b.voucher.Generation, UserID: user, OrderID: id}
 }
 
-// pool returns a pool on the bench's stream. With start, it reads and
+// pool returns a pool on the rig's stream. With start, it reads and
 // reclaims on its own; without, the test drives it.
-func (b *bench) pool(consumer string, start bool, store Store) *Pool {
+func (b *rig) pool(consumer string, start bool, store Store) *Pool {
 	b.t.Helper()
 	return b.poolWith(Config{
 		Consumer:     consumer,
@@ -136,8 +136,8 @@ func (b *bench) pool(consumer string, start bool, store Store) *Pool {
 	}, nil, store, prometheus.NewRegistry(), start)
 }
 
-// poolWith is pool with cfg, on stream and store (nil: the bench's).
-func (b *bench) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg prometheus.Registerer, start bool) *Pool {
+// poolWith is pool with cfg, on stream and store (nil: the rig's).
+func (b *rig) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg prometheus.Registerer, start bool) *Pool {
 	b.t.Helper()
 	if stream == nil {
 		stream = b.cache
@@ -161,7 +161,7 @@ func (b *bench) poolWith(cfg Config, stream seckill.OrderStream, store Store, re
 	return p
 }
 
-func (b *bench) int(cmd rueidis.Completed) int64 {
+func (b *rig) int(cmd rueidis.Completed) int64 {
 	b.t.Helper()
 	n, err := b.raw.Do(context.Background(), cmd).AsInt64()
 	if err != nil && !rueidis.IsRedisNil(err) {
@@ -170,9 +170,9 @@ func (b *bench) int(cmd rueidis.Completed) int64 {
 	return n
 }
 
-func (b *bench) dlqLen() int64     { return b.int(b.raw.B().Xlen().Key(b.key("dlq")).Build()) }
-func (b *bench) redisStock() int64 { return b.int(b.raw.B().Get().Key(b.key("stock")).Build()) }
-func (b *bench) pending() int64 {
+func (b *rig) dlqLen() int64     { return b.int(b.raw.B().Xlen().Key(b.key("dlq")).Build()) }
+func (b *rig) redisStock() int64 { return b.int(b.raw.B().Get().Key(b.key("stock")).Build()) }
+func (b *rig) pending() int64 {
 	b.t.Helper()
 	res, err := b.raw.Do(context.Background(), b.raw.B().Xpending().Key(b.key("orders")).Group(redis.Group).Build()).ToArray()
 	if err != nil {
@@ -182,7 +182,7 @@ func (b *bench) pending() int64 {
 	return n
 }
 
-func (b *bench) dbVoucher() *seckill.Voucher {
+func (b *rig) dbVoucher() *seckill.Voucher {
 	b.t.Helper()
 	v, err := b.store.Voucher(context.Background(), b.voucher.ID)
 	if err != nil {
@@ -208,7 +208,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestRedeliveredThreeTimes(t *testing.T) {
 	for _, backend := range []string{"mysql", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
-			b := newBench(t, backend, 10)
+			b := newRig(t, backend, 10)
 			ctx := context.Background()
 			id := b.admit(42)
 			pa, pb, pc := b.pool("a", false, nil), b.pool("b", false, nil), b.pool("c", false, nil)
@@ -261,7 +261,7 @@ func TestRedeliveredThreeTimes(t *testing.T) {
 // letters with its stock and buyer slot given back and its order failed,
 // while the other orders flow.
 func TestMalformedMessage(t *testing.T) {
-	b := newBench(t, "mysql", 100)
+	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
 	for u := range int64(20) {
 		b.admit(100 + u)
@@ -304,7 +304,7 @@ func TestMalformedMessage(t *testing.T) {
 // workers retry without acknowledging or dead-lettering anything, and all
 // drains when it is back.
 func TestDatabaseDownThenBack(t *testing.T) {
-	b := newBench(t, "mysql", 100)
+	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
 	proxy := testenv.StartProxy(t, "127.0.0.1:3306")
 	viaProxy, err := mysql.Open(ctx, strings.Replace(b.dbURL, "127.0.0.1:3306", proxy.Addr(), 1), 4)
@@ -341,7 +341,7 @@ func TestDatabaseDownThenBack(t *testing.T) {
 // stock and buyers), the reader rebuilds it from the database, with the
 // buyers of the orders already persisted, and goes on.
 func TestStreamLost(t *testing.T) {
-	b := newBench(t, "mysql", 50)
+	b := newRig(t, "mysql", 50)
 	ctx := context.Background()
 	b.pool("w", true, nil)
 	for u := range int64(10) {
@@ -381,7 +381,7 @@ func TestStreamLost(t *testing.T) {
 // data: a restart from an older snapshot, a failover to a replica behind,
 // lose the admission script's writes together, the buyer's slot and the
 // unit of stock it took (and the stream entry, long acknowledged here).
-func (b *bench) loseAdmission(user int64) {
+func (b *rig) loseAdmission(user int64) {
 	b.t.Helper()
 	ctx := context.Background()
 	for _, res := range b.raw.DoMulti(ctx,
@@ -400,7 +400,7 @@ func (b *bench) loseAdmission(user int64) {
 // Redis admitted twice was settled: it failed in the database, the buyer's
 // slot in Redis holds the first, and the stock the second took stays
 // taken, for it counts the first: remaining + created + pending == stock.
-func (b *bench) checkAdmittedTwice(user, first, second, pending int64) {
+func (b *rig) checkAdmittedTwice(user, first, second, pending int64) {
 	b.t.Helper()
 	ctx := context.Background()
 	o, err := b.store.Order(ctx, second)
@@ -423,7 +423,7 @@ func (b *bench) checkAdmittedTwice(user, first, second, pending int64) {
 
 // buyTheRest admits new buyers with admit until one is refused as sold
 // out, and returns the orders admitted.
-func (b *bench) buyTheRest(admit func(user int64) (*seckill.Order, error)) []*seckill.Order {
+func (b *rig) buyTheRest(admit func(user int64) (*seckill.Order, error)) []*seckill.Order {
 	b.t.Helper()
 	var sold []*seckill.Order
 	for user := int64(1000); ; user++ {
@@ -443,7 +443,7 @@ func (b *bench) buyTheRest(admit func(user int64) (*seckill.Order, error)) []*se
 
 // checkSoldOut checks that the later buyers bought exactly what was left,
 // and that every order answered as admitted was created.
-func (b *bench) checkSoldOut(sold []*seckill.Order) {
+func (b *rig) checkSoldOut(sold []*seckill.Order) {
 	b.t.Helper()
 	ctx := context.Background()
 	if want := b.voucher.InitialStock - 1; int64(len(sold)) != want {
@@ -470,7 +470,7 @@ func (b *bench) checkSoldOut(sold []*seckill.Order) {
 // letters, failed, the buyer keeps the first, and its unit stays taken: a
 // later buyer can buy what is left, and no more.
 func TestBuyerAdmittedTwice(t *testing.T) {
-	b := newBench(t, "mysql", 10)
+	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	p := b.pool("w", true, nil)
 	first := b.admit(7)
@@ -497,8 +497,8 @@ func TestBuyerAdmittedTwice(t *testing.T) {
 }
 
 // queue returns a queue mode's queue with cfg that writes to store (nil:
-// the bench's database), started if start.
-func (b *bench) queue(cfg QueueConfig, store Store, reg prometheus.Registerer, start bool) *Queue {
+// the rig's database), started if start.
+func (b *rig) queue(cfg QueueConfig, store Store, reg prometheus.Registerer, start bool) *Queue {
 	b.t.Helper()
 	if store == nil {
 		store = b.store
@@ -528,7 +528,7 @@ func offer(t *testing.T, q *Queue, o *seckill.Order) {
 // a reserved order of a buyer Redis admitted twice fails, the buyer keeps
 // the order in the database, and the unit stays taken.
 func TestQueueBuyerAdmittedTwice(t *testing.T) {
-	b := newBench(t, "mysql", 10)
+	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	q := b.queue(QueueConfig{BackoffMax: 200 * time.Millisecond}, nil, prometheus.NewRegistry(), true)
 	first, err := b.reserve(7)
@@ -570,7 +570,7 @@ func TestQueueBuyerAdmittedTwice(t *testing.T) {
 // of them after the lease by a live one, and removed from the group once
 // it holds nothing.
 func TestReclaimAndReap(t *testing.T) {
-	b := newBench(t, "mysql", 100)
+	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
 	for u := range int64(25) {
 		b.admit(600 + u)
@@ -606,7 +606,7 @@ func TestReclaimAndReap(t *testing.T) {
 // TestPoolWidensWithBacklog: the pool persists more batches at once while
 // a backlog waits, up to its maximum, and narrows again once drained.
 func TestPoolWidensWithBacklog(t *testing.T) {
-	b := newBench(t, "mysql", 2000)
+	b := newRig(t, "mysql", 2000)
 	ctx := context.Background()
 	for u := range int64(1000) {
 		b.admit(10_000 + u)

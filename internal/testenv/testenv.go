@@ -172,6 +172,15 @@ func Random() string {
 	return hex.EncodeToString(b[:])
 }
 
+// HasRedis reports whether the test Redis answers, or the tests run in CI
+// (where RedisURL then fails the test if it does not): tests that can run
+// on the embedded backend instead ask this first.
+func HasRedis() bool { return CI() || answers(env("SECKILL_TEST_REDIS_URL", DefaultRedisURL)) }
+
+// HasMySQL reports whether the test MariaDB answers, or the tests run in
+// CI; see HasRedis.
+func HasMySQL() bool { return CI() || answers(env("SECKILL_TEST_MYSQL_URL", DefaultMySQLURL)) }
+
 // CI reports whether the tests run in CI, where a missing service is a
 // failure instead of a skip.
 func CI() bool { return os.Getenv("CI") != "" }
@@ -183,22 +192,40 @@ func env(name, def string) string {
 	return def
 }
 
-// require fails or skips the test unless the service at rawURL accepts a
-// TCP connection.
-func require(t testing.TB, service, rawURL, start string) {
-	t.Helper()
+// answers reports whether the service at rawURL accepts a TCP connection.
+func answers(rawURL string) bool { return dial(rawURL) == nil }
+
+// dial connects to the first host of rawURL and hangs up.
+func dial(rawURL string) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		t.Fatalf("%s URL %q: %v", service, rawURL, err)
+		return err
 	}
 	host := u.Host
 	if i := strings.IndexByte(host, ','); i >= 0 {
 		host = host[:i]
 	}
 	conn, err := net.DialTimeout("tcp", host, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// require fails or skips the test unless the service at rawURL accepts a
+// TCP connection.
+func require(t testing.TB, service, rawURL, start string) {
+	t.Helper()
+	if _, err := url.Parse(rawURL); err != nil {
+		t.Fatalf("%s URL %q: %v", service, rawURL, err)
+	}
+	err := dial(rawURL)
 	if err == nil {
-		conn.Close()
 		return
+	}
+	host := rawURL
+	if u, _ := url.Parse(rawURL); u != nil {
+		host = u.Host
 	}
 	msg := fmt.Sprintf("%s at %s does not answer (%v); start it with: %s", service, host, err, start)
 	if CI() {
