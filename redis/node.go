@@ -28,7 +28,7 @@ type Leaser interface {
 const NodeCount = 1024
 
 // NodeLease keeps a node id leased in Redis for an order-id generator, so
-// that no two running instances make ids with one node id (DESIGN 4).
+// that no two running instances make ids with one node id (docs/design.md, Order ids).
 //
 // The lease lasts TTL in Redis and is renewed every Renew; the generator may
 // use it only until Valid after the start of its last confirmed renewal.

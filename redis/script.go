@@ -29,7 +29,7 @@ type script struct {
 
 // loadScripts reads the embedded scripts. The embedded server rejects the
 // "#!lua" first line that real Redis needs to enforce declared keys, so for
-// it the line is cut (DESIGN section 4a); the rest is the same code.
+// it the line is cut (docs/design.md, Lua scripts); the rest is the same code.
 //
 // The admission script ends with a comment naming the key prefix: its SHA
 // is then the deployment's own, and a deployment that checks the server and

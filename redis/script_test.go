@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestScriptsDeclareKeys checks every embedded script against DESIGN
-// section 4: each key it touches comes from KEYS (so the script runs on
+// TestScriptsDeclareKeys checks every embedded script against the rules of
+// docs/design.md, Lua scripts: each key it touches comes from KEYS (so the script runs on
 // Redis Cluster), it starts with #!lua, and it opens with its contract.
 func TestScriptsDeclareKeys(t *testing.T) {
 	names, err := fs.Glob(scriptFiles, "scripts/*.lua")
@@ -114,8 +114,8 @@ func keyArgs(cmd string, n int) (pos []int, ok bool) {
 	return []int{1}, true
 }
 
-// lintScript reports where the script src breaks the rules of DESIGN
-// section 4, and how many calls to Redis it checked. Problems name the
+// lintScript reports where the script src breaks the rules of
+// docs/design.md, Lua scripts, and how many calls to Redis it checked. Problems name the
 // script, and the line where there is one.
 func lintScript(name, src string) (problems []string, calls int) {
 	report := func(line int, format string, args ...any) {

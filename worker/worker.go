@@ -1,7 +1,7 @@
 // Package worker persists admitted orders. It reads each voucher's order
 // stream as one consumer of the stream's group, writes the orders to the
 // database in batches, one transaction each, and acknowledges them only
-// after the commit (DESIGN section 2). A reclaimer takes over the messages
+// after the commit (docs/design.md, Persistence). A reclaimer takes over the messages
 // of consumers that died, and messages that cannot be persisted go to the
 // dead letters with their stock given back, never silently dropped.
 package worker
