@@ -183,19 +183,6 @@ func wantMsgs(t *testing.T, voucherID int64, es []rueidis.XRangeEntry, deliverie
 	return out
 }
 
-// waitFor polls cond every 10ms until it holds, and fails the test if it
-// does not within timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // errKind returns the *seckill.Error in err, or fails the test.
 func errKind(t *testing.T, err error, kind error) *seckill.Error {
 	t.Helper()

@@ -57,7 +57,7 @@ func next(t *testing.T, g *orderid.Generator) int64 {
 func lastID(t *testing.T, g *orderid.Generator) time.Time {
 	t.Helper()
 	last := time.Now()
-	waitFor(t, 5*time.Second, "the generator stops making ids", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "the generator stops making ids", func() bool {
 		before := time.Now()
 		_, err := g.Next()
 		if err == nil {
@@ -221,7 +221,7 @@ func TestNodeLeaseRedisLosesLeases(t *testing.T) {
 		t.Errorf("the old holder made ids until %v after the loss, the new one started at %v: they overlapped", aStopped, bWaited)
 	}
 
-	waitFor(t, 5*time.Second, "the old holder makes ids again", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "the old holder makes ids again", func() bool {
 		_, err := ga.Next()
 		return err == nil
 	})
@@ -262,12 +262,12 @@ func TestNodeLeaseNodeWhileRenewing(t *testing.T) {
 	g := orderid.New()
 	l := startLease(t, c, g)
 	do(t, c, "FLUSHALL")
-	waitFor(t, 2*time.Second, "the lease is lost", func() bool {
+	testenv.WaitFor(t, 2*time.Second, "the lease is lost", func() bool {
 		_ = l.Node()
 		_, ok := g.Node()
 		return !ok
 	})
-	waitFor(t, 5*time.Second, "the lease is taken again", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "the lease is taken again", func() bool {
 		_ = l.Node()
 		_, ok := g.Node()
 		return ok
@@ -299,7 +299,7 @@ func TestNodeLeasePanic(t *testing.T) {
 		if err := l.Start(context.Background()); err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		waitFor(t, 5*time.Second, "renewals after the panic", func() bool { return g.extends.Load() >= 4 })
+		testenv.WaitFor(t, 5*time.Second, "renewals after the panic", func() bool { return g.extends.Load() >= 4 })
 		if n := panics.Load(); n != 1 {
 			t.Errorf("OnPanic called %d times, want 1", n)
 		}

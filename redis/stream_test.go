@@ -252,7 +252,7 @@ func TestClaimStaleWaitsForIdle(t *testing.T) {
 			t.Fatalf("ClaimStale at once = %v, %v; want none", msgs(got), err)
 		}
 		var claimed []seckill.OrderMessage
-		waitFor(t, 5*time.Second, "ClaimStale takes the idle message", func() bool {
+		testenv.WaitFor(t, 5*time.Second, "ClaimStale takes the idle message", func() bool {
 			claimed, _, err = c.ClaimStale(ctx, 1, "b", minIdle, 10)
 			if err != nil {
 				t.Fatal(err)
@@ -305,7 +305,7 @@ func TestClaimStaleFromLiveConsumer(t *testing.T) {
 		// Wide enough that the steps below, from the renewal to the claim,
 		// take less on a loaded machine.
 		const lease = time.Second
-		waitFor(t, 5*time.Second, "the entries stale", func() bool {
+		testenv.WaitFor(t, 5*time.Second, "the entries stale", func() bool {
 			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", "1000", "-", "+", "10").ToArray()
 			return err == nil && len(rows) == 3
 		})
@@ -341,7 +341,7 @@ func TestClaimStaleBounded(t *testing.T) {
 		readOrders(t, c, 1, "dead", 1) // e0
 		readOrders(t, c, 1, "live", 23)
 		readOrders(t, c, 1, "dead", 1) // e24
-		waitFor(t, 5*time.Second, "the entries idle", func() bool {
+		testenv.WaitFor(t, 5*time.Second, "the entries idle", func() bool {
 			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", "60", "-", "+", "100").ToArray()
 			return err == nil && len(rows) == 25
 		})
@@ -403,7 +403,7 @@ func TestGiveUp(t *testing.T) {
 		}
 
 		const lease = 200 * time.Millisecond
-		waitFor(t, 5*time.Second, "the abandoned entry stale", func() bool {
+		testenv.WaitFor(t, 5*time.Second, "the abandoned entry stale", func() bool {
 			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", "200", "-", "+", "10", Abandoned("a")).ToArray()
 			return err == nil && len(rows) == 1
 		})
@@ -822,7 +822,7 @@ func TestReapConsumers(t *testing.T) {
 			t.Errorf("ReapConsumers(idle 1h) = %v, want none", got)
 		}
 		const idle = 50 * time.Millisecond
-		waitFor(t, 5*time.Second, "consumers idle", func() bool {
+		testenv.WaitFor(t, 5*time.Second, "consumers idle", func() bool {
 			_, idles := consumers(t, c, 1)
 			return idles["old"] > idle && idles["busy"] > idle && idles["self"] > idle
 		})
@@ -961,7 +961,7 @@ func TestClaimStaleBehindFreshEntries(t *testing.T) {
 		readOrders(t, c, 1, "live", 11) // e0..e10
 		readOrders(t, c, 1, "dead", 1)  // e11
 		const minIdle = 50 * time.Millisecond
-		waitFor(t, 5*time.Second, "the entries idle", func() bool {
+		testenv.WaitFor(t, 5*time.Second, "the entries idle", func() bool {
 			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", "60", "-", "+", "100").ToArray()
 			return err == nil && len(rows) == 12
 		})

@@ -79,7 +79,7 @@ func TestSixPoolsDatabaseDown(t *testing.T) {
 	}
 	proxy.Up()
 
-	waitFor(t, 60*time.Second, "every order settled", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "every order settled", func() bool {
 		created, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return created+b.dlqLen() == admitted && b.pending() == 0
 	})
@@ -130,7 +130,7 @@ func TestPendingOverLimitAtStart(t *testing.T) {
 	}
 	// A long lease: the messages are read back at start, not reclaimed.
 	p := b.poolWith(Config{Consumer: "w", Block: 50 * time.Millisecond, Lease: time.Minute}, nil, nil, prometheus.NewRegistry(), true)
-	waitFor(t, 10*time.Second, "the three messages settled", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the three messages settled", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n+b.dlqLen() == 3 && b.pending() == 0
 	})
@@ -184,7 +184,7 @@ func TestPoisonWithLiveConsumer(t *testing.T) {
 		Consumer: "w", Block: 50 * time.Millisecond, Lease: 200 * time.Millisecond,
 		ReclaimEvery: 50 * time.Millisecond, MaxDeliveries: 3, BackoffMax: 100 * time.Millisecond,
 	}, nil, failingStore{Store: b.store, order: poison}, prometheus.NewRegistry(), true)
-	waitFor(t, 20*time.Second, "the poison dead-lettered", func() bool { return b.dlqLen() == 1 })
+	testenv.WaitFor(t, 20*time.Second, "the poison dead-lettered", func() bool { return b.dlqLen() == 1 })
 	if o, err := b.store.Order(ctx, poison); err != nil || o.Status != seckill.OrderFailed {
 		t.Errorf("the poison order = %+v, %v; want failed", o, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // faulty is the rig's stream and store with a panic injected into the
@@ -122,16 +123,16 @@ func TestPanicRecovered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "the panic", func() bool { return testutil.ToFloat64(panics.WithLabelValues(tt.where)) == 1 })
+			testenv.WaitFor(t, 10*time.Second, "the panic", func() bool { return testutil.ToFloat64(panics.WithLabelValues(tt.where)) == 1 })
 			calls := f.count(tt.method)
 			for u := range int64(10) {
 				b.admit(200 + u)
 			}
-			waitFor(t, 20*time.Second, "every order persisted", func() bool {
+			testenv.WaitFor(t, 20*time.Second, "every order persisted", func() bool {
 				n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 				return n == 20
 			})
-			waitFor(t, 10*time.Second, tt.method+" called again after its panic", func() bool { return f.count(tt.method) > calls })
+			testenv.WaitFor(t, 10*time.Second, tt.method+" called again after its panic", func() bool { return f.count(tt.method) > calls })
 			if n := b.dlqLen(); n != 0 {
 				t.Errorf("%d dead letters, want 0", n)
 			}
@@ -179,7 +180,7 @@ func TestQueuePanicRecovered(t *testing.T) {
 	if err := q.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "every order persisted", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "every order persisted", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 20
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // heldStore holds every save until released.
@@ -55,7 +56,7 @@ func TestRetire(t *testing.T) {
 		WatchEvery: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Recent: time.Hour,
 		Now: func() time.Time { return *clock.Load() },
 	}, nil, heldStore{Store: b.store, release: release}, prometheus.NewRegistry(), true)
-	waitFor(t, 10*time.Second, "the orders read and held", func() bool { return b.pending() == 3 })
+	testenv.WaitFor(t, 10*time.Second, "the orders read and held", func() bool { return b.pending() == 3 })
 
 	// The sale ended two hours ago: past the retention, with orders held.
 	past := b.voucher.EndTime.Add(2 * time.Hour)
@@ -68,7 +69,7 @@ func TestRetire(t *testing.T) {
 		t.Fatal("the voucher's reader stopped while its orders wait for the database")
 	}
 	close(release)
-	waitFor(t, 10*time.Second, "the voucher's keys deleted once drained", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the voucher's keys deleted once drained", func() bool {
 		return b.int(b.raw.B().Exists().Key(b.key("stock"), b.key("meta"), b.key("buyers"), b.key("orders"), b.key("dlq")).Build()) == 0
 	})
 	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 3 {
@@ -77,7 +78,7 @@ func TestRetire(t *testing.T) {
 	if o, err := b.store.Order(ctx, dead); err != nil || o.Status != seckill.OrderFailed {
 		t.Errorf("the dead letter's order = %+v, %v; want failed in the database", o, err)
 	}
-	waitFor(t, 5*time.Second, "the reader stopped", func() bool { return !contains(p.watched(), b.voucher.ID) })
+	testenv.WaitFor(t, 5*time.Second, "the reader stopped", func() bool { return !contains(p.watched(), b.voucher.ID) })
 	// Nothing makes the keys again: no reader, and no rebuild of it.
 	p.refresh()
 	if n := b.int(b.raw.B().Exists().Key(b.key("stock"), b.key("meta"), b.key("orders")).Build()); n != 0 {

@@ -191,18 +191,6 @@ func (b *rig) dbVoucher() *seckill.Voucher {
 	return v
 }
 
-// waitFor polls cond every 10ms until it holds, failing after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestRedeliveredThreeTimes is G4: one message delivered three times,
 // twice at once to two workers, makes one row and one stock decrement.
 func TestRedeliveredThreeTimes(t *testing.T) {
@@ -283,7 +271,7 @@ func TestMalformedMessage(t *testing.T) {
 		b.admit(200 + u)
 	}
 	b.pool("w", true, nil)
-	waitFor(t, 20*time.Second, "40 orders persisted and the bad one dead-lettered", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "40 orders persisted and the bad one dead-lettered", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 40 && b.dlqLen() == 1
 	})
@@ -297,7 +285,7 @@ func TestMalformedMessage(t *testing.T) {
 	if err != nil || o.Status != seckill.OrderFailed || !strings.Contains(o.Reason, "malformed") {
 		t.Errorf("the bad order = %+v, %v; want failed, malformed", o, err)
 	}
-	waitFor(t, 5*time.Second, "nothing pending", func() bool { return b.pending() == 0 })
+	testenv.WaitFor(t, 5*time.Second, "nothing pending", func() bool { return b.pending() == 0 })
 }
 
 // TestDatabaseDownThenBack: while the database refuses connections, the
@@ -319,16 +307,16 @@ func TestDatabaseDownThenBack(t *testing.T) {
 	p := b.pool("w", true, viaProxy)
 	p.Watch(b.voucher.ID)
 	// Read in one batch, and held unacknowledged: a worker is retrying.
-	waitFor(t, 10*time.Second, "30 messages read", func() bool { return b.pending() == 30 })
+	testenv.WaitFor(t, 10*time.Second, "30 messages read", func() bool { return b.pending() == 30 })
 	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 0 {
 		t.Fatalf("%d orders persisted with the database down", n)
 	}
 	proxy.Up()
-	waitFor(t, 20*time.Second, "30 orders persisted after the database is back", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "30 orders persisted after the database is back", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 30
 	})
-	waitFor(t, 5*time.Second, "nothing pending", func() bool { return b.pending() == 0 })
+	testenv.WaitFor(t, 5*time.Second, "nothing pending", func() bool { return b.pending() == 0 })
 	if n := b.dlqLen(); n != 0 {
 		t.Errorf("%d dead letters, want 0", n)
 	}
@@ -347,14 +335,14 @@ func TestStreamLost(t *testing.T) {
 	for u := range int64(10) {
 		b.admit(400 + u)
 	}
-	waitFor(t, 10*time.Second, "10 orders persisted", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "10 orders persisted", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 10
 	})
 	if err := b.raw.Do(ctx, b.raw.B().Del().Key(b.key("stock"), b.key("meta"), b.key("buyers"), b.key("orders")).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "voucher rebuilt", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "voucher rebuilt", func() bool {
 		return b.int(b.raw.B().Exists().Key(b.key("stock")).Build()) == 1
 	})
 	if got := b.redisStock(); got != 40 {
@@ -368,7 +356,7 @@ func TestStreamLost(t *testing.T) {
 	for u := range int64(5) {
 		b.admit(500 + u)
 	}
-	waitFor(t, 10*time.Second, "15 orders persisted", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "15 orders persisted", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 15
 	})
@@ -449,7 +437,7 @@ func (b *rig) checkSoldOut(sold []*seckill.Order) {
 	if want := b.voucher.InitialStock - 1; int64(len(sold)) != want {
 		b.t.Errorf("later buyers bought %d, want the %d left", len(sold), want)
 	}
-	waitFor(b.t, 20*time.Second, "the later orders settled", func() bool {
+	testenv.WaitFor(b.t, 20*time.Second, "the later orders settled", func() bool {
 		created, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		failed, _ := b.store.CountFailedOrders(ctx, b.voucher.ID)
 		return created+failed == 1+int64(len(sold))+1
@@ -474,13 +462,13 @@ func TestBuyerAdmittedTwice(t *testing.T) {
 	ctx := context.Background()
 	p := b.pool("w", true, nil)
 	first := b.admit(7)
-	waitFor(t, 10*time.Second, "first order persisted and acknowledged", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "first order persisted and acknowledged", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 1 && b.pending() == 0
 	})
 	b.loseAdmission(7)
 	second := b.admit(7)
-	waitFor(t, 10*time.Second, "second order dead-lettered", func() bool { return b.dlqLen() == 1 && b.pending() == 0 })
+	testenv.WaitFor(t, 10*time.Second, "second order dead-lettered", func() bool { return b.dlqLen() == 1 && b.pending() == 0 })
 	b.checkAdmittedTwice(7, first, second, b.pending())
 	if got := testutil.ToFloat64(p.metrics.doubleAdmissions); got != 1 {
 		t.Errorf("double admissions metric = %v, want 1", got)
@@ -536,7 +524,7 @@ func TestQueueBuyerAdmittedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	offer(t, q, first)
-	waitFor(t, 10*time.Second, "first order persisted", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "first order persisted", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 1
 	})
@@ -546,7 +534,7 @@ func TestQueueBuyerAdmittedTwice(t *testing.T) {
 		t.Fatalf("the buyer Redis forgot is not admitted again: %v", err)
 	}
 	offer(t, q, second)
-	waitFor(t, 10*time.Second, "second order settled", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "second order settled", func() bool {
 		o, err := b.store.Order(ctx, second.ID)
 		if err != nil || o.Status != seckill.OrderFailed {
 			return false
@@ -581,11 +569,11 @@ func TestReclaimAndReap(t *testing.T) {
 		t.Fatalf("dead consumer read %d, %v", len(msgs), err)
 	}
 	b.pool("live", true, nil)
-	waitFor(t, 15*time.Second, "the dead consumer's orders persisted", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the dead consumer's orders persisted", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 25
 	})
-	waitFor(t, 15*time.Second, "the dead consumer removed", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the dead consumer removed", func() bool {
 		res, err := b.raw.Do(ctx, b.raw.B().XinfoConsumers().Key(b.key("orders")).Group(redis.Group).Build()).ToArray()
 		if err != nil {
 			return false
@@ -635,9 +623,9 @@ func TestPoolWidensWithBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Watch(b.voucher.ID)
-	waitFor(t, 30*time.Second, "1,000 orders persisted", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "1,000 orders persisted", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 1000
 	})
-	waitFor(t, 10*time.Second, "the pool narrowed again", func() bool { return p.WorkerStats().Allowed == 2 })
+	testenv.WaitFor(t, 10*time.Second, "the pool narrowed again", func() bool { return p.WorkerStats().Allowed == 2 })
 }
