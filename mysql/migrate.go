@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/migrate"
+	"github.com/seckill/seckill/internal/sqlrows"
 )
 
 //go:embed migrations/*.sql
@@ -121,21 +122,9 @@ func (s *Store) Versions(ctx context.Context) ([]int, error) {
 }
 
 // readVersions returns the versions recorded in schema_migrations, in order.
-func readVersions(ctx context.Context, q querier) ([]int, error) {
-	rows, err := q.QueryContext(ctx, selectVersionsSQL)
+func readVersions(ctx context.Context, q sqlrows.Querier) ([]int, error) {
+	vs, err := sqlrows.Query(ctx, q, sqlrows.Scalar[int], selectVersionsSQL)
 	if err != nil {
-		return nil, fmt.Errorf("read versions: %w", dbErr(err))
-	}
-	defer rows.Close()
-	var vs []int
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("read versions: %w", dbErr(err))
-		}
-		vs = append(vs, v)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read versions: %w", dbErr(err))
 	}
 	return vs, nil

@@ -151,11 +151,3 @@ func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // now is the time the store writes as a row's creation time.
 func now() time.Time { return utc(time.Now()) }
-
-// querier is what *sql.DB, *sql.Conn and *sql.Tx share, for code that runs
-// in a transaction or out of one.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/sqlrows"
 )
 
 const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation`
@@ -57,9 +58,9 @@ func (s *Store) Vouchers(ctx context.Context, limit int) ([]*seckill.Voucher, er
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	vs, err := queryVouchers(ctx, s.db, selectVouchersSQL, limit)
+	vs, err := sqlrows.Query(ctx, s.db, scanVoucher, selectVouchersSQL, limit)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: vouchers: %w", err)
+		return nil, fmt.Errorf("mysql: vouchers: %w", dbErr(err))
 	}
 	return vs, nil
 }
@@ -67,35 +68,15 @@ func (s *Store) Vouchers(ctx context.Context, limit int) ([]*seckill.Voucher, er
 // UnendedVouchers returns every voucher whose sale ends after t, oldest
 // first.
 func (s *Store) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Voucher, error) {
-	vs, err := queryVouchers(ctx, s.db, selectUnendedVouchersSQL, utc(t))
+	vs, err := sqlrows.Query(ctx, s.db, scanVoucher, selectUnendedVouchersSQL, utc(t))
 	if err != nil {
-		return nil, fmt.Errorf("mysql: unended vouchers: %w", err)
-	}
-	return vs, nil
-}
-
-func queryVouchers(ctx context.Context, q querier, query string, args ...any) ([]*seckill.Voucher, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, dbErr(err)
-	}
-	defer rows.Close()
-	var vs []*seckill.Voucher
-	for rows.Next() {
-		v, err := scanVoucher(rows)
-		if err != nil {
-			return nil, dbErr(err)
-		}
-		vs = append(vs, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr(err)
+		return nil, fmt.Errorf("mysql: unended vouchers: %w", dbErr(err))
 	}
 	return vs, nil
 }
 
 // scanVoucher reads the voucherColumns of one row.
-func scanVoucher(row interface{ Scan(...any) error }) (*seckill.Voucher, error) {
+func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 	var v seckill.Voucher
 	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation); err != nil {
 		return nil, err

@@ -148,11 +148,3 @@ func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 // now is the time the store writes as a row's creation time, to the
 // microsecond that it keeps.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
-// querier is what *sql.DB and *sql.Tx share, for code that runs in a
-// transaction or out of one.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}

@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -12,26 +11,16 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/retry"
 )
 
 // open is a time within the sale window of newVoucher's vouchers.
 var open = base.Add(time.Minute)
 
-// placeRetrying places o as the sync mode's service does: again, as it is,
-// while the store reports a transient failure.
+// placeRetrying places o as the sync mode's service does, as callerRetry
+// says.
 func placeRetrying(ctx context.Context, st seckill.Store, o *seckill.Order, now time.Time) error {
-	for attempt := 1; ; attempt++ {
-		err := st.PlaceOrder(ctx, o, now)
-		if !errors.Is(err, seckill.ErrTransient) || attempt == 50 {
-			return err
-		}
-		// Jitter, so that the colliding callers do not collide again.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(rand.IntN(10)+1) * time.Millisecond):
-		}
-	}
+	return retry.Do(ctx, callerRetry, func() error { return st.PlaceOrder(ctx, o, now) })
 }
 
 // The refusals of PlaceOrder, as a client sees them: the same on every

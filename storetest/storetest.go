@@ -18,6 +18,7 @@ import (
 	"time"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/retry"
 )
 
 // OpenFunc opens a store on one database without migrating it. The store
@@ -222,21 +223,24 @@ func save(tb testing.TB, st seckill.Store, os ...*seckill.Order) []seckill.SaveO
 	return got
 }
 
-// saveRetrying saves orders as a stream worker does: again, as they are,
-// while the store reports a transient failure.
+// callerRetry is how the suite calls a store again as a stream worker or
+// the sync mode's service does: as it was, while the store reports a
+// transient failure, a few milliseconds apart so that the colliding
+// callers do not collide again.
+var callerRetry = retry.Policy{
+	Attempts:  50,
+	Retryable: func(err error) bool { return errors.Is(err, seckill.ErrTransient) },
+	Wait:      func(int) time.Duration { return time.Duration(rand.IntN(10)+1) * time.Millisecond },
+}
+
+// saveRetrying saves orders as a stream worker does, as callerRetry says.
 func saveRetrying(ctx context.Context, st seckill.Store, os []*seckill.Order) ([]seckill.SaveOutcome, error) {
-	for attempt := 1; ; attempt++ {
-		got, err := st.SaveOrders(ctx, os)
-		if !errors.Is(err, seckill.ErrTransient) || attempt == 50 {
-			return got, err
-		}
-		// Jitter, so that the colliding callers do not collide again.
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Duration(rand.IntN(10)+1) * time.Millisecond):
-		}
-	}
+	var got []seckill.SaveOutcome
+	err := retry.Do(ctx, callerRetry, func() (err error) {
+		got, err = st.SaveOrders(ctx, os)
+		return err
+	})
+	return got, err
 }
 
 // repeat returns n copies of o.
