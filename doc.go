@@ -7,5 +7,6 @@
 // mysql, postgres or sqlite), a [VoucherCache] and [LoginCodes] kept in Redis
 // (package redis), and a [CodeSender] that delivers login codes. Services in
 // this package ([VoucherService]) hold the rules that do not depend on any
-// one adapter. Wiring happens only in cmd/seckill.
+// one adapter. The service is wired in one place, package
+// internal/app, which the commands in cmd/seckill run.
 package seckill

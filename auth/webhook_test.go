@@ -21,7 +21,7 @@ import (
 
 var webhookSecret = []byte("webhook-secret-0123456789abcdef-0123")
 
-// receiver is a webhook endpoint as the README tells an operator to write
+// receiver is a webhook endpoint as docs/configuration.md tells an operator to write
 // one: it checks the signature and the timestamp's age before it believes
 // the body.
 type receiver struct {
@@ -90,6 +90,7 @@ func newTestWebhook(t *testing.T, url string, now time.Time) *WebhookSender {
 }
 
 func TestWebhookSenderSigns(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	rc := &receiver{secret: webhookSecret, now: now}
 	srv := httptest.NewServer(rc)
@@ -119,6 +120,7 @@ func TestWebhookSenderSigns(t *testing.T) {
 }
 
 func TestWebhookSenderNot2xx(t *testing.T) {
+	t.Parallel()
 	const code = "987654"
 	for _, status := range []int{http.StatusInternalServerError, http.StatusNotFound, http.StatusTooManyRequests, http.StatusFound} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
@@ -146,6 +148,7 @@ func TestWebhookSenderNot2xx(t *testing.T) {
 }
 
 func TestWebhookSenderTimeout(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -170,6 +173,7 @@ func TestWebhookSenderTimeout(t *testing.T) {
 }
 
 func TestNewWebhookSenderRejects(t *testing.T) {
+	t.Parallel()
 	if _, err := NewWebhookSender("https://sms.example/send", webhookSecret[:MinSecretLen], time.Second); err != nil {
 		t.Fatalf("a %d-byte secret: %v", MinSecretLen, err)
 	}

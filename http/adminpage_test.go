@@ -32,7 +32,7 @@ const chromiumPath = "/usr/bin/chromium"
 
 // screenshotEnv names a file the browser test writes its screenshot to, as
 // well as to its temporary directory: `SECKILL_SCREENSHOT=docs/admin.png`
-// (relative to the module's root) makes the README's picture. It also runs
+// (relative to the module's root) makes the picture in docs/operations.md. It also runs
 // a longer sale first, so that the chart has something to show.
 const screenshotEnv = "SECKILL_SCREENSHOT"
 
@@ -333,7 +333,7 @@ func (e *env) injectMalformed(voucherID string, user int64) string {
 	return fmt.Sprint(id)
 }
 
-// screenshotSale runs, for the README's screenshot, a second voucher's sale
+// screenshotSale runs, for the screenshot in docs/operations.md, a second voucher's sale
 // over some twenty seconds, a wave of buyers that sells it out, and leaves
 // a dead letter. It returns the voucher's id.
 func (e *env) screenshotSale(firstVoucher string) (voucherID string) {

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,6 +10,23 @@ import (
 )
 
 // The admin API of dead letters and reconciliation.
+
+// DeadLetterAdmin is what the dead-letter routes call;
+// *seckill.DeadLetterService is one.
+type DeadLetterAdmin interface {
+	DeadLetters(ctx context.Context) ([]seckill.DeadLetterEntry, error)
+	RetryDeadLetter(ctx context.Context, id string, adminID int64) (*seckill.Order, error)
+	DiscardDeadLetter(ctx context.Context, id string, adminID int64) error
+}
+
+var _ DeadLetterAdmin = (*seckill.DeadLetterService)(nil)
+
+// Reconciler is what the reconcile route calls; *seckill.Reconciler is one.
+type Reconciler interface {
+	Reconcile(ctx context.Context, voucherID int64, repair bool) (*seckill.Reconciliation, error)
+}
+
+var _ Reconciler = (*seckill.Reconciler)(nil)
 
 // deadLetterJSON is a dead letter as the admin API shows it.
 type deadLetterJSON struct {

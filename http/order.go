@@ -1,12 +1,25 @@
 package http
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/seckill/seckill"
 )
+
+// OrderService is what the buy and order routes call;
+// *seckill.OrderService is one.
+type OrderService interface {
+	Buy(ctx context.Context, userID, voucherID int64) (*seckill.Order, error)
+	// Order returns the user's order with the id: another buyer's order is
+	// ErrOrderNotFound.
+	Order(ctx context.Context, userID, id int64) (*seckill.Order, error)
+	Orders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error)
+}
+
+var _ OrderService = (*seckill.OrderService)(nil)
 
 // orderJSON is an order as the API shows it.
 type orderJSON struct {

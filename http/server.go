@@ -1,4 +1,4 @@
-// Package http serves seckill's JSON API (DESIGN section 5), its health
+// Package http serves seckill's JSON API (docs/api.md), its health
 // checks and its Prometheus metrics.
 package http
 
@@ -92,10 +92,12 @@ func (c Config) withDefaults() Config {
 // Check is a dependency that /readyz asks: nil when it answers.
 type Check func(ctx context.Context) error
 
-// Services are what the server's handlers call.
+// Services are what the server's handlers call: the small interfaces
+// declared beside the handlers that call them, which the root package's
+// services satisfy and tests fake.
 type Services struct {
-	Vouchers *seckill.VoucherService
-	Orders   *seckill.OrderService
+	Vouchers VoucherService
+	Orders   OrderService
 	// Login is the phone-code login; nil turns it off, and both login
 	// routes answer 503.
 	Login  *auth.Login
@@ -103,16 +105,16 @@ type Services struct {
 	// Checks are the dependencies /readyz reports, by name.
 	Checks map[string]Check
 	// DeadLetters, Stats and Reconciler serve the admin API and page.
-	DeadLetters seckill.DeadLetterAdmin
-	Stats       seckill.StatsSource
-	Reconciler  *seckill.Reconciler
+	DeadLetters DeadLetterAdmin
+	Stats       StatsSource
+	Reconciler  Reconciler
 }
 
 // Server is the HTTP server.
 type Server struct {
 	cfg        Config
-	vouchers   *seckill.VoucherService
-	orders     *seckill.OrderService
+	vouchers   VoucherService
+	orders     OrderService
 	ops        adminServices
 	login      *auth.Login
 	tokens     *auth.Tokens
@@ -122,6 +124,8 @@ type Server struct {
 	admissions *admissions
 	sampler    *logSampler
 	handler    http.Handler
+	// routes are the routes the server serves, as registered.
+	routes []route
 
 	srv *http.Server
 	ln  net.Listener
@@ -138,6 +142,9 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	if err != nil {
 		return nil, err
 	}
+	if r, ok := svc.Reconciler.(*seckill.Reconciler); ok && r == nil {
+		svc.Reconciler = nil // a nil *Reconciler turns reconciling off, as before it was an interface
+	}
 	s := &Server{
 		cfg:        cfg.withDefaults(),
 		vouchers:   svc.Vouchers,
@@ -151,27 +158,45 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 		sampler:    newLogSampler(10),
 		admissions: admissions,
 	}
+	s.routes = s.routeTable(reg)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/auth/code", s.limitLogin(s.sendCode))
-	mux.HandleFunc("POST /api/auth/login", s.limitLogin(s.logIn))
-	mux.Handle("POST /api/admin/vouchers", s.admin(s.createVoucher))
-	mux.HandleFunc("GET /api/vouchers", s.listVouchers)
-	mux.HandleFunc("GET /api/vouchers/{id}", s.getVoucher)
-	mux.Handle("POST /api/vouchers/{id}/seckill", s.user(s.limitRate(s.seckill)))
-	mux.Handle("GET /api/orders/{id}", s.user(s.getOrder))
-	mux.Handle("GET /api/orders", s.user(s.listOrders))
-	mux.Handle("GET /api/admin/stats", s.admin(s.adminStats))
-	mux.Handle("GET /api/admin/dlq", s.admin(s.adminDeadLetters))
-	mux.Handle("POST /api/admin/dlq/{id}/retry", s.admin(s.adminRetryDeadLetter))
-	mux.Handle("POST /api/admin/dlq/{id}/discard", s.admin(s.adminDiscardDeadLetter))
-	mux.Handle("POST /api/admin/vouchers/{id}/reconcile", s.admin(s.adminReconcile))
-	mux.Handle("GET /admin/", s.adminPage())
-	mux.Handle("GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently))
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError)}))
+	for _, rt := range s.routes {
+		mux.Handle(rt.pattern, rt.handler)
+	}
 	s.handler = s.limit(s.instrument(s.recover(jsonFallback(mux))))
 	return s, nil
+}
+
+// route is a pattern of the mux and its handler.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// routeTable returns every route the server serves; the OpenAPI document
+// (openapi.json) describes each of them, and a test holds the two equal.
+func (s *Server) routeTable(reg *prometheus.Registry) []route {
+	return []route{
+		{"POST /api/auth/code", s.limitLogin(s.sendCode)},
+		{"POST /api/auth/login", s.limitLogin(s.logIn)},
+		{"POST /api/admin/vouchers", s.admin(s.createVoucher)},
+		{"GET /api/vouchers", http.HandlerFunc(s.listVouchers)},
+		{"GET /api/vouchers/{id}", http.HandlerFunc(s.getVoucher)},
+		{"POST /api/vouchers/{id}/seckill", s.user(s.limitRate(s.seckill))},
+		{"GET /api/orders/{id}", s.user(s.getOrder)},
+		{"GET /api/orders", s.user(s.listOrders)},
+		{"GET /api/admin/stats", s.admin(s.adminStats)},
+		{"GET /api/admin/dlq", s.admin(s.adminDeadLetters)},
+		{"POST /api/admin/dlq/{id}/retry", s.admin(s.adminRetryDeadLetter)},
+		{"POST /api/admin/dlq/{id}/discard", s.admin(s.adminDiscardDeadLetter)},
+		{"POST /api/admin/vouchers/{id}/reconcile", s.admin(s.adminReconcile)},
+		{"GET /api/openapi.json", http.HandlerFunc(serveOpenAPI)},
+		{"GET /admin/", s.adminPage()},
+		{"GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently)},
+		{"GET /healthz", http.HandlerFunc(s.healthz)},
+		{"GET /readyz", http.HandlerFunc(s.readyz)},
+		{"GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelError)})},
+	}
 }
 
 // Handler returns the server's handler, for tests and for embedding.

@@ -368,7 +368,8 @@ func (e *env) wantError(res response, status int, code string) {
 }
 
 func TestUnknownRouteAndMethod(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := newFakeEnv(t)
 	e.wantError(e.do("GET", "/api/nothing", "", nil), 404, "not_found")
 	res := e.do("DELETE", "/api/vouchers/1", "", nil)
 	e.wantError(res, 405, "method_not_allowed")

@@ -9,6 +9,14 @@ import (
 	"github.com/seckill/seckill"
 )
 
+// StatsSource is what the stats route calls: the same as
+// seckill.StatsSource, which monitor.Monitor is.
+type StatsSource interface {
+	Stats(ctx context.Context) (*seckill.Stats, error)
+}
+
+var _ StatsSource = seckill.StatsSource(nil)
+
 // statsJSON is GET /api/admin/stats's answer: a seckill.Stats.
 type statsJSON struct {
 	Time       time.Time             `json:"time"`

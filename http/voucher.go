@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -8,6 +9,18 @@ import (
 
 	"github.com/seckill/seckill"
 )
+
+// VoucherService is what the voucher routes call; *seckill.VoucherService
+// is one.
+type VoucherService interface {
+	// Create validates v against the service's clock (a failure is
+	// ErrInvalidArgument naming the fields), stores it and puts it on sale.
+	Create(ctx context.Context, v *seckill.Voucher) (*seckill.VoucherView, error)
+	Get(ctx context.Context, id int64) (*seckill.VoucherView, error)
+	List(ctx context.Context, limit int) ([]*seckill.VoucherView, error)
+}
+
+var _ VoucherService = (*seckill.VoucherService)(nil)
 
 // voucherJSON is a voucher as the API shows it.
 type voucherJSON struct {
@@ -40,9 +53,11 @@ type createVoucherRequest struct {
 	EndTime   *string `json:"endTime"`
 }
 
-// decodeVoucher reads a voucher to create from body and validates it
-// against now. Every failure wraps ErrInvalidArgument, or errBodyTooLarge.
-func decodeVoucher(body io.Reader, now time.Time) (*seckill.Voucher, error) {
+// decodeVoucher reads a voucher to create from body: every field present,
+// the times readable. Every failure wraps ErrInvalidArgument, or
+// errBodyTooLarge. The voucher's rules (stock, window, the clock) are
+// checked by VoucherService.Create, on the service's clock.
+func decodeVoucher(body io.Reader) (*seckill.Voucher, error) {
 	var req createVoucherRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
@@ -65,11 +80,7 @@ func decodeVoucher(body io.Reader, now time.Time) (*seckill.Voucher, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &seckill.Voucher{Title: *req.Title, Stock: *req.Stock, BeginTime: begin, EndTime: end}
-	if err := v.Validate(now); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return &seckill.Voucher{Title: *req.Title, Stock: *req.Stock, BeginTime: begin, EndTime: end}, nil
 }
 
 // parseTime reads an RFC 3339 time, kept to the microsecond that every
@@ -86,7 +97,7 @@ func parseTime(field, s string) (time.Time, error) {
 }
 
 func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request) {
-	v, err := decodeVoucher(r.Body, s.vouchers.Now())
+	v, err := decodeVoucher(r.Body)
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -15,7 +15,7 @@ import (
 
 // Config is every setting of seckill. Each is a flag and an environment
 // variable (see envName); the defaults are those registered in the flag
-// functions below and listed in the README.
+// functions below and listed in docs/configuration.md.
 type Config struct {
 	Addr              string        // HTTP listen address
 	Mode              string        // order pipeline: stream

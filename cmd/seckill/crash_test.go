@@ -244,7 +244,7 @@ func TestRedisKill9WithAOFAlways(t *testing.T) {
 // persistence, in the middle of a sale, once some orders are in the
 // database. serve rebuilds the voucher from the database and the sale goes
 // on. The orders admitted before Redis died and not yet persisted are lost,
-// which is why the README asks for AOF always: the test reports how many.
+// which is why docs/configuration.md asks for AOF always: the test reports how many.
 // What must hold anyway: the database never holds more orders than the
 // stock, no buyer has two orders there, a lost order is reported failed or
 // not found (never created), no buyer ends with two created orders; and

@@ -12,7 +12,7 @@ import (
 )
 
 func (c *Config) loginFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.LoginWebhookURL, "login-webhook-url", "", "URL that login codes are posted to, signed (see README); with real services and no URL, login is off")
+	fs.StringVar(&c.LoginWebhookURL, "login-webhook-url", "", "URL that login codes are posted to, signed (see docs/configuration.md); with real services and no URL, login is off")
 	fs.StringVar(&c.LoginWebhookSecret, "login-webhook-secret", "", "HMAC-SHA256 key of the login webhook's signature, at least 32 bytes")
 	fs.DurationVar(&c.LoginWebhookTimeout, "login-webhook-timeout", 3*time.Second, "how long a login webhook request may take before the code route answers 503")
 	fs.StringVar(&c.LoginCountryCode, "login-country-code", "", "country calling code (as 86) of phone numbers written without one (empty: a number must carry its country code)")
@@ -61,6 +61,6 @@ func codeSender(c *Config, embedded bool, logger *slog.Logger) (seckill.CodeSend
 		return auth.LogSender{Logger: logger}, nil
 	}
 	logger.Warn("login is off: no login code sender is configured, so POST /api/auth/code and /api/auth/login answer 503; " +
-		"to turn it on, set SECKILL_LOGIN_WEBHOOK_URL and SECKILL_LOGIN_WEBHOOK_SECRET (see the README)")
+		"to turn it on, set SECKILL_LOGIN_WEBHOOK_URL and SECKILL_LOGIN_WEBHOOK_SECRET (see docs/configuration.md)")
 	return nil, nil
 }

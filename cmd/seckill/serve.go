@@ -270,7 +270,7 @@ seckill %s: EMBEDDED DEFAULT, for trying it out, not for production.
   Redis:     an in-process server; its data lives in memory and is gone when seckill stops
   Database:  SQLite at %s
   For production set SECKILL_REDIS_URL, SECKILL_DB_URL and SECKILL_JWT_SECRET, and for
-  login SECKILL_LOGIN_WEBHOOK_URL and SECKILL_LOGIN_WEBHOOK_SECRET (see README).
+  login SECKILL_LOGIN_WEBHOOK_URL and SECKILL_LOGIN_WEBHOOK_SECRET (see docs/configuration.md).
 
 Listening on %s
 
