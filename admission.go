@@ -3,28 +3,49 @@ package seckill
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
-// errNotAdmitted marks an admission refused before the script ran (the
-// cache server could not be checked, or the voucher could not be rebuilt):
-// an unavailable answer whose outcome is known, so nobody looks up the
-// buyer's order after it.
-var errNotAdmitted = errors.New("not admitted")
+// buyerSlots reads which order holds a buyer's slot of a voucher in the
+// cache ([OrderCache.BuyerOrders]).
+type buyerSlots interface {
+	BuyerOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
+}
 
-// admitFunc runs the admission script once, for the voucher's generation.
-type admitFunc func(ctx context.Context, gen int64) error
+// heldOrder returns the order the buyer's slot of the voucher holds in the
+// cache, or 0.
+func heldOrder(ctx context.Context, slots buyerSlots, userID, voucherID int64) (int64, error) {
+	found, err := slots.BuyerOrders(ctx, userID, voucherID)
+	if err != nil {
+		return 0, err
+	}
+	return found[voucherID], nil
+}
 
-// admit runs an admission to the voucher with the recoveries it may need,
-// for every caller (a buy, a dead letter's retry): the voucher's
-// generation comes from its row; a cache server not checked since it
-// started (ErrCacheUnverified) is checked first (Recover); a voucher the
-// cache lost (ErrVoucherNotLoaded) is rebuilt before admitting again,
-// unless its sale has ended: then ErrEnded without a rebuild (its keys may
-// have been deleted after the retention). Only the outcome of the last run
-// of the script is returned as it is.
-func (s *VoucherService) admit(ctx context.Context, voucherID int64, admit admitFunc) error {
+// admit runs the admission a (run: the cache's Admit, or Reserve in the
+// queue mode) with the recoveries it may need, for every caller (a buy, a
+// dead letter's retry): the voucher's generation comes from its row; a
+// cache server not checked since it started (ErrCacheUnverified) is checked
+// first (Recover); a voucher the cache lost (ErrVoucherNotLoaded) is
+// rebuilt before admitting again, unless its sale has ended: then ErrEnded
+// without a rebuild (its keys may have been deleted after the retention).
+//
+// A run whose answer was lost (ErrUnavailable: the script may have run) is
+// settled by reading the buyer's slot, for up to lookup (default 1s):
+// admission records the buyer with the order, so a slot holding a.OrderID
+// means admitted (nil), one holding another order is that order
+// (ErrDuplicateOrder); an empty or unreadable slot is ErrUnavailable with
+// RetryAfter, as is an admission that could not run.
+func (s *VoucherService) admit(ctx context.Context, a Admission, run func(context.Context, Admission) error, slots buyerSlots, lookup time.Duration) error {
+	voucherID := a.VoucherID
+	admit := func(ctx context.Context, gen int64) error {
+		a.Generation = gen
+		err := run(ctx, a)
+		if errors.Is(err, ErrUnavailable) {
+			return s.settle(ctx, a, slots, lookup, err)
+		}
+		return err
+	}
 	v, err := s.voucher(ctx, voucherID)
 	if err != nil {
 		if errors.Is(err, ErrVoucherNotFound) {
@@ -69,7 +90,28 @@ func (s *VoucherService) admit(ctx context.Context, voucherID int64, admit admit
 	return err
 }
 
+// settle answers an admission whose answer was lost (cause) from the
+// buyer's slot (see admit).
+func (s *VoucherService) settle(ctx context.Context, a Admission, slots buyerSlots, lookup time.Duration, cause error) error {
+	if lookup <= 0 {
+		lookup = time.Second
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookup)
+	defer cancel()
+	existing, err := heldOrder(lctx, slots, a.UserID, a.VoucherID)
+	switch {
+	case err != nil:
+		s.Logger.Warn("admission outcome unknown", "voucher", a.VoucherID, "user", a.UserID, "err", cause, "lookup_err", err)
+		return &Error{Kind: ErrUnavailable, Message: "your order's outcome is not known yet; try again, you will not buy twice", RetryAfter: time.Second}
+	case existing == 0:
+		return &Error{Kind: ErrUnavailable, Message: "your order was not taken; try again", RetryAfter: time.Second}
+	case existing != a.OrderID:
+		return duplicate(existing)
+	}
+	return nil
+}
+
 // restoring is the answer to an admission that did not run: try again.
 func restoring(msg string) error {
-	return fmt.Errorf("%w: %w", errNotAdmitted, &Error{Kind: ErrUnavailable, Message: msg, RetryAfter: time.Second})
+	return &Error{Kind: ErrUnavailable, Message: msg, RetryAfter: time.Second}
 }

@@ -136,7 +136,10 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 		log.Info("dead letter retry refused", "outcome", "not_stream_mode", "mode", s.Mode)
 		return nil, Errorf(ErrInvalidArgument, "dead letters are retried into the order stream, which only the stream mode's workers read; this service runs in %s mode", s.Mode)
 	}
-	err = s.admit(ctx, rec)
+	// Admitted as a buy is (VoucherService.admit): a voucher the cache lost
+	// is rebuilt first, and an admission whose answer was lost is settled
+	// by reading the buyer's slot.
+	err = s.Vouchers.admit(ctx, Admission{VoucherID: rec.VoucherID, UserID: rec.UserID, OrderID: rec.OrderID}, s.Cache.Admit, s.Cache, s.Lookup)
 	var de *Error
 	switch {
 	case err == nil:
@@ -175,29 +178,6 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 	return &Order{ID: rec.OrderID, UserID: rec.UserID, VoucherID: rec.VoucherID, Status: OrderPending, CreatedAt: created}, nil
 }
 
-// admit runs the admission for rec's order, as [OrderService.Buy] does
-// (see VoucherService.admit): a voucher the cache lost is rebuilt first, and
-// an admission whose answer was lost is settled by reading the buyer's slot.
-func (s *DeadLetterService) admit(ctx context.Context, rec *DeadLetterRecord) error {
-	err := s.Vouchers.admit(ctx, rec.VoucherID, func(ctx context.Context, gen int64) error {
-		return s.Cache.Admit(ctx, Admission{VoucherID: rec.VoucherID, Generation: gen, UserID: rec.UserID, OrderID: rec.OrderID})
-	})
-	if !errors.Is(err, ErrUnavailable) || errors.Is(err, errNotAdmitted) {
-		return err
-	}
-	wait := s.Lookup
-	if wait <= 0 {
-		wait = time.Second
-	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
-	defer cancel()
-	found, lerr := s.Cache.BuyerOrders(lctx, rec.UserID, rec.VoucherID)
-	if lerr == nil && found[rec.VoucherID] == rec.OrderID {
-		return nil
-	}
-	return err
-}
-
 // refusal rewrites an admission's refusal (sold out, ended, not started,
 // the buyer's other order) for the admin who asked: which order, and that
 // nothing changed. The kind, and the buyer's other order for
@@ -231,12 +211,12 @@ func (s *DeadLetterService) DiscardDeadLetter(ctx context.Context, id string, ad
 		}
 		// A retry whose removal of the dead letter failed left the order
 		// admitted again: it is not failed, and the log must not say so.
-		found, err := s.Cache.BuyerOrders(ctx, rec.UserID, rec.VoucherID)
+		held, err := heldOrder(ctx, s.Cache, rec.UserID, rec.VoucherID)
 		if err != nil {
 			log.Info("dead letter discard failed", "outcome", "error", "err", err)
 			return fmt.Errorf("discard dead letter %s: %w", id, err)
 		}
-		readmitted = found[rec.VoucherID] == rec.OrderID
+		readmitted = held == rec.OrderID
 	}
 	n, err := s.Cache.RemoveDeadLetters(ctx, rec.VoucherID, rec.EntryID)
 	switch {

@@ -116,7 +116,7 @@ type OrderStore interface {
 	PlaceOrder(ctx context.Context, o *Order, now time.Time) error
 }
 
-// Mode is how the service takes orders (DESIGN section 1).
+// Mode is how the service takes orders (docs/design.md, Modes).
 type Mode string
 
 // The modes: the three stages of the design the product grew from.
@@ -224,7 +224,7 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		// Redis lost it): a buyer who holds an order is told of it all the
 		// same; the others try again.
 		if s.Mode != ModeSync {
-			if existing, err := s.heldOrder(ctx, userID, voucherID); err == nil && existing != 0 {
+			if existing, err := heldOrder(ctx, s.Cache, userID, voucherID); err == nil && existing != 0 {
 				return nil, duplicate(existing)
 			}
 		}
@@ -248,18 +248,14 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 	if s.Mode == ModeQueue {
 		admit = s.Cache.Reserve
 	}
-	err = s.Vouchers.admit(ctx, voucherID, func(ctx context.Context, gen int64) error {
-		return admit(ctx, Admission{VoucherID: voucherID, Generation: gen, UserID: userID, OrderID: id})
-	})
+	err = s.Vouchers.admit(ctx, Admission{VoucherID: voucherID, UserID: userID, OrderID: id}, admit, s.Cache, s.Lookup)
 	switch {
 	case err == nil && s.Mode == ModeQueue:
+		// Queued here also when found admitted after a lost answer: the
+		// admission that took it never got to.
 		return s.enqueue(ctx, s.pending(id, userID, voucherID))
 	case err == nil:
 		return s.pending(id, userID, voucherID), nil
-	case errors.Is(err, errNotAdmitted):
-		return nil, err
-	case errors.Is(err, ErrUnavailable):
-		return s.unknownOutcome(ctx, id, userID, voucherID, err)
 	case errors.Is(err, ErrSoldOut):
 		s.noteSoldOut(voucherID)
 	}
@@ -294,7 +290,7 @@ func (s *OrderService) noteSoldOut(voucherID int64) {
 // soldOutAnswer answers a buyer of a voucher known sold out: their own
 // order if they have one (G5), read from their slot; else sold out.
 func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
-	existing, err := s.heldOrder(ctx, userID, voucherID)
+	existing, err := heldOrder(ctx, s.Cache, userID, voucherID)
 	switch {
 	case err != nil:
 		return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
@@ -302,16 +298,6 @@ func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int6
 		return duplicate(existing)
 	}
 	return Errorf(ErrSoldOut, "voucher %d is sold out", voucherID)
-}
-
-// heldOrder returns the order the buyer's slot of the voucher holds in the
-// cache, or 0.
-func (s *OrderService) heldOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
-	found, err := s.Cache.BuyerOrders(ctx, userID, voucherID)
-	if err != nil {
-		return 0, err
-	}
-	return found[voucherID], nil
 }
 
 // duplicate is the answer to a buyer who holds an order of the voucher
@@ -330,34 +316,6 @@ func (s *OrderService) enqueue(ctx context.Context, o *Order) (*Order, error) {
 		s.Logger.Error("queue full, and the reservation could not be given back; run seckill reconcile", "voucher", o.VoucherID, "order", o.ID, "err", err)
 	}
 	return nil, &Error{Kind: ErrUnavailable, Message: "too many orders at once; try again", RetryAfter: time.Second}
-}
-
-// unknownOutcome settles an admission whose answer was lost: the script
-// may have run. Admission records the buyer with the order, so reading the
-// buyer's entry tells; only if that fails too is the outcome unknown. In
-// the queue mode an order found admitted is queued here: the admission
-// that took it never got to.
-func (s *OrderService) unknownOutcome(ctx context.Context, id, userID, voucherID int64, cause error) (*Order, error) {
-	wait := s.Lookup
-	if wait <= 0 {
-		wait = time.Second
-	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
-	defer cancel()
-	existing, err := s.heldOrder(lctx, userID, voucherID)
-	switch {
-	case err != nil:
-		s.Logger.Warn("admission outcome unknown", "voucher", voucherID, "user", userID, "err", cause, "lookup_err", err)
-		return nil, &Error{Kind: ErrUnavailable, Message: "your order's outcome is not known yet; try again, you will not buy twice", RetryAfter: time.Second}
-	case existing == 0:
-		return nil, &Error{Kind: ErrUnavailable, Message: "your order was not taken; try again", RetryAfter: time.Second}
-	case existing != id:
-		return nil, duplicate(existing)
-	}
-	if s.Mode == ModeQueue {
-		return s.enqueue(ctx, s.pending(id, userID, voucherID))
-	}
-	return s.pending(id, userID, voucherID), nil
 }
 
 func (s *OrderService) pending(id, userID, voucherID int64) *Order {

@@ -95,12 +95,12 @@ func TestCreateRacesRebuild(t *testing.T) {
 					t.Errorf("buyer %d, answered order %d, holds %v in Redis (%v)", user, id, found, err)
 				}
 			}
-			st, err := cache.State(ctx, view.ID)
+			msgs, err := cache.ReadOrders(ctx, view.ID, "race_test", 10, 10*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
 			queued := map[int64]bool{}
-			for _, m := range st.Queued {
+			for _, m := range msgs {
 				queued[m.Order.ID] = true
 			}
 			for user, id := range answered {

@@ -11,14 +11,15 @@ import (
 // (G6): remaining (cache) + orders (database) + pending == initial stock.
 type Reconciliation struct {
 	Voucher *Voucher
-	// Orders counts the voucher's created orders in the database; Failed
-	// the queued messages whose orders the database records as failed.
+	// Orders counts the voucher's created orders in the database.
 	Orders int64
 	// Loaded, Remaining and Buyers are the cache's.
 	Loaded    bool
 	Remaining int64
 	Buyers    int64
-	// Pending counts queued orders the database does not hold yet.
+	// Pending counts queued orders the database does not hold yet: the
+	// entries not delivered to the workers yet, and the delivered ones
+	// whose orders the database does not hold.
 	Pending int64
 	// DeadLetters counts the messages in the voucher's dead-letter stream.
 	DeadLetters int64
@@ -86,32 +87,45 @@ func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliat
 	if err != nil {
 		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
-	queued := make([]int64, 0, len(st.Queued))
-	for _, m := range st.Queued {
-		if m.Err == nil {
-			queued = append(queued, m.Order.ID)
-		}
-	}
-	// A page of ids per query: a backlog of a million orders must not make
-	// one query of a million parameters.
-	stored := make(map[int64]OrderStatus, len(queued))
-	for page := range slices.Chunk(queued, 1000) {
-		st, err := r.Store.OrderStatuses(ctx, page)
+	// A page of ids per query: thousands may be listed.
+	stored := make(map[int64]OrderStatus, len(st.PendingOrders))
+	for page := range slices.Chunk(st.PendingOrders, 1000) {
+		got, err := r.Store.OrderStatuses(ctx, page)
 		if err != nil {
 			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 		}
-		maps.Copy(stored, st)
+		maps.Copy(stored, got)
 	}
+	return Compare(v, st, orders, stored), nil
+}
+
+// Compare sets what the cache holds of a voucher's sale (st, read first)
+// against the database: orders, its created orders, and stored, the
+// statuses it holds of st.PendingOrders. An admitted order is pending, in
+// the cache and not yet in the database, while its entry waits to be
+// delivered (when the lag is unknown, counted as every entry not pending:
+// at most that many) or is delivered and neither listed nor held by the
+// database. A cache without the voucher counts no stock. The monitor and
+// Reconciler both compare with it.
+func Compare(v *Voucher, st *CacheState, orders int64, stored map[int64]OrderStatus) *Reconciliation {
 	rec := &Reconciliation{
 		Voucher:     v,
 		Orders:      orders,
 		Loaded:      st.Loaded,
-		Remaining:   st.Remaining,
 		Buyers:      st.Buyers,
 		DeadLetters: st.DeadLetters,
 	}
-	seen := make(map[int64]bool, len(queued))
-	for _, id := range queued {
+	if st.Loaded {
+		rec.Remaining = st.Remaining
+	}
+	if st.Lag != nil {
+		rec.Pending = *st.Lag
+	} else {
+		rec.Pending = max(0, st.Length-st.Pending)
+	}
+	rec.Pending += st.Unlisted
+	seen := make(map[int64]bool, len(st.PendingOrders))
+	for _, id := range st.PendingOrders {
 		if _, ok := stored[id]; !ok && !seen[id] {
 			rec.Pending++
 		}
@@ -119,5 +133,5 @@ func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliat
 	}
 	rec.Drift = v.InitialStock - (rec.Remaining + rec.Orders + rec.Pending)
 	rec.BuyerDrift = rec.Buyers - (rec.Orders + rec.Pending)
-	return rec, nil
+	return rec
 }

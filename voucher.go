@@ -113,7 +113,7 @@ type VoucherCache interface {
 	// is replaced. Concurrent rebuilds, here or in other instances, are
 	// harmless; an Unload during a rebuild makes it start over.
 	Rebuild(ctx context.Context, v *Voucher, orders OrderPages) (Rebuilt, error)
-	// State reads what the cache holds of a voucher.
+	// State reads what the cache holds of a voucher's sale, at one instant.
 	State(ctx context.Context, voucherID int64) (*CacheState, error)
 	// Unload deletes a voucher's stock and buyers from the cache, so that it
 	// is rebuilt; admission refuses it until then, and a rebuild in flight
@@ -140,17 +140,53 @@ type Rebuilt struct {
 	Replaced bool
 }
 
-// CacheState is what the cache holds of a voucher.
+// CacheState is what the cache holds of a voucher's sale, read at one
+// instant: its stock and buyers, and its order stream as the workers'
+// group sees it. [Compare] sets it against the database's counts; nothing
+// on the admission path decides on it.
 type CacheState struct {
-	Loaded    bool  // it has a stock
-	Remaining int64 // the stock left to admit
-	Buyers    int64 // buyers recorded
-	// Queued are the messages in the voucher's order stream: admitted
-	// orders, maybe not yet persisted, maybe persisted and not yet trimmed.
-	Queued []OrderMessage
-	// Pending counts messages delivered and not acknowledged, Undelivered
-	// those not read yet, DeadLetters those in the dead-letter stream.
-	Pending, Undelivered, DeadLetters int64
+	// Loaded says the voucher has a stock; Remaining is that stock, the
+	// stock left to admit.
+	Loaded    bool
+	Remaining int64
+	// Buyers counts the buyers recorded.
+	Buyers int64
+	// Length counts the entries of the order stream: orders not yet
+	// delivered, delivered and not acknowledged, and settled but not yet
+	// trimmed.
+	Length int64
+	// Pending counts the entries delivered and not acknowledged.
+	Pending int64
+	// Lag counts the entries not delivered yet; nil when the cache cannot
+	// tell (unknown, not zero). Without the workers' group (the cache lost
+	// it) nothing is delivered, and Pending and Lag are zero and nil.
+	Lag *int64
+	// OldestPending is the longest time a pending entry has gone since it
+	// was delivered or its claim refreshed: above the claim lease, no live
+	// worker holds it. Zero when none is pending.
+	OldestPending time.Duration
+	// Consumers are the workers' group's consumers.
+	Consumers []StreamConsumer
+	// PendingOrders are the order ids of the pending entries listed (the
+	// first 10,000): orders that the database may hold already, committed
+	// and not yet acknowledged, or not. Malformed entries, and entries
+	// settled while they were read, are left out.
+	PendingOrders []int64
+	// Unlisted counts the pending entries beyond those listed.
+	Unlisted int64
+	// DeadLetters counts the entries of the dead-letter stream.
+	DeadLetters int64
+}
+
+// StreamConsumer is one consumer (an instance's workers) of a voucher's
+// order stream.
+type StreamConsumer struct {
+	Name string
+	// Pending counts the entries delivered to it and not acknowledged.
+	Pending int64
+	// Idle is the time since it last read or claimed; an instance whose
+	// workers run reads every few seconds.
+	Idle time.Duration
 }
 
 // VoucherView is a voucher as clients see it: the database's record and the

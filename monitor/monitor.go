@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/redis"
 )
 
 // Vouchers names the vouchers to watch (seckill.VoucherService).
@@ -38,9 +37,10 @@ type Store interface {
 	OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error)
 }
 
-// Streams reads a voucher's stock and order stream in Redis (redis.Client).
+// Streams reads what Redis holds of a voucher's sale: its stock and order
+// stream (redis.Client).
 type Streams interface {
-	StreamInfo(ctx context.Context, voucherID int64) (*redis.StreamInfo, error)
+	State(ctx context.Context, voucherID int64) (*seckill.CacheState, error)
 }
 
 // WorkerInfo tells how this instance's workers are doing.
@@ -235,10 +235,9 @@ func (m *Monitor) readAll(ctx context.Context) (*reading, error) {
 	return r, nil
 }
 
-// readVoucher reads one voucher: Redis first, then the database, as
-// seckill.Reconciler does, so that an order persisted in between counts in
-// the database rather than in neither. A busy sale can show a passing
-// drift; a second look clears it.
+// readVoucher reads one voucher, Redis first, then the database, and
+// compares them as seckill.Reconciler does (seckill.Compare). A busy sale
+// can show a passing drift; a second look clears it.
 func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherStats, error) {
 	v, err := m.cfg.Store.Voucher(ctx, id)
 	if errors.Is(err, seckill.ErrVoucherNotFound) {
@@ -251,58 +250,39 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 	if vs.Failed, err = m.cfg.Store.CountFailedOrders(ctx, id); err != nil {
 		return nil, err
 	}
-	if m.cfg.Mode == seckill.ModeSync {
-		// The database is the sale: what remains is its stock.
-		created, err := m.cfg.Store.CountOrders(ctx, id)
-		if err != nil {
+	// The database is the sync mode's sale: what remains is its stock, and
+	// nothing is queued.
+	st := &seckill.CacheState{Loaded: true, Remaining: v.Stock}
+	var stored map[int64]seckill.OrderStatus
+	if m.cfg.Mode != seckill.ModeSync {
+		if st, err = m.cfg.Streams.State(ctx, id); err != nil {
 			return nil, err
 		}
-		remaining := v.Stock
-		vs.Remaining, vs.Created = &remaining, created
-		vs.Drift = v.InitialStock - (remaining + created)
-		return vs, nil
-	}
-	info, err := m.cfg.Streams.StreamInfo(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	// Pending entries the database holds are committed and about to be
-	// acknowledged: not pending any more.
-	stored, err := m.cfg.Store.OrderStatuses(ctx, info.PendingOrders)
-	if err != nil {
-		return nil, err
-	}
-	if vs.Created, err = m.cfg.Store.CountOrders(ctx, id); err != nil {
-		return nil, err
-	}
-	var undelivered int64
-	if info.Lag != nil {
-		undelivered = *info.Lag
-	} else {
-		// Unknown: at most the entries not pending (some may be settled
-		// and not yet trimmed).
-		undelivered = max(0, info.Length-info.Pending)
-	}
-	unsettled := info.Unlisted
-	for _, orderID := range info.PendingOrders {
-		if _, ok := stored[orderID]; !ok {
-			unsettled++
+		// Pending entries the database holds are committed and about to be
+		// acknowledged: not pending any more.
+		if stored, err = m.cfg.Store.OrderStatuses(ctx, st.PendingOrders); err != nil {
+			return nil, err
 		}
 	}
-	vs.Pending = undelivered + unsettled
-	var remaining int64
-	if info.Loaded {
-		remaining = info.Remaining
-		vs.Remaining = &remaining
+	created, err := m.cfg.Store.CountOrders(ctx, id)
+	if err != nil {
+		return nil, err
 	}
-	vs.Drift = v.InitialStock - (remaining + vs.Created + vs.Pending)
+	rec := seckill.Compare(v, st, created, stored)
+	vs.Created, vs.Pending, vs.Drift = rec.Orders, rec.Pending, rec.Drift
+	if rec.Loaded {
+		vs.Remaining = &rec.Remaining
+	}
+	if m.cfg.Mode == seckill.ModeSync {
+		return vs, nil
+	}
 	vs.Stream = seckill.StreamStats{
-		Length:      info.Length,
-		Pending:     info.Pending,
-		Lag:         info.Lag,
-		OldestAge:   info.OldestPending,
-		Consumers:   m.activeConsumers(info),
-		DeadLetters: info.DeadLetters,
+		Length:      st.Length,
+		Pending:     st.Pending,
+		Lag:         st.Lag,
+		OldestAge:   st.OldestPending,
+		Consumers:   m.activeConsumers(st),
+		DeadLetters: st.DeadLetters,
 	}
 	return vs, nil
 }
@@ -310,9 +290,9 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 // activeConsumers counts the consumers that read their stream within
 // ActiveWithin: a consumer whose instance died stays in the group until
 // another instance removes it, and none does if all died.
-func (m *Monitor) activeConsumers(info *redis.StreamInfo) int64 {
+func (m *Monitor) activeConsumers(st *seckill.CacheState) int64 {
 	var n int64
-	for _, c := range info.Consumers {
+	for _, c := range st.Consumers {
 		if c.Idle <= m.cfg.ActiveWithin {
 			n++
 		}

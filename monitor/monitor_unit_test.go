@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/redis"
 )
 
 func TestMain(m *testing.M) {
@@ -29,7 +28,7 @@ type fakes struct {
 	created  map[int64]int64
 	failed   map[int64]int64
 	stored   map[int64]seckill.OrderStatus
-	infos    map[int64]*redis.StreamInfo
+	infos    map[int64]*seckill.CacheState
 	err      error
 	reads    int
 }
@@ -64,7 +63,7 @@ func (f *fakes) OrderStatuses(_ context.Context, ids []int64) (map[int64]seckill
 	return out, nil
 }
 
-func (f *fakes) StreamInfo(_ context.Context, id int64) (*redis.StreamInfo, error) {
+func (f *fakes) State(_ context.Context, id int64) (*seckill.CacheState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -105,10 +104,10 @@ func newFakes() *fakes {
 		failed:  map[int64]int64{7: 1},
 		// Order 11 is pending and committed already (not yet acknowledged).
 		stored: map[int64]seckill.OrderStatus{11: seckill.OrderCreated},
-		infos: map[int64]*redis.StreamInfo{7: {
-			Loaded: true, Remaining: 80, Length: 16, Group: true, Pending: 3, Lag: ptr(12),
+		infos: map[int64]*seckill.CacheState{7: {
+			Loaded: true, Remaining: 80, Length: 16, Pending: 3, Lag: ptr(12),
 			OldestPending: 1500 * time.Millisecond,
-			Consumers: []redis.ConsumerInfo{
+			Consumers: []seckill.StreamConsumer{
 				{Name: "a", Pending: 3, Idle: 2 * time.Second},
 				{Name: "dead", Idle: 5 * time.Minute},
 			},

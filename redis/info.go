@@ -3,65 +3,14 @@ package redis
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
 )
 
-// StreamInfo is what Redis holds of a voucher's sale, read at one instant
-// (one MULTI): its stock, and its order stream as the workers' group sees
-// it. Operators watch it; nothing decides on it.
-type StreamInfo struct {
-	// Time is Redis's clock at the read.
-	Time time.Time
-	// Loaded says the voucher has a stock in Redis; Remaining is that stock.
-	Loaded    bool
-	Remaining int64
-	// Length counts the entries of the order stream: orders not yet
-	// delivered, delivered and not acknowledged, and settled but not yet
-	// trimmed.
-	Length int64
-	// Group says the workers' group exists; without it (or without the
-	// stream) the group's fields are zero.
-	Group bool
-	// LastDelivered is the id of the last entry delivered to the group.
-	LastDelivered string
-	// Pending counts the entries delivered and not acknowledged.
-	Pending int64
-	// Lag counts the entries not delivered yet. It is Redis's lag when
-	// Redis can tell, else counted from the entries after LastDelivered;
-	// nil when neither can tell (Redis after some deletions, with more than
-	// 10,000 entries to count): unknown, not zero.
-	Lag *int64
-	// OldestPending is the longest time a pending entry has gone since it
-	// was delivered or its claim refreshed (its XPENDING idle time): above
-	// the claim lease, no live worker holds it. Zero when none is pending.
-	OldestPending time.Duration
-	// Consumers are the group's consumers.
-	Consumers []ConsumerInfo
-	// PendingOrders are the order ids of the pending entries listed (the
-	// first 10,000): orders that the database may hold already, committed
-	// and not yet acknowledged, or not. Malformed entries, and entries
-	// settled between the two reads, are left out.
-	PendingOrders []int64
-	// Unlisted counts the pending entries beyond those listed.
-	Unlisted int64
-	// DeadLetters counts the entries of the dead-letter stream.
-	DeadLetters int64
-}
-
-// ConsumerInfo is one consumer of the workers' group.
-type ConsumerInfo struct {
-	Name string
-	// Pending counts the entries delivered to it and not acknowledged.
-	Pending int64
-	// Idle is the time since it last read or claimed; an instance whose
-	// reader runs reads every few seconds.
-	Idle time.Duration
-}
-
-// infoLimits bound a StreamInfo read: at most pending pending entries are
+// infoLimits bound a State read: at most pending pending entries are
 // listed, and at most lagCount entries are counted when Redis cannot tell
 // the lag.
 type infoLimits struct {
@@ -72,24 +21,27 @@ type infoLimits struct {
 // group has a few batches pending.
 var defaultInfoLimits = infoLimits{pending: 10_000, lagCount: 10_000}
 
-// StreamInfo reads the voucher's stock and order stream in one round trip,
-// a MULTI, so that the stock and the stream agree with each other (an
-// admission takes the one and appends to the other at once). A second
-// round trip reads the order ids of the pending entries, and counts the
-// undelivered entries when Redis cannot tell the lag (after a deletion
+// State reads what Redis holds of the voucher's sale: its stock, buyers and
+// dead letters, and its order stream as the workers' group sees it, in one
+// round trip, a MULTI, so that they agree with each other (an admission
+// takes the stock, records the buyer and appends to the stream at once). A
+// second round trip reads the order ids of the pending entries, and counts
+// the undelivered entries when Redis cannot tell the lag (after a deletion
 // just past the last delivered entry) or may not tell it right (the
-// embedded server reports the stream's length).
-func (c *Client) StreamInfo(ctx context.Context, voucherID int64) (*StreamInfo, error) {
-	return c.streamInfo(ctx, voucherID, defaultInfoLimits)
+// embedded server reports the stream's length). The reads are bounded
+// (infoLimits): a backlog of a million orders costs what one of ten
+// thousand does.
+func (c *Client) State(ctx context.Context, voucherID int64) (*seckill.CacheState, error) {
+	return c.state(ctx, voucherID, defaultInfoLimits)
 }
 
-func (c *Client) streamInfo(ctx context.Context, voucherID int64, lim infoLimits) (*StreamInfo, error) {
+func (c *Client) state(ctx context.Context, voucherID int64, lim infoLimits) (*seckill.CacheState, error) {
 	k := c.keys.voucher(voucherID)
-	op := fmt.Sprintf("read the stream info of voucher %d", voucherID)
+	op := fmt.Sprintf("read the state of voucher %d", voucherID)
 	res := c.rdb.DoMulti(ctx,
 		c.rdb.B().Multi().Build(),
-		c.rdb.B().Time().Build(),
 		c.rdb.B().Get().Key(k.Stock).Build(),
+		c.rdb.B().Hlen().Key(k.Buyers).Build(),
 		c.rdb.B().Xlen().Key(k.Orders).Build(),
 		c.rdb.B().XinfoGroups().Key(k.Orders).Build(),
 		c.rdb.B().Xpending().Key(k.Orders).Group(Group).Start("-").End("+").Count(lim.pending).Build(),
@@ -109,85 +61,94 @@ func (c *Client) streamInfo(ctx context.Context, voucherID int64, lim infoLimits
 	if len(replies) != 7 {
 		return nil, fmt.Errorf("redis: %s: %d replies to 7 commands", op, len(replies))
 	}
-	info := &StreamInfo{}
-	if info.Time, err = parseTime(replies[0]); err != nil {
-		return nil, fmt.Errorf("redis: %s: %w", op, err)
-	}
-	stock, err := replies[1].AsInt64()
+	st := &seckill.CacheState{}
+	stock, err := replies[0].AsInt64()
 	switch {
 	case rueidis.IsRedisNil(err):
 	case err != nil:
 		return nil, redisErr(op, err)
 	default:
-		info.Loaded, info.Remaining = true, stock
+		st.Loaded, st.Remaining = true, stock
 	}
-	if info.Length, err = replies[2].AsInt64(); err != nil {
+	if st.Buyers, err = replies[1].AsInt64(); err != nil {
 		return nil, redisErr(op, err)
 	}
-	if info.DeadLetters, err = replies[6].AsInt64(); err != nil {
+	if st.Length, err = replies[2].AsInt64(); err != nil {
 		return nil, redisErr(op, err)
 	}
-	trusted, err := info.readGroup(replies[3])
+	if st.DeadLetters, err = replies[6].AsInt64(); err != nil {
+		return nil, redisErr(op, err)
+	}
+	g, err := readGroup(replies[3])
 	if err != nil {
 		return nil, fmt.Errorf("redis: %s: %w", op, err)
 	}
-	if !info.Group {
+	if g == nil {
 		// No stream, or no group: nothing delivered, nothing pending.
-		return info, nil
+		return st, nil
 	}
-	pel, err := info.readPending(replies[4])
+	st.Pending, st.Lag = g.pending, g.lag
+	pel, err := pendingEntries(replies[4], st)
 	if err != nil {
 		return nil, fmt.Errorf("redis: %s: %w", op, err)
 	}
-	info.Unlisted = max(0, info.Pending-int64(len(pel)))
-	if info.Consumers, err = readConsumers(replies[5]); err != nil {
+	st.Unlisted = max(0, st.Pending-int64(len(pel)))
+	if st.Consumers, err = readConsumers(replies[5]); err != nil {
 		return nil, fmt.Errorf("redis: %s: %w", op, err)
 	}
-	if err := c.streamDetails(ctx, voucherID, info, pel, trusted, lim.lagCount); err != nil {
+	if err := c.streamDetails(ctx, voucherID, st, pel, g, lim.lagCount); err != nil {
 		return nil, redisErr(op, err)
 	}
-	return info, nil
+	return st, nil
 }
 
-// readGroup reads the workers' group from XINFO GROUPS and reports whether
-// its lag can be trusted: Redis's lag is right when it knows how many
-// entries the group read, or when the group read none yet. (The embedded
-// server never knows, and answers the stream's length.)
-func (info *StreamInfo) readGroup(reply rueidis.RedisMessage) (trusted bool, err error) {
+// group is the workers' group as XINFO GROUPS describes it.
+type group struct {
+	lastDelivered string
+	pending       int64
+	// lag is Redis's lag when it is trusted (see readGroup); else nil.
+	lag     *int64
+	trusted bool
+}
+
+// readGroup reads the workers' group from XINFO GROUPS; nil if there is
+// none. Redis's lag is trusted when it knows how many entries the group
+// read, or when the group read none yet. (The embedded server never knows,
+// and answers the stream's length.)
+func readGroup(reply rueidis.RedisMessage) (*group, error) {
 	if err := reply.Error(); err != nil {
 		if isNoGroup(err) {
-			return false, nil
+			return nil, nil
 		}
-		return false, err
+		return nil, err
 	}
 	groups, err := reply.ToArray()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	m, err := workersGroup(groups)
 	if err != nil || m == nil {
-		return false, err
+		return nil, err
 	}
-	info.Group = true
-	info.LastDelivered, _ = field(m, "last-delivered-id").ToString()
-	if info.Pending, err = field(m, "pending").AsInt64(); err != nil {
-		return false, fmt.Errorf("group pending: %w", err)
+	g := &group{}
+	g.lastDelivered, _ = field(m, "last-delivered-id").ToString()
+	if g.pending, err = field(m, "pending").AsInt64(); err != nil {
+		return nil, fmt.Errorf("group pending: %w", err)
 	}
 	lag, err := field(m, "lag").AsInt64()
 	if err != nil {
 		// Redis cannot tell: count them.
-		return false, nil
+		return g, nil
 	}
-	if _, err := field(m, "entries-read").AsInt64(); err == nil || compareIDs(info.LastDelivered, "0-0") <= 0 {
-		info.Lag = &lag
-		return true, nil
+	if _, err := field(m, "entries-read").AsInt64(); err == nil || compareIDs(g.lastDelivered, "0-0") <= 0 {
+		g.lag, g.trusted = &lag, true
 	}
-	return false, nil
+	return g, nil
 }
 
-// readPending reads the extended XPENDING: the pending entries' ids, and
-// the longest idle time among them.
-func (info *StreamInfo) readPending(reply rueidis.RedisMessage) ([]string, error) {
+// pendingEntries reads the extended XPENDING: the pending entries' ids, and
+// the longest idle time among them into st.
+func pendingEntries(reply rueidis.RedisMessage, st *seckill.CacheState) ([]string, error) {
 	entries, err := reply.ToArray()
 	if err != nil {
 		return nil, err
@@ -204,13 +165,13 @@ func (info *StreamInfo) readPending(reply rueidis.RedisMessage) ([]string, error
 		}
 		ids = append(ids, id)
 		if ms, err := fields[2].AsInt64(); err == nil {
-			info.OldestPending = max(info.OldestPending, time.Duration(ms)*time.Millisecond)
+			st.OldestPending = max(st.OldestPending, time.Duration(ms)*time.Millisecond)
 		}
 	}
 	return ids, nil
 }
 
-func readConsumers(reply rueidis.RedisMessage) ([]ConsumerInfo, error) {
+func readConsumers(reply rueidis.RedisMessage) ([]seckill.StreamConsumer, error) {
 	if err := reply.Error(); err != nil {
 		if isNoGroup(err) {
 			return nil, nil
@@ -221,13 +182,13 @@ func readConsumers(reply rueidis.RedisMessage) ([]ConsumerInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ConsumerInfo, 0, len(consumers))
+	out := make([]seckill.StreamConsumer, 0, len(consumers))
 	for _, cm := range consumers {
 		m, err := cm.AsMap()
 		if err != nil {
 			return nil, err
 		}
-		var ci ConsumerInfo
+		var ci seckill.StreamConsumer
 		ci.Name, _ = field(m, "name").ToString()
 		ci.Pending, _ = field(m, "pending").AsInt64()
 		// The embedded server answers -1 for a consumer it has not seen.
@@ -240,16 +201,16 @@ func readConsumers(reply rueidis.RedisMessage) ([]ConsumerInfo, error) {
 }
 
 // streamDetails reads, in one pipeline, the order ids of the pending
-// entries and, unless the lag is trusted, the entries after the last
-// delivered one, to count them.
-func (c *Client) streamDetails(ctx context.Context, voucherID int64, info *StreamInfo, pel []string, trusted bool, lagCount int64) error {
+// entries and, unless the group's lag is trusted, the entries after the
+// last delivered one, to count them.
+func (c *Client) streamDetails(ctx context.Context, voucherID int64, st *seckill.CacheState, pel []string, g *group, lagCount int64) error {
 	k := c.keys.voucher(voucherID)
 	cmds := make(rueidis.Commands, 0, len(pel)+1)
 	for _, id := range pel {
 		cmds = append(cmds, c.rdb.B().Xrange().Key(k.Orders).Start(id).End(id).Build())
 	}
-	if !trusted {
-		cmds = append(cmds, c.rdb.B().Xrange().Key(k.Orders).Start("("+info.LastDelivered).End("+").Count(lagCount).Build())
+	if !g.trusted {
+		cmds = append(cmds, c.rdb.B().Xrange().Key(k.Orders).Start("("+g.lastDelivered).End("+").Count(lagCount).Build())
 	}
 	if len(cmds) == 0 {
 		return nil
@@ -263,17 +224,17 @@ func (c *Client) streamDetails(ctx context.Context, voucherID int64, info *Strea
 		// Gone since the MULTI: acknowledged and trimmed, or dead-lettered.
 		for _, e := range entries {
 			if m := parseMessage(voucherID, e); m.Err == nil {
-				info.PendingOrders = append(info.PendingOrders, m.Order.ID)
+				st.PendingOrders = append(st.PendingOrders, m.Order.ID)
 			}
 		}
 	}
-	if !trusted {
+	if !g.trusted {
 		after, err := res[len(pel)].AsXRange()
 		if err != nil && !rueidis.IsRedisNil(err) {
 			return err
 		}
 		if n := int64(len(after)); n < lagCount {
-			info.Lag = &n
+			st.Lag = &n
 		}
 	}
 	return nil
@@ -283,18 +244,4 @@ func (c *Client) streamDetails(ctx context.Context, voucherID int64, info *Strea
 func field(m map[string]rueidis.RedisMessage, name string) *rueidis.RedisMessage {
 	v := m[name]
 	return &v
-}
-
-// parseTime reads TIME's answer: seconds and microseconds.
-func parseTime(reply rueidis.RedisMessage) (time.Time, error) {
-	parts, err := reply.AsStrSlice()
-	if err != nil || len(parts) != 2 {
-		return time.Time{}, fmt.Errorf("TIME: %v %v", parts, err)
-	}
-	sec, err1 := strconv.ParseInt(parts[0], 10, 64)
-	usec, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return time.Time{}, fmt.Errorf("TIME: %v", parts)
-	}
-	return time.Unix(sec, usec*1000), nil
 }

@@ -11,39 +11,33 @@ import (
 	"github.com/seckill/seckill"
 )
 
-func streamInfo(t *testing.T, c *Client, voucherID int64, lim infoLimits) *StreamInfo {
+func state(t *testing.T, c *Client, voucherID int64, lim infoLimits) *seckill.CacheState {
 	t.Helper()
-	info, err := c.streamInfo(context.Background(), voucherID, lim)
+	st, err := c.state(context.Background(), voucherID, lim)
 	if err != nil {
-		t.Fatalf("StreamInfo(%d): %v", voucherID, err)
+		t.Fatalf("State(%d): %v", voucherID, err)
 	}
-	return info
+	return st
 }
 
 func ptr(n int64) *int64 { return &n }
 
-// TestStreamInfo follows a voucher's stream through a sale: admitted,
-// delivered, acknowledged, dead-lettered, stuck with a consumer.
-func TestStreamInfo(t *testing.T) {
+// TestState follows a voucher's sale through Redis: admitted, delivered,
+// acknowledged, dead-lettered, stuck with a consumer, unloaded.
+func TestState(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		// The fields a step does not check.
-		ignore := cmpopts.IgnoreFields(StreamInfo{}, "Time", "Consumers", "OldestPending")
+		ignore := cmpopts.IgnoreFields(seckill.CacheState{}, "Consumers", "OldestPending")
 
-		got := streamInfo(t, c, 1, defaultInfoLimits)
-		if diff := cmp.Diff(&StreamInfo{}, got, ignore); diff != "" {
+		got := state(t, c, 1, defaultInfoLimits)
+		if diff := cmp.Diff(&seckill.CacheState{}, got, ignore); diff != "" {
 			t.Errorf("unknown voucher (-want +got):\n%s", diff)
-		}
-		if d := time.Since(got.Time); d < -time.Second || d > time.Second {
-			t.Errorf("Time = %v, %v from now; want Redis's clock, this machine's", got.Time, d)
 		}
 
 		es := admitN(t, c, 1, 10, 5)
-		got = streamInfo(t, c, 1, defaultInfoLimits)
-		want := &StreamInfo{Loaded: true, Remaining: 5, Length: 5, Group: true, LastDelivered: "0-0", Lag: ptr(5)}
-		if got.LastDelivered == "0" { // the embedded server's way
-			want.LastDelivered = "0"
-		}
+		got = state(t, c, 1, defaultInfoLimits)
+		want := &seckill.CacheState{Loaded: true, Remaining: 5, Buyers: 5, Length: 5, Lag: ptr(5)}
 		if diff := cmp.Diff(want, got, ignore); diff != "" {
 			t.Errorf("5 admitted (-want +got):\n%s", diff)
 		}
@@ -53,8 +47,8 @@ func TestStreamInfo(t *testing.T) {
 
 		readOrders(t, c, 1, "c1", 2)
 		readOrders(t, c, 1, "c2", 1)
-		got = streamInfo(t, c, 1, defaultInfoLimits)
-		want = &StreamInfo{Loaded: true, Remaining: 5, Length: 5, Group: true, LastDelivered: es[2].ID, Pending: 3, Lag: ptr(2),
+		got = state(t, c, 1, defaultInfoLimits)
+		want = &seckill.CacheState{Loaded: true, Remaining: 5, Buyers: 5, Length: 5, Pending: 3, Lag: ptr(2),
 			PendingOrders: []int64{1001, 1002, 1003}}
 		if diff := cmp.Diff(want, got, ignore); diff != "" {
 			t.Errorf("3 delivered (-want +got):\n%s", diff)
@@ -73,7 +67,7 @@ func TestStreamInfo(t *testing.T) {
 		// A message sitting with its consumer for 45s: the oldest pending.
 		do(t, c, "XCLAIM", c.keys.voucher(1).Orders, Group, "c1", "0", es[1].ID, "IDLE", "45000")
 		ack(t, c, 1, es[0].ID)
-		got = streamInfo(t, c, 1, defaultInfoLimits)
+		got = state(t, c, 1, defaultInfoLimits)
 		if got.OldestPending < 45*time.Second || got.OldestPending > 50*time.Second {
 			t.Errorf("OldestPending = %v, want 45s (the idle time XCLAIM set)", got.OldestPending)
 		}
@@ -92,33 +86,42 @@ func TestStreamInfo(t *testing.T) {
 		if moved, err := c.DeadLetter(ctx, msgs[0], seckill.DeadLetter{Reason: "test"}); err != nil || !moved {
 			t.Fatalf("DeadLetter = %v, %v", moved, err)
 		}
-		got = streamInfo(t, c, 1, defaultInfoLimits)
-		want = &StreamInfo{Loaded: true, Remaining: 6, Length: 4, Group: true, LastDelivered: es[2].ID, Pending: 1, Lag: ptr(2),
+		got = state(t, c, 1, defaultInfoLimits)
+		want = &seckill.CacheState{Loaded: true, Remaining: 6, Buyers: 4, Length: 4, Pending: 1, Lag: ptr(2),
 			PendingOrders: []int64{1002}, DeadLetters: 1}
 		if diff := cmp.Diff(want, got, ignore); diff != "" {
 			t.Errorf("after a dead letter (-want +got):\n%s", diff)
 		}
 		// Too many to count: unknown, not zero.
-		got = streamInfo(t, c, 1, infoLimits{pending: 10, lagCount: 2})
+		got = state(t, c, 1, infoLimits{pending: 10, lagCount: 2})
 		if got.Lag != nil {
 			t.Errorf("Lag = %d with 2 undelivered past a deletion and a count limit of 2; want nil (unknown)", *got.Lag)
 		}
 		// The pending entries listed are bounded.
 		readOrders(t, c, 1, "c1", 2)
-		got = streamInfo(t, c, 1, infoLimits{pending: 2, lagCount: 10})
+		got = state(t, c, 1, infoLimits{pending: 2, lagCount: 10})
 		if want := []int64{1002, 1004}; !cmp.Equal(want, got.PendingOrders) || got.Pending != 3 || got.Unlisted != 1 {
 			t.Errorf("pending limited to 2: PendingOrders %v, Pending %d, Unlisted %d; want %v, 3, 1", got.PendingOrders, got.Pending, got.Unlisted, want)
+		}
+
+		// Unloaded: no stock, no buyers; the stream stays.
+		if err := c.Unload(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		got = state(t, c, 1, defaultInfoLimits)
+		if got.Loaded || got.Remaining != 0 || got.Buyers != 0 || got.Length != 4 || got.Pending != 3 {
+			t.Errorf("after Unload = %+v; want not loaded, no buyers, the stream's 4 entries and 3 pending", got)
 		}
 	})
 }
 
-// TestStreamInfoLagFromRedis: when Redis knows the lag, it is Redis's, not
+// TestStateLagFromRedis: when Redis knows the lag, it is Redis's, not
 // a count (which the limit would stop).
-func TestStreamInfoLagFromRedis(t *testing.T) {
+func TestStateLagFromRedis(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		admitN(t, c, 2, 10, 4)
 		readOrders(t, c, 2, "c1", 1)
-		got := streamInfo(t, c, 2, infoLimits{pending: 10, lagCount: 1})
+		got := state(t, c, 2, infoLimits{pending: 10, lagCount: 1})
 		if c.server != nil {
 			// The embedded server does not know: counted, and over the limit.
 			if got.Lag != nil {
@@ -132,15 +135,15 @@ func TestStreamInfoLagFromRedis(t *testing.T) {
 	})
 }
 
-// TestStreamInfoLostGroup: a stream without its group (Redis lost it)
-// reads as no group, not an error.
-func TestStreamInfoLostGroup(t *testing.T) {
+// TestStateLostGroup: a stream without its group (Redis lost it) reads as
+// nothing delivered and the lag unknown, not an error.
+func TestStateLostGroup(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		admitN(t, c, 3, 10, 2)
 		do(t, c, "XGROUP", "DESTROY", c.keys.voucher(3).Orders, Group)
-		got := streamInfo(t, c, 3, defaultInfoLimits)
-		want := &StreamInfo{Loaded: true, Remaining: 8, Length: 2}
-		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(StreamInfo{}, "Time")); diff != "" {
+		got := state(t, c, 3, defaultInfoLimits)
+		want := &seckill.CacheState{Loaded: true, Remaining: 8, Buyers: 2, Length: 2}
+		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
 	})

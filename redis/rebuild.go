@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/rueidis"
-
 	"github.com/seckill/seckill"
 )
 
@@ -22,8 +20,7 @@ const (
 	rebuildPage = 5000
 	// stageChunk is how many buyers one stage_buyers call writes.
 	stageChunk = 500
-	// queuedPage is how many stream entries one stage_queued call reads,
-	// and one XRANGE of State.
+	// queuedPage is how many stream entries one stage_queued call reads.
 	queuedPage = 1000
 	// rebuildTries bounds how often a rebuild starts over because an unload
 	// superseded it.
@@ -210,76 +207,6 @@ func (c *Client) unload(ctx context.Context, voucherID int64, keepBuyers string)
 		return redisErr(fmt.Sprintf("unload voucher %d", voucherID), err)
 	}
 	return nil
-}
-
-// State reads the voucher's state in Redis. The stream is read a page at a
-// time: a backlog of a million orders never blocks Redis in one call.
-func (c *Client) State(ctx context.Context, voucherID int64) (*seckill.CacheState, error) {
-	k := c.keys.voucher(voucherID)
-	op := fmt.Sprintf("read state of voucher %d", voucherID)
-	res := c.rdb.DoMulti(ctx,
-		c.rdb.B().Get().Key(k.Stock).Build(),
-		c.rdb.B().Hlen().Key(k.Buyers).Build(),
-		c.rdb.B().Xlen().Key(k.DLQ).Build(),
-	)
-	st := &seckill.CacheState{}
-	stock, err := res[0].AsInt64()
-	switch {
-	case rueidis.IsRedisNil(err):
-	case err != nil:
-		return nil, redisErr(op, err)
-	default:
-		st.Loaded, st.Remaining = true, stock
-	}
-	if st.Buyers, err = res[1].AsInt64(); err != nil {
-		return nil, redisErr(op, err)
-	}
-	if st.DeadLetters, err = res[2].AsInt64(); err != nil {
-		return nil, redisErr(op, err)
-	}
-	if st.Queued, err = c.queued(ctx, voucherID); err != nil {
-		return nil, redisErr(op, err)
-	}
-	summary, err := c.rdb.Do(ctx, c.rdb.B().Xpending().Key(k.Orders).Group(Group).Build()).ToArray()
-	switch {
-	case err != nil && isNoGroup(err):
-	case err != nil:
-		return nil, redisErr(op, err)
-	default:
-		st.Pending, _ = summary[0].AsInt64()
-		last, err := c.lastDelivered(ctx, k.Orders)
-		if err != nil {
-			return nil, redisErr(op, err)
-		}
-		for _, m := range st.Queued {
-			if compareIDs(m.EntryID, last) > 0 {
-				st.Undelivered++
-			}
-		}
-	}
-	return st, nil
-}
-
-// queued reads the messages of the voucher's stream, a page at a time.
-func (c *Client) queued(ctx context.Context, voucherID int64) ([]seckill.OrderMessage, error) {
-	key := c.keys.voucher(voucherID).Orders
-	var out []seckill.OrderMessage
-	start := "-"
-	for {
-		es, err := c.rdb.Do(ctx, c.rdb.B().Xrange().Key(key).Start(start).End("+").Count(queuedPage).Build()).AsXRange()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			return nil, err
-		}
-		for _, e := range es {
-			out = append(out, parseMessage(voucherID, e))
-		}
-		if len(es) < queuedPage {
-			return out, nil
-		}
-		if start, err = nextID(es[len(es)-1].ID); err != nil {
-			return nil, err
-		}
-	}
 }
 
 // compareIDs orders two stream ids "ms-seq".

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/seckill/seckill"
 )
@@ -436,76 +435,6 @@ func TestTrimWhileUnloaded(t *testing.T) {
 		}
 		if n, err := c.TrimOrders(ctx, 1); err != nil || n != 2 {
 			t.Errorf("TrimOrders once loaded = %d, %v; want 2, nil", n, err)
-		}
-	})
-}
-
-func TestState(t *testing.T) {
-	each(t, func(t *testing.T, c *Client) {
-		ctx := context.Background()
-		got, err := c.State(ctx, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(&seckill.CacheState{}, got, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("State of a voucher never loaded (-want +got):\n%s", diff)
-		}
-
-		es := admitN(t, c, 1, 10, 4)        // stock 6, 4 buyers
-		read := readOrders(t, c, 1, "a", 3) // e3 undelivered
-		ack(t, c, 1, es[0].ID)              // e0 settled
-		if _, err := c.DeadLetter(ctx, seckill.OrderMessage{EntryID: read[1].EntryID, VoucherID: 1, Order: read[1].Order},
-			seckill.DeadLetter{Reason: "failed"}); err != nil { // e1: stock 7, 3 buyers
-			t.Fatal(err)
-		}
-		got, err = c.State(ctx, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := &seckill.CacheState{Loaded: true, Remaining: 7, Buyers: 3, Pending: 1, Undelivered: 1, DeadLetters: 1}
-		// Queued is what the stream holds: e0 is settled, and stays until a
-		// trim; e1 was deleted with its dead letter.
-		for _, m := range wantMsgs(t, 1, entries(t, c, c.keys.voucher(1).Orders), 0) {
-			want.Queued = append(want.Queued, seckill.OrderMessage{EntryID: m.EntryID, VoucherID: 1, Order: m.Order})
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("State (-want +got):\n%s", diff)
-		}
-
-		if err := c.Unload(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		got, err = c.State(ctx, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want.Loaded, want.Remaining, want.Buyers = false, 0, 0
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("State after Unload (-want +got):\n%s", diff)
-		}
-	})
-}
-
-// TestStatePages: State reads a long stream in pages, whole.
-func TestStatePages(t *testing.T) {
-	each(t, func(t *testing.T, c *Client) {
-		n := 2*queuedPage + 7
-		for i := range int64(n) {
-			queue(t, c, 1, 1+i, 1000+i)
-		}
-		st, err := c.State(context.Background(), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(st.Queued) != n {
-			t.Fatalf("State read %d queued orders, want %d", len(st.Queued), n)
-		}
-		seen := map[int64]bool{}
-		for _, m := range st.Queued {
-			seen[m.Order.ID] = true
-		}
-		if len(seen) != n {
-			t.Errorf("State read %d distinct orders of %d: pages overlap", len(seen), n)
 		}
 	})
 }

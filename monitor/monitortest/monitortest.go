@@ -244,7 +244,7 @@ func (s *Sale) WaitCreated(voucherID, n int64) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		info, err := s.Cache.StreamInfo(ctx, voucherID)
+		info, err := s.Cache.State(ctx, voucherID)
 		if err != nil {
 			s.t.Fatal(err)
 		}
