@@ -34,6 +34,7 @@ func counts(a *admissions) map[int]map[string]int64 {
 }
 
 func TestAdmissionsRing(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	start := int64(1_800_000_000)
 	now.Store(start)
@@ -91,6 +92,7 @@ func TestAdmissionsRing(t *testing.T) {
 // TestAdmissionsConcurrent: no count is lost under contention, across a
 // change of second.
 func TestAdmissionsConcurrent(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(1_800_000_000)
 	a := newTestAdmissions(t, &now)
@@ -118,6 +120,7 @@ func TestAdmissionsConcurrent(t *testing.T) {
 	}
 }
 
+// Not parallel: AllocsPerRun counts the allocations of every goroutine.
 func TestAdmissionsRecordAllocs(t *testing.T) {
 	var now atomic.Int64
 	now.Store(1_800_000_000)

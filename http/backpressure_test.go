@@ -1,4 +1,4 @@
-package http
+package http_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // TestBackpressure: the database stops answering during a sale. Admission
@@ -14,6 +15,7 @@ import (
 // back off (their circuit breaker) instead of spinning. When the database
 // is back, everything drains, nothing is lost, and admission resumes.
 func TestBackpressure(t *testing.T) {
+	t.Parallel()
 	const high, low = 40, 10
 	e := newEnv(t, envOptions{proxyDB: true, backlogHigh: high, backlogLow: low})
 	body := e.validVoucher()
@@ -50,13 +52,13 @@ func TestBackpressure(t *testing.T) {
 	if got := e.metric(`seckill_admissions_total{result="unavailable"}`); got != float64(refused) {
 		t.Errorf("seckill_admissions_total{result=\"unavailable\"} = %v, want the %d refused", got, refused)
 	}
-	if w := e.pool.WorkerStats(); w.Breaker == "closed" {
+	if w := e.app.Pool.WorkerStats(); w.Breaker == "closed" {
 		t.Errorf("the database is down and the workers' breaker is %q", w.Breaker)
 	}
 
 	e.dbProxy.Up()
 	ctx := context.Background()
-	waitFor(t, 30*time.Second, "the backlog drained", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the backlog drained", func() bool {
 		n, err := e.store.CountOrders(ctx, vid)
 		return err == nil && n == int64(len(admitted))
 	})
@@ -66,7 +68,7 @@ func TestBackpressure(t *testing.T) {
 			t.Fatalf("order %s of user %d after the drain: %+v, %v", id, user, o, err)
 		}
 	}
-	waitFor(t, 10*time.Second, "admission resumed", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "admission resumed", func() bool {
 		res := e.do("POST", "/api/vouchers/"+voucherID+"/seckill", e.mint(auth.Identity{UserID: 9999}, time.Hour), nil)
 		return res.status == 200 || res.body["code"] == "duplicate_order"
 	})

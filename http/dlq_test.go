@@ -1,4 +1,4 @@
-package http
+package http_test
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
-// newDLQEnv is newEnv's server on MariaDB and the shared test Redis in
-// the stream mode, its workers not started: the test starts them
+// newDLQEnv is newEnv's server in the stream mode, its workers not started: the test starts them
 // (startPool) once it has made its dead letters.
 func newDLQEnv(t *testing.T) *env {
 	return newEnv(t, envOptions{holdWorkers: true})
@@ -83,6 +83,7 @@ func (e *env) orderStatus(token, id string) string {
 // TestDeadLetterAPI: a sale in which orders are dead-lettered, then listed,
 // retried (with and without stock), discarded, through the admin API.
 func TestDeadLetterAPI(t *testing.T) {
+	t.Parallel()
 	e := newDLQEnv(t)
 	ctx := context.Background()
 	if res := e.do("GET", "/api/admin/dlq", e.admin, nil); res.status != 200 || string(res.raw) != "{\"deadLetters\":[]}\n" {
@@ -130,14 +131,14 @@ func TestDeadLetterAPI(t *testing.T) {
 	}
 
 	e.startPool()
-	waitFor(t, 20*time.Second, "order C persisted", func() bool { return e.orderStatus(e.mint(auth.Identity{UserID: 12}, time.Hour), orderC) == "created" })
+	testenv.WaitFor(t, 20*time.Second, "order C persisted", func() bool { return e.orderStatus(e.mint(auth.Identity{UserID: 12}, time.Hour), orderC) == "created" })
 
 	// Retry with a unit left: pending, then created; the dead letter gone.
 	res := e.do("POST", "/api/admin/dlq/"+orderA+"/retry", e.admin, nil)
 	if res.status != 200 || res.body["orderId"] != orderA || res.body["status"] != "pending" {
 		t.Fatalf("retry %s = %d %s, want 200 with the order pending", orderA, res.status, res.raw)
 	}
-	waitFor(t, 20*time.Second, "the retried order created", func() bool { return e.orderStatus(tokenA, orderA) == "created" })
+	testenv.WaitFor(t, 20*time.Second, "the retried order created", func() bool { return e.orderStatus(tokenA, orderA) == "created" })
 	if _, ok := e.deadLetters()[orderA]; ok {
 		t.Errorf("dead letter %s still listed after its retry", orderA)
 	}
@@ -178,6 +179,7 @@ func TestDeadLetterAPI(t *testing.T) {
 // TestDeadLetterAPIRefuses: bad ids, non-admins and the anonymous get the
 // usual errors, and change nothing.
 func TestDeadLetterAPIRefuses(t *testing.T) {
+	t.Parallel()
 	e := newDLQEnv(t)
 	voucher := e.createVoucher(e.validVoucher())["id"].(string)
 	_, order := e.buyAs(10, voucher)
@@ -206,6 +208,7 @@ func TestDeadLetterAPIRefuses(t *testing.T) {
 }
 
 func TestReconcileAPI(t *testing.T) {
+	t.Parallel()
 	e := newDLQEnv(t)
 	ctx := context.Background()
 	e.startPool()
@@ -213,7 +216,7 @@ func TestReconcileAPI(t *testing.T) {
 	body["stock"] = 3
 	voucher := e.createVoucher(body)["id"].(string)
 	tokenA, orderA := e.buyAs(10, voucher)
-	waitFor(t, 20*time.Second, "the order persisted", func() bool { return e.orderStatus(tokenA, orderA) == "created" })
+	testenv.WaitFor(t, 20*time.Second, "the order persisted", func() bool { return e.orderStatus(tokenA, orderA) == "created" })
 
 	reconcile := func(query string) map[string]any {
 		t.Helper()

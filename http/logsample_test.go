@@ -6,6 +6,7 @@ import (
 )
 
 func TestLogSampler(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	l := newLogSampler(3)
 	l.now = func() time.Time { return now }

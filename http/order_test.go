@@ -1,4 +1,4 @@
-package http
+package http_test
 
 import (
 	"context"
@@ -10,19 +10,8 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/testenv"
 )
-
-// waitFor polls cond every 20ms until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // answer is one buyer's answer from POST /api/vouchers/{id}/seckill.
 type answer struct {
@@ -37,6 +26,7 @@ type answer struct {
 // each buyer's repeats carry its one order id, and after the drain the
 // database holds exactly those orders and the stock they leave.
 func TestSeckillConcurrency(t *testing.T) {
+	t.Parallel()
 	const buyers, repeats = 500, 4
 	type run struct {
 		mode    seckill.Mode
@@ -120,7 +110,7 @@ func TestSeckillConcurrency(t *testing.T) {
 
 				ctx := context.Background()
 				vid := mustID(t, voucherID)
-				waitFor(t, 60*time.Second, "all admitted orders in the database", func() bool {
+				testenv.WaitFor(t, 60*time.Second, "all admitted orders in the database", func() bool {
 					n, err := e.store.CountOrders(ctx, vid)
 					return err == nil && n >= want
 				})
@@ -152,7 +142,7 @@ func TestSeckillConcurrency(t *testing.T) {
 				if mode == seckill.ModeSync {
 					return
 				}
-				rec, err := (&seckill.Reconciler{Vouchers: e.vouchers, Store: e.store, Cache: e.cache}).Reconcile(ctx, vid, false)
+				rec, err := e.app.Reconciler.Reconcile(ctx, vid, false)
 				if err != nil || !rec.OK() {
 					t.Errorf("Redis and the database disagree: %+v, %v", rec, err)
 				}
@@ -171,6 +161,7 @@ func mustID(t *testing.T, s string) int64 {
 }
 
 func TestSeckillAnswers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	body := e.validVoucher()
@@ -231,8 +222,8 @@ func TestSeckillAnswers(t *testing.T) {
 // TestOrderStatus: an order reads pending while its message waits, then
 // created; only its owner sees it.
 func TestOrderStatus(t *testing.T) {
-	e := newEnv(t)
-	e.pool.Stop() // no workers: orders stay pending
+	t.Parallel()
+	e := newEnv(t, envOptions{holdWorkers: true}) // no workers: orders stay pending
 	id := e.createVoucher(e.validVoucher())["id"].(string)
 	res := e.do("POST", "/api/vouchers/"+id+"/seckill", e.buyer, nil)
 	if res.status != 200 {
@@ -258,9 +249,9 @@ func TestOrderStatus(t *testing.T) {
 	e.wantError(e.do("GET", "/api/orders/12345", e.buyer, nil), 404, "order_not_found")
 	e.wantError(e.do("GET", "/api/orders?limit=0", e.buyer, nil), 400, "invalid_argument")
 
-	// Workers again: the order becomes created.
+	// The workers started: the order becomes created.
 	e.startPool()
-	waitFor(t, 30*time.Second, "order created", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "order created", func() bool {
 		return e.do("GET", "/api/orders/"+orderID, e.buyer, nil).body["status"] == "created"
 	})
 	e.wantError(e.do("GET", "/api/orders/"+orderID, other, nil), 404, "order_not_found")

@@ -102,6 +102,7 @@ func wantLimited(t *testing.T, w *httptest.ResponseRecorder, retryAfter string) 
 const client = "203.0.113.9:4711"
 
 func TestLimitRateBurst(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		n    int
@@ -125,6 +126,7 @@ func TestLimitRateBurst(t *testing.T) {
 }
 
 func TestLimitRateRefill(t *testing.T) {
+	t.Parallel()
 	e := newLimitEnv(t, Config{RateUser: 5, RateUserBurst: 10})
 	e.buyN(10, 1, client)
 	e.clock.advance(time.Second)
@@ -151,6 +153,7 @@ func TestLimitRateRefill(t *testing.T) {
 }
 
 func TestLimitRateBuyersIndependent(t *testing.T) {
+	t.Parallel()
 	e := newLimitEnv(t, Config{RateUser: 5, RateUserBurst: 10})
 	e.buyN(50, 1, client)
 	if got := e.buyN(50, 2, client); got != 10 {
@@ -159,6 +162,7 @@ func TestLimitRateBuyersIndependent(t *testing.T) {
 }
 
 func TestLimitRateOff(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []Config{
 		{},
 		{RateUser: 0, RateUserBurst: 10, RateAddr: 0, RateAddrBurst: 100},
@@ -180,6 +184,7 @@ func TestLimitRateOff(t *testing.T) {
 }
 
 func TestLimitRateAddress(t *testing.T) {
+	t.Parallel()
 	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	t.Run("spoofed header from an untrusted peer", func(t *testing.T) {
 		e := newLimitEnv(t, Config{RateAddr: 1, RateAddrBurst: 3, TrustedProxies: proxies})
@@ -241,6 +246,7 @@ func TestLimitRateAddress(t *testing.T) {
 }
 
 func TestClientAddr(t *testing.T) {
+	t.Parallel()
 	proxies := []netip.Prefix{
 		netip.MustParsePrefix("10.0.0.0/8"),
 		netip.MustParsePrefix("fd00::/8"),
@@ -295,6 +301,7 @@ func TestClientAddr(t *testing.T) {
 }
 
 func TestAddrKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ addr, want string }{
 		{"198.51.100.7", "198.51.100.7"},
 		{"2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::"},
@@ -311,6 +318,7 @@ func TestAddrKey(t *testing.T) {
 // frozen time: exactly the burst gets through, then exactly what a second
 // refills.
 func TestLimitRateConcurrent(t *testing.T) {
+	t.Parallel()
 	e := newLimitEnv(t, Config{RateUser: 5, RateUserBurst: 10, RateAddr: 1000, RateAddrBurst: 1000})
 	wave := func() int64 {
 		var passed atomic.Int64
@@ -341,6 +349,7 @@ func TestLimitRateConcurrent(t *testing.T) {
 // whole server on the real clock. The voucher id is not a number, so the
 // requests let through end as 400 in the handler before any service.
 func TestLimitRateServer(t *testing.T) {
+	t.Parallel()
 	tokens, err := auth.NewTokens(testSecret)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package http
+package http_test
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,28 +17,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
+	sechttp "github.com/seckill/seckill/http"
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/monitor"
 	"github.com/seckill/seckill/mysql"
-	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/postgres"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/sqlite"
 	"github.com/seckill/seckill/worker"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
 var testSecret = []byte("test-secret-0123456789abcdef-0123456789")
 
-// env is one server on the real Redis and MariaDB of this machine, each
-// isolated for the test, with the codes it "sent" and tokens to call it.
+// env is one service, built by app.New as serve builds it, on this
+// machine's Redis and database (each isolated for the test; on the
+// embedded backend when they do not answer, see apptest), with the codes
+// it "sent" and tokens to call it.
 type env struct {
 	t      *testing.T
 	url    string
@@ -51,14 +48,12 @@ type env struct {
 	rawRedis    rueidis.Client
 	redisPrefix string
 	store       seckill.Store
-	vouchers    *seckill.VoucherService
-	orders      *seckill.OrderService
-	pool        *worker.Pool
-	logger      *slog.Logger
-	opt         envOptions
-	dbProxy     *testenv.Proxy
-	codes       *codeBox
-	now         time.Time
+	// app is the service: its domain services, workers and server.
+	app     *app.App
+	opt     envOptions
+	dbProxy *testenv.Proxy
+	codes   *codeBox
+	now     time.Time
 }
 
 // codeBox is the CodeSender of the tests: it keeps the last code per phone.
@@ -81,21 +76,22 @@ func (b *codeBox) last(phone string) string {
 }
 
 type envOptions struct {
-	// backend is "mysql" (default), "postgres" or "embedded" (SQLite and
-	// the in-process Redis server).
+	// backend is "" (default: the test MariaDB and Redis, or SQLite and
+	// the in-process Redis server when they do not answer, see apptest),
+	// "mysql" (MariaDB, skipped without it), "postgres" or "embedded"
+	// (SQLite and the in-process Redis server).
 	backend string
-	// redisURL is the Redis to use; default: the shared test Redis under
-	// a prefix of the test's own.
+	// redisURL is the Redis to use; default: the backend's.
 	redisURL string
 	// mode is how orders are taken; default stream.
 	mode seckill.Mode
 	// proxyDB puts a proxy the test controls (env.dbProxy) between the
-	// service and MariaDB.
+	// service and MariaDB (so the test needs MariaDB).
 	proxyDB bool
 	// backlogHigh and backlogLow are the workers' water marks (0: off).
 	backlogHigh, backlogLow int64
-	// holdWorkers leaves the stream mode's workers stopped until the test
-	// calls startPool (to make dead letters first, say).
+	// holdWorkers leaves the workers stopped until the test calls
+	// startPool (to make dead letters first, say).
 	holdWorkers bool
 }
 
@@ -112,47 +108,57 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 		err     error
 		dbProxy *testenv.Proxy
 	)
-	switch opt.backend {
-	case "", "mysql":
-		url := testenv.MySQLURL(t)
-		if opt.proxyDB {
-			dbProxy = testenv.StartProxy(t, "127.0.0.1:3306")
-			url = strings.Replace(url, "127.0.0.1:3306", dbProxy.Addr(), 1)
+	if opt.backend == "" && !opt.proxyDB {
+		store = apptest.Store(t) // migrated; closed when the test ends
+	} else {
+		switch opt.backend {
+		case "", "mysql":
+			url := testenv.MySQLURL(t)
+			if opt.proxyDB {
+				dbProxy = testenv.StartProxy(t, "127.0.0.1:3306")
+				url = strings.Replace(url, "127.0.0.1:3306", dbProxy.Addr(), 1)
+			}
+			store, err = mysql.Open(ctx, url, 8)
+		case "postgres":
+			store, err = postgres.Open(ctx, testenv.PostgresURL(t), 8)
+		case "embedded":
+			store, err = sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "seckill.db"), 8)
+		default:
+			t.Fatalf("unknown backend %q", opt.backend)
 		}
-		store, err = mysql.Open(ctx, url, 8)
-	case "postgres":
-		store, err = postgres.Open(ctx, testenv.PostgresURL(t), 8)
-	case "embedded":
-		store, err = sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "seckill.db"), 8)
-	default:
-		t.Fatalf("unknown backend %q", opt.backend)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		if err := store.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var (
 		cache    *redis.Client
 		prefix   = "seckill"
 		redisURL = opt.redisURL
 	)
-	switch {
-	case opt.backend == "embedded":
-		cache, err = redis.OpenEmbedded(prefix, logger)
-		redisURL = "redis://" + cache.Addr()
-	case redisURL == "":
-		redisURL, prefix = testenv.RedisURL(t), testenv.RedisPrefix(t)
-		fallthrough
-	default:
-		cache, err = redis.Open(ctx, redis.Config{URL: redisURL, Prefix: prefix}, logger)
+	if opt.backend == "" && redisURL == "" {
+		cache, redisURL, prefix = apptest.Redis(t, logger) // closed when the test ends
+	} else {
+		switch {
+		case opt.backend == "embedded":
+			cache, err = redis.OpenEmbedded(prefix, logger)
+			if err == nil {
+				redisURL = "redis://" + cache.Addr()
+			}
+		case redisURL == "":
+			redisURL, prefix = testenv.RedisURL(t), testenv.RedisPrefix(t)
+			fallthrough
+		default:
+			cache, err = redis.Open(ctx, redis.Config{URL: redisURL, Prefix: prefix}, logger)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cache.Close)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cache.Close)
 	tokens, err := auth.NewTokens(testSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -161,66 +167,59 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	if opt.mode == "" {
 		opt.mode = seckill.ModeStream
 	}
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now, DatabaseOnly: opt.mode == seckill.ModeSync}
-	// As serve starts: the Redis server checked, admissions armed.
-	if err := vouchers.Restore(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	ids := orderid.New()
-	lease := cache.NewNodeLease(ids, logger)
-	// The test's key prefix is its own: no lease holder predates it.
-	// Valid as in production: tests load the machine as a peak does.
-	lease.FreshWait = 0
-	if err := lease.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lease.Stop)
-	orders := &seckill.OrderService{Mode: opt.mode, Cache: cache, Store: store, Vouchers: vouchers, IDs: ids, Logger: logger, OrderTime: orderid.Time}
-	if opt.mode == seckill.ModeQueue {
-		q, err := worker.NewQueue(worker.QueueConfig{}, store, cache, prometheus.NewRegistry(), logger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := q.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(q.Stop)
-		orders.Queue = q
-	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
-
+	// The service as serve builds it, with short worker periods.
 	// Correctness, not latency, is tested here: under -race with thousands
 	// of requests at once the embedded server is slow.
-	e := &env{t: t, tokens: tokens, cache: cache, codes: codes, now: time.Now(), redisPrefix: prefix, store: store, vouchers: vouchers, logger: logger, orders: orders, opt: opt, dbProxy: dbProxy}
-	mon, err := monitor.New(monitor.Config{Vouchers: vouchers, Store: store, Streams: cache, Workers: envWorkers{e}, Mode: opt.mode, Logger: logger})
+	a, err := app.New(ctx, app.Config{
+		Mode:     opt.mode,
+		Store:    store,
+		Cache:    cache,
+		Tokens:   tokens,
+		Login:    &auth.Login{Codes: cache, Sender: codes, Users: store, Tokens: tokens, TokenTTL: time.Hour, Logger: logger},
+		Logger:   logger,
+		Registry: reg,
+		HTTP:     sechttp.Config{RequestTimeout: 60 * time.Second},
+		Stream: worker.Config{
+			Consumer:     "test-" + testenv.Random(),
+			Block:        100 * time.Millisecond,
+			Lease:        2 * time.Second,
+			ReclaimEvery: 200 * time.Millisecond,
+			WatchEvery:   200 * time.Millisecond,
+			BacklogHigh:  opt.backlogHigh,
+			BacklogLow:   opt.backlogLow,
+			BacklogEvery: 50 * time.Millisecond,
+			BreakerMin:   100 * time.Millisecond,
+			BreakerMax:   time.Second,
+		},
+		// The test's key prefix is its own: no lease holder predates it.
+		NodeFreshWait:     -1,
+		WatchCacheEvery:   -1,
+		StatsActiveWithin: time.Minute,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{RequestTimeout: 60 * time.Second}, Services{
-		Vouchers:    vouchers,
-		Orders:      orders,
-		Login:       &auth.Login{Codes: cache, Sender: codes, Users: store, Tokens: tokens, TokenTTL: time.Hour, Logger: logger},
-		Tokens:      tokens,
-		Checks:      map[string]Check{"redis": cache.Ping, "db": store.Ping},
-		DeadLetters: &seckill.DeadLetterService{Mode: opt.mode, Cache: cache, Store: store, Vouchers: vouchers, Logger: logger, OrderTime: orderid.Time},
-		Reconciler:  &seckill.Reconciler{Vouchers: vouchers, Store: store, Cache: cache},
-		Stats:       mon,
-	}, reg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(a.Close)
+	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(hs.Close)
-	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0")}, DisableCache: true, ForceSingleClient: opt.backend == "embedded"})
+	ropt, err := rueidis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The in-process server (its client has its address) is reached as a
+	// single node.
+	ropt.DisableCache, ropt.ForceSingleClient = true, cache.Addr() != ""
+	raw, err := rueidis.NewClient(ropt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(raw.Close)
-	e.url, e.rawRedis = hs.URL, raw
-	if opt.mode == seckill.ModeStream && !opt.holdWorkers {
+	e := &env{t: t, url: hs.URL, tokens: tokens, cache: cache, rawRedis: raw, redisPrefix: prefix, store: store, app: a,
+		opt: opt, dbProxy: dbProxy, codes: codes, now: time.Now()}
+	if !opt.holdWorkers {
 		e.startPool()
 	}
 	e.admin = e.mint(auth.Identity{UserID: 1, Admin: true}, time.Hour)
@@ -228,41 +227,13 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	return e
 }
 
-// envWorkers reports the env's pool to the monitor, once there is one.
-type envWorkers struct{ e *env }
-
-func (w envWorkers) WorkerStats() seckill.WorkerStats {
-	if w.e.pool == nil {
-		return seckill.WorkerStats{}
-	}
-	return w.e.pool.WorkerStats()
-}
-
-// startPool starts workers (a new consumer) for the env's streams.
+// startPool starts the service's workers (e.app.Pool in the stream mode,
+// e.app.Queue in the queue mode), if not yet.
 func (e *env) startPool() {
 	e.t.Helper()
-	pool, err := worker.New(worker.Config{
-		Consumer:     "test-" + testenv.Random(),
-		Block:        100 * time.Millisecond,
-		Lease:        2 * time.Second,
-		ReclaimEvery: 200 * time.Millisecond,
-		WatchEvery:   200 * time.Millisecond,
-		BacklogHigh:  e.opt.backlogHigh,
-		BacklogLow:   e.opt.backlogLow,
-		BacklogEvery: 50 * time.Millisecond,
-		BreakerMin:   100 * time.Millisecond,
-		BreakerMax:   time.Second,
-	}, e.cache, e.store, e.vouchers.Rebuild, prometheus.NewRegistry(), e.logger)
-	if err != nil {
+	if err := e.app.StartWorkers(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := pool.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(pool.Stop)
-	e.pool = pool
-	e.orders.Backpressure = pool
-	e.vouchers.Created = func(v *seckill.Voucher) { pool.Watch(v.ID) }
 }
 
 type testWriter struct{ t *testing.T }
@@ -367,18 +338,8 @@ func (e *env) wantError(res response, status int, code string) {
 	}
 }
 
-func TestUnknownRouteAndMethod(t *testing.T) {
-	t.Parallel()
-	e := newFakeEnv(t)
-	e.wantError(e.do("GET", "/api/nothing", "", nil), 404, "not_found")
-	res := e.do("DELETE", "/api/vouchers/1", "", nil)
-	e.wantError(res, 405, "method_not_allowed")
-	if allow := res.header.Get("Allow"); !strings.Contains(allow, "GET") {
-		t.Errorf("405 answer has Allow %q, want it to list GET", allow)
-	}
-}
-
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if res := e.do("GET", "/healthz", "", nil); res.status != 200 || res.body["status"] != "ok" {
 		t.Errorf("/healthz = %d %s", res.status, res.raw)
@@ -391,6 +352,7 @@ func TestHealth(t *testing.T) {
 }
 
 func TestReadyzWhenRedisIsDown(t *testing.T) {
+	t.Parallel()
 	url, kill := testenv.StartRedis(t)
 	e := newEnv(t, envOptions{redisURL: url})
 	if res := e.do("GET", "/readyz", "", nil); res.status != 200 {
@@ -418,6 +380,7 @@ func TestReadyzWhenRedisIsDown(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.do("GET", "/api/vouchers/12345", "", nil)
 	e.do("GET", "/api/vouchers/12345", "", nil)
@@ -447,21 +410,5 @@ func (e *env) metric(series string) float64 {
 	if res.status != 200 {
 		e.t.Fatalf("/metrics = %d", res.status)
 	}
-	return metricIn(e.t, string(res.raw), series)
-}
-
-// metricIn returns the value of series in a /metrics text, or fails t.
-func metricIn(t *testing.T, text, series string) float64 {
-	t.Helper()
-	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("/metrics: %q: %v", line, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("/metrics has no %s", series)
-	return 0
+	return sechttp.MetricIn(e.t, string(res.raw), series)
 }

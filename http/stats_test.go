@@ -75,6 +75,7 @@ func mint(t *testing.T, tokens *auth.Tokens, id auth.Identity) string {
 // TestAdminStatsJSON: the snapshot's JSON, field by field: ids as strings,
 // null for a lag or a remaining stock that is not known.
 func TestAdminStatsJSON(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	lag, remaining := int64(3), int64(5)
 	v := &seckill.Voucher{ID: 9007199254740993, Title: "big id", Stock: 6, InitialStock: 10, BeginTime: at.Add(-time.Hour), EndTime: at.Add(time.Hour)}
@@ -126,6 +127,7 @@ func TestAdminStatsJSON(t *testing.T) {
 
 // TestAdminStatsAccess: admins only; a failed read is a 503, not a 500.
 func TestAdminStatsAccess(t *testing.T) {
+	t.Parallel()
 	url, tokens := statsServer(t, statsSource{st: &seckill.Stats{}})
 	if status, body := getStats(t, url, ""); status != 401 {
 		t.Errorf("no token: %d %s, want 401", status, body)
