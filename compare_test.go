@@ -11,6 +11,7 @@ import (
 // TestCompare: what the cache holds of a sale against the database's
 // counts, as both the Reconciler and the monitor see it.
 func TestCompare(t *testing.T) {
+	t.Parallel()
 	lag := func(n int64) *int64 { return &n }
 	v := &seckill.Voucher{ID: 7, InitialStock: 100}
 	for _, tc := range []struct {

@@ -222,6 +222,7 @@ func nextMilli() {
 }
 
 func TestDeadLetterList(t *testing.T) {
+	t.Parallel()
 	b := newDLQRig(t)
 	ctx := context.Background()
 	a, c := b.voucher(10), b.voucher(10)
@@ -316,6 +317,7 @@ func TestDeadLetterList(t *testing.T) {
 }
 
 func TestDeadLetterIDs(t *testing.T) {
+	t.Parallel()
 	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(10)
@@ -343,6 +345,7 @@ func TestDeadLetterIDs(t *testing.T) {
 }
 
 func TestRetryDeadLetter(t *testing.T) {
+	t.Parallel()
 	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(2)
@@ -400,6 +403,7 @@ func TestRetryDeadLetter(t *testing.T) {
 // it is, and leaves the dead letter, the failed order and Redis as they
 // were.
 func TestRetryDeadLetterRefused(t *testing.T) {
+	t.Parallel()
 	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(2)
@@ -472,6 +476,7 @@ func TestRetryDeadLetterRefused(t *testing.T) {
 }
 
 func TestDiscardDeadLetter(t *testing.T) {
+	t.Parallel()
 	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(5)
@@ -502,6 +507,7 @@ func TestDiscardDeadLetter(t *testing.T) {
 // TestRetryDeadLetterRedisLost: a retry to a voucher Redis lost rebuilds
 // it from the database first, as a buy does.
 func TestRetryDeadLetterRedisLost(t *testing.T) {
+	t.Parallel()
 	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(3)
@@ -536,6 +542,7 @@ func (l *lostAdmit) Admit(ctx context.Context, a seckill.Admission) error {
 // TestRetryDeadLetterUnknownOutcome: a retry whose admission was not heard
 // is settled by the buyer's slot: admitted, or unknown (503), never a guess.
 func TestRetryDeadLetterUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(3)
@@ -560,6 +567,7 @@ func TestRetryDeadLetterUnknownOutcome(t *testing.T) {
 // TestDeadLetterSameOrderTwice: an order dead-lettered twice (a retry's
 // removal failed, then it failed again) is named by entry, each.
 func TestDeadLetterSameOrderTwice(t *testing.T) {
+	t.Parallel()
 	b := newDLQRig(t)
 	ctx := context.Background()
 	v := b.voucher(3)

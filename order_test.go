@@ -55,6 +55,7 @@ func (c *counter) Next() (int64, error) { return atomic.AddInt64(&c.n, 1), nil }
 // in Redis decides: found, the order stands (200); not found, or not
 // readable, the outcome is unknown (503 with Retry-After), never a guess.
 func TestBuyUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	vs, store, _ := services(t, "")
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("lost replies", 10))
@@ -115,6 +116,7 @@ func (q *queue) Offer(o *seckill.Order) bool {
 // was lost, found in the buyer's slot, is answered 200: its order must be
 // queued too, or it is answered and never written.
 func TestBuyUnknownOutcomeQueued(t *testing.T) {
+	t.Parallel()
 	vs, store, _ := services(t, "")
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("lost replies, queue mode", 10))
@@ -139,6 +141,7 @@ func TestBuyUnknownOutcomeQueued(t *testing.T) {
 // back is sold again once the memory expires, and the memory is dropped
 // then.
 func TestBuySoldOut(t *testing.T) {
+	t.Parallel()
 	vs, store, _ := services(t, "")
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("sold out", 2))
@@ -225,6 +228,7 @@ func (c *countingCache) Admit(ctx context.Context, a seckill.Admission) error {
 // it: the first caller going away fails neither the rebuild nor those who
 // wait for it.
 func TestRebuildDetached(t *testing.T) {
+	t.Parallel()
 	vs, store, _ := services(t, "")
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("slow rebuild", 10))
@@ -282,6 +286,7 @@ func (g *gatedStore) VoucherOrders(ctx context.Context, voucherID, afterID int64
 // Redis no longer holds (its keys deleted after the retention, or lost) is
 // answered ended, without rebuilding it.
 func TestBuyEndedNotLoaded(t *testing.T) {
+	t.Parallel()
 	vs, store, _ := services(t, "")
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)

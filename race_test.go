@@ -41,6 +41,7 @@ func orderService(vs *seckill.VoucherService, store seckill.OrderStore, first in
 // another voucher that had the same id (a database reset): the buy must not
 // be admitted into that, and the load replaces it.
 func TestCreateRacesRebuild(t *testing.T) {
+	t.Parallel()
 	for _, stale := range []bool{false, true} {
 		name := map[bool]string{false: "empty", true: "stale state of another generation"}[stale]
 		t.Run(name, func(t *testing.T) {

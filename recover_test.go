@@ -24,6 +24,7 @@ import (
 // admission gets their order back instead of a second one, and the stock
 // counts it.
 func TestRecover(t *testing.T) {
+	t.Parallel()
 	url, _ := testenv.StartRedis(t) // its scripts are flushed: a server of the test's own
 	vs, store, logs := services(t, url)
 	ctx := context.Background()
@@ -100,6 +101,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // server changed keeps the buyers Redis came back with, so that the units
 // of the orders still queued stay taken.
 func TestRecoverQueueMode(t *testing.T) {
+	t.Parallel()
 	url, _ := testenv.StartRedis(t)
 	vs, store, _ := services(t, url)
 	vs.InMemoryQueue = true
@@ -139,6 +141,7 @@ func TestRecoverQueueMode(t *testing.T) {
 // orders): the instance doing it renews its hold all along, so that nobody
 // takes it over and it records the server as checked at the end.
 func TestRecoverLongerThanLease(t *testing.T) {
+	t.Parallel()
 	url, _ := testenv.StartRedis(t)
 	vs, store, logs := services(t, url)
 	ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	valid := func() seckill.Voucher {
 		return seckill.Voucher{Title: "t", Stock: 1, BeginTime: now, EndTime: now.Add(time.Hour)}
@@ -99,6 +100,7 @@ func onSale(title string, stock int64) *seckill.Voucher {
 }
 
 func TestCreate(t *testing.T) {
+	t.Parallel()
 	s, store, _ := services(t, "")
 	ctx := context.Background()
 	if _, err := s.Create(ctx, &seckill.Voucher{Title: "x", Stock: 0}); !errors.Is(err, seckill.ErrInvalidArgument) {
@@ -126,6 +128,7 @@ func TestCreate(t *testing.T) {
 // TestRestoreAfterRedisLoss: a Redis that comes back empty gets back every
 // voucher still on sale, with its buyers and the stock they leave.
 func TestRestoreAfterRedisLoss(t *testing.T) {
+	t.Parallel()
 	url, kill := testenv.StartRedis(t)
 	s, store, _ := services(t, url)
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 )
 
 func TestNormalizePhone(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		phone, country, want string // want "" for ErrInvalidArgument
 	}{
@@ -68,6 +69,7 @@ func TestNormalizePhone(t *testing.T) {
 }
 
 func TestParseCountryCode(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"": "", " ": "", "86": "86", "+44": "44", "1": "1", "+358": "358"} {
 		if got, err := ParseCountryCode(in); err != nil || got != want {
 			t.Errorf("ParseCountryCode(%q) = %q, %v; want %q", in, got, err, want)
@@ -81,6 +83,7 @@ func TestParseCountryCode(t *testing.T) {
 }
 
 func TestNewCode(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 200 {
 		c, err := newCode()
@@ -169,6 +172,7 @@ func newTestLogin(t *testing.T, codes seckill.LoginCodes, sender seckill.CodeSen
 }
 
 func TestLogin(t *testing.T) {
+	t.Parallel()
 	sent := &lastCode{}
 	l := newTestLogin(t, &memCodes{codes: map[string]string{}}, sent)
 	ctx := context.Background()
@@ -213,6 +217,7 @@ func TestLogin(t *testing.T) {
 // TestLoginOnePhoneManyWays: a number typed differently is one code and one
 // user, kept in E.164.
 func TestLoginOnePhoneManyWays(t *testing.T) {
+	t.Parallel()
 	sent := &lastCode{}
 	codes := &memCodes{codes: map[string]string{}}
 	l := newTestLogin(t, codes, sent)
@@ -248,6 +253,7 @@ func TestLoginOnePhoneManyWays(t *testing.T) {
 // TestSendCodeUnsent: a code the sender failed to send is ErrUnavailable
 // with Retry-After, and is no longer usable.
 func TestSendCodeUnsent(t *testing.T) {
+	t.Parallel()
 	sendErr := errors.New("gateway down")
 	const phone = "+8613800138000"
 	codes := &memCodes{codes: map[string]string{}}

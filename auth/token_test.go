@@ -25,12 +25,14 @@ func newTestTokens(t *testing.T, now time.Time) *Tokens {
 }
 
 func TestNewTokensRefusesShortSecret(t *testing.T) {
+	t.Parallel()
 	if _, err := NewTokens([]byte("0123456789abcdef0123456789abcde")); err == nil {
 		t.Fatal("NewTokens accepted a 31-byte secret")
 	}
 }
 
 func TestMintVerify(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	tk := newTestTokens(t, now)
 	for _, id := range []Identity{{UserID: 1}, {UserID: 42, Admin: true}, {UserID: 1<<62 + 7}} {
@@ -55,6 +57,7 @@ func TestMintVerify(t *testing.T) {
 }
 
 func TestVerifyExpiry(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	tk := newTestTokens(t, now)
 	s, err := tk.Mint(Identity{UserID: 5}, time.Minute)
@@ -82,6 +85,7 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, c jwt.MapClaims) stri
 }
 
 func TestVerifyRejects(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	tk := newTestTokens(t, now)
 	exp := now.Add(time.Hour).Unix()

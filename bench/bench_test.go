@@ -96,6 +96,7 @@ func runFake(t *testing.T, lose bool) *Report {
 }
 
 func TestBooksBalance(t *testing.T) {
+	t.Parallel()
 	r := runFake(t, false)
 	if r.Admitted != 50 || r.Created != 50 || r.Lost != 0 || r.Oversold != 0 || r.Doubles != 0 || !r.OK() {
 		t.Fatalf("a correct server: %+v", r)
@@ -119,6 +120,7 @@ func TestBooksBalance(t *testing.T) {
 // TestBooksCatchLostOrder: a server that answers 200 and never writes the
 // order is caught.
 func TestBooksCatchLostOrder(t *testing.T) {
+	t.Parallel()
 	r := runFake(t, true)
 	if r.Lost != 1 || r.OK() {
 		t.Fatalf("a server that loses an order: lost %d, OK %v; want 1, false", r.Lost, r.OK())

@@ -8,6 +8,7 @@ import (
 )
 
 func TestBuckets(t *testing.T) {
+	t.Parallel()
 	prev := -1
 	for v := int64(0); v < 1<<22; v += 1 + v/97 {
 		b := bucket(v)
@@ -24,6 +25,7 @@ func TestBuckets(t *testing.T) {
 // TestQuantiles compares the histogram's quantiles with the exact ones of
 // a skewed sample: each within 2%.
 func TestQuantiles(t *testing.T) {
+	t.Parallel()
 	var h histogram
 	r := rand.New(rand.NewPCG(1, 2))
 	var vals []time.Duration

@@ -128,6 +128,7 @@ func newMonitor(t *testing.T, f *fakes, cfg Config) *Monitor {
 }
 
 func TestCollect(t *testing.T) {
+	t.Parallel()
 	f := newFakes()
 	m := newMonitor(t, f, Config{CacheFor: -1})
 	// pending = lag 12 + pending entries 10 and 12 (11 is in the database);
@@ -186,6 +187,7 @@ seckill_voucher_remaining{voucher="7"} 80
 // have no series, never a 0 that would read as "nothing waiting"; the
 // pending orders are then the entries not pending, at most.
 func TestCollectUnknown(t *testing.T) {
+	t.Parallel()
 	f := newFakes()
 	info := f.infos[7]
 	info.Lag, info.Loaded, info.Remaining = nil, false, 0
@@ -216,6 +218,7 @@ seckill_voucher_drift{voucher="7"} 81
 
 // TestCollectReadFails: the scrape goes on with seckill_stats_up 0.
 func TestCollectReadFails(t *testing.T) {
+	t.Parallel()
 	f := newFakes()
 	f.err = errors.New("redis down")
 	m := newMonitor(t, f, Config{CacheFor: -1})
@@ -234,6 +237,7 @@ seckill_stats_up 0
 
 // TestCollectCached: scrapes within CacheFor share one read.
 func TestCollectCached(t *testing.T) {
+	t.Parallel()
 	f := newFakes()
 	c := &clock{now: time.Unix(1_800_000_000, 0)}
 	m := newMonitor(t, f, Config{Now: c.Now})
@@ -264,6 +268,7 @@ seckill_dead_letters{voucher="7"} ` + n + "\n"
 }
 
 func TestStats(t *testing.T) {
+	t.Parallel()
 	f := newFakes()
 	c := &clock{now: time.Unix(1_800_000_000, 0)}
 	m := newMonitor(t, f, Config{Now: c.Now, Consumer: "me", CacheFor: -1})
@@ -300,6 +305,7 @@ func (w workerInfo) WorkerStats() seckill.WorkerStats { return seckill.WorkerSta
 
 // TestSyncMode: the database is the sale; there are no streams to read.
 func TestSyncMode(t *testing.T) {
+	t.Parallel()
 	f := newFakes()
 	f.infos = nil
 	m := newMonitor(t, f, Config{Mode: seckill.ModeSync, CacheFor: -1})
@@ -320,6 +326,7 @@ seckill_voucher_drift{voucher="7"} 0
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "Vouchers") || !strings.Contains(err.Error(), "Streams") {
 		t.Errorf("New(Config{}) = %v, want errors naming the missing fields", err)
 	}

@@ -34,6 +34,7 @@ func leased(t *testing.T, node int, c *clock) *Generator {
 }
 
 func TestNoLeaseNoID(t *testing.T) {
+	t.Parallel()
 	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	g := New()
 	g.Now = c.now
@@ -59,6 +60,7 @@ func TestNoLeaseNoID(t *testing.T) {
 }
 
 func TestLayout(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 8, 0, 0, 123e6, time.UTC)
 	c := &clock{t: at}
 	g := leased(t, 777, c)
@@ -80,6 +82,7 @@ func TestLayout(t *testing.T) {
 // TestClockStepsBack: ids keep growing, never repeat, when the clock goes
 // back, and when a millisecond's sequence runs out.
 func TestClockStepsBack(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	c := &clock{t: start}
 	g := leased(t, 1, c)
@@ -113,6 +116,7 @@ func TestClockStepsBack(t *testing.T) {
 // TestLeaseCarriesLastTime: a new holder of a node starts after the time
 // its last holder used, even with a clock behind it.
 func TestLeaseCarriesLastTime(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	c := &clock{t: now}
 	old := leased(t, 5, c)
@@ -133,6 +137,7 @@ func TestLeaseCarriesLastTime(t *testing.T) {
 }
 
 func TestConcurrentUnique(t *testing.T) {
+	t.Parallel()
 	c := &clock{t: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}
 	g := leased(t, 9, c)
 	const workers, each = 8, 2000

@@ -44,6 +44,7 @@ func take(l *Limiter[int64], key int64, n int) (allowed int, wait time.Duration)
 }
 
 func TestBurst(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		rate         float64
@@ -71,6 +72,7 @@ func TestBurst(t *testing.T) {
 }
 
 func TestRefill(t *testing.T) {
+	t.Parallel()
 	l, clock := newLimiter(t, Config{Rate: 5, Burst: 10})
 	if got, _ := take(l, 1, 10); got != 10 {
 		t.Fatalf("first burst: allowed %d, want 10", got)
@@ -95,6 +97,7 @@ func TestRefill(t *testing.T) {
 }
 
 func TestKeysIndependent(t *testing.T) {
+	t.Parallel()
 	l, _ := newLimiter(t, Config{Rate: 1, Burst: 3})
 	take(l, 1, 100)
 	if got, _ := take(l, 2, 100); got != 3 {
@@ -103,6 +106,7 @@ func TestKeysIndependent(t *testing.T) {
 }
 
 func TestRefund(t *testing.T) {
+	t.Parallel()
 	l, _ := newLimiter(t, Config{Rate: 1, Burst: 2})
 	for range 5 {
 		if ok, _ := l.Allow(1); !ok {
@@ -120,6 +124,7 @@ func TestRefund(t *testing.T) {
 }
 
 func TestOff(t *testing.T) {
+	t.Parallel()
 	for _, rate := range []float64{0, -1} {
 		l := New(Config{Rate: rate, Burst: 1}, HashInt64)
 		if l != nil {
@@ -136,6 +141,7 @@ func TestOff(t *testing.T) {
 }
 
 func TestHugeAndTinyRates(t *testing.T) {
+	t.Parallel()
 	l, _ := newLimiter(t, Config{Rate: 1e-12, Burst: 1 << 30})
 	if ok, _ := l.Allow(1); !ok {
 		t.Error("tiny rate, huge burst: first request refused")
@@ -155,6 +161,7 @@ func TestHugeAndTinyRates(t *testing.T) {
 // (so none are full and all must be forgiven) and over time, and checks
 // that it keeps no more buckets than its bound.
 func TestEvictionBounded(t *testing.T) {
+	t.Parallel()
 	const maxKeys = 640
 	l, clock := newLimiter(t, Config{Rate: 1, Burst: 5, MaxKeys: maxKeys})
 	for k := range int64(100_000) {
@@ -172,6 +179,7 @@ func TestEvictionBounded(t *testing.T) {
 // while enough of them are: a drained key must not be forgiven because
 // other keys came and went on its shard.
 func TestEvictionKeepsUsedBuckets(t *testing.T) {
+	t.Parallel()
 	const perShard = 8
 	l, clock := newLimiter(t, Config{Rate: 1, Burst: 2, MaxKeys: numShards * perShard})
 	const drained = -1
@@ -211,6 +219,7 @@ func TestEvictionKeepsUsedBuckets(t *testing.T) {
 // TestIdleSweep checks that under the bound buckets idle for a whole fill
 // time are dropped as new keys arrive, so memory follows the active keys.
 func TestIdleSweep(t *testing.T) {
+	t.Parallel()
 	l, clock := newLimiter(t, Config{Rate: 10, Burst: 10})
 	for k := range int64(10_000) {
 		take(l, k, 1)
@@ -230,6 +239,7 @@ func TestIdleSweep(t *testing.T) {
 // TestConcurrentOneKey runs many goroutines on one key at a frozen time:
 // exactly the burst passes, then exactly what a second refills.
 func TestConcurrentOneKey(t *testing.T) {
+	t.Parallel()
 	l, clock := newLimiter(t, Config{Rate: 5, Burst: 10})
 	wave := func() int64 {
 		var allowed atomic.Int64
@@ -257,6 +267,7 @@ func TestConcurrentOneKey(t *testing.T) {
 }
 
 func TestHashSpreads(t *testing.T) {
+	t.Parallel()
 	var counts [numShards]int
 	for k := range int64(64_000) {
 		counts[HashInt64(k)>>(64-shardBits)]++

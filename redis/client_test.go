@@ -66,6 +66,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 func TestOpenRefusesEvictingRedis(t *testing.T) {
+	t.Parallel()
 	url, _ := testenv.StartRedis(t, "--maxmemory-policy", "allkeys-lru")
 	_, err := Open(context.Background(), Config{URL: url}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil || !strings.Contains(err.Error(), "noeviction") {
@@ -74,6 +75,7 @@ func TestOpenRefusesEvictingRedis(t *testing.T) {
 }
 
 func TestOpenAcceptsNoeviction(t *testing.T) {
+	t.Parallel()
 	url, _ := testenv.StartRedis(t, "--maxmemory-policy", "noeviction")
 	c, err := Open(context.Background(), Config{URL: url}, testLogger(t))
 	if err != nil {
@@ -83,6 +85,7 @@ func TestOpenAcceptsNoeviction(t *testing.T) {
 }
 
 func TestPingAfterServerStops(t *testing.T) {
+	t.Parallel()
 	c, err := OpenEmbedded("", testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +102,7 @@ func TestPingAfterServerStops(t *testing.T) {
 }
 
 func TestKeysShareHashTag(t *testing.T) {
+	t.Parallel()
 	k := keyspace{prefix: "p"}
 	tag := func(key string) string {
 		i, j := strings.IndexByte(key, '{'), strings.IndexByte(key, '}')
@@ -127,6 +131,7 @@ func TestKeysShareHashTag(t *testing.T) {
 // TestOpenRedactsPassword: a Redis URL that does not parse is named in the
 // error without its password.
 func TestOpenRedactsPassword(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		"redis://user:s3cretpw@127.0.0.1:notaport/0",
 		"redis://:s3cretpw@[::1/0",

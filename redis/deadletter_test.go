@@ -45,6 +45,7 @@ func deadLetterN(t *testing.T, c *Client, v, n int64) []seckill.DeadLetterRecord
 }
 
 func TestDeadLetters(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		before := time.Now().Add(-time.Second)
@@ -108,6 +109,7 @@ func TestDeadLetters(t *testing.T) {
 // TestDeadLettersLenient: an entry written by hand or by an older version
 // is listed with what can be read from it, never refused.
 func TestDeadLettersLenient(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		k := c.keys.voucher(7)
 		id, err := do(t, c, "XADD", k.DLQ, "1700000000123-4", "id", "x", "user", "-5", "stock_returned", "yes").ToString()

@@ -25,6 +25,7 @@ func ptr(n int64) *int64 { return &n }
 // TestState follows a voucher's sale through Redis: admitted, delivered,
 // acknowledged, dead-lettered, stuck with a consumer, unloaded.
 func TestState(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		// The fields a step does not check.
@@ -118,6 +119,7 @@ func TestState(t *testing.T) {
 // TestStateLagFromRedis: when Redis knows the lag, it is Redis's, not
 // a count (which the limit would stop).
 func TestStateLagFromRedis(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		admitN(t, c, 2, 10, 4)
 		readOrders(t, c, 2, "c1", 1)
@@ -138,6 +140,7 @@ func TestStateLagFromRedis(t *testing.T) {
 // TestStateLostGroup: a stream without its group (Redis lost it) reads as
 // nothing delivered and the lag unknown, not an error.
 func TestStateLostGroup(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		admitN(t, c, 3, 10, 2)
 		do(t, c, "XGROUP", "DESTROY", c.keys.voucher(3).Orders, Group)

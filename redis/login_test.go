@@ -12,6 +12,7 @@ import (
 )
 
 func TestIssueCodeCooldown(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		if err := c.IssueCode(ctx, "13800000001", "111111"); err != nil {
@@ -40,6 +41,7 @@ func TestIssueCodeCooldown(t *testing.T) {
 }
 
 func TestRedeemCodeOnce(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		if err := c.RedeemCode(ctx, "13800000003", "123456"); !errors.Is(err, seckill.ErrUnauthorized) {
@@ -58,6 +60,7 @@ func TestRedeemCodeOnce(t *testing.T) {
 }
 
 func TestRedeemCodeWrongTries(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		if err := c.IssueCode(ctx, "13800000004", "654321"); err != nil {
@@ -82,6 +85,7 @@ func TestRedeemCodeWrongTries(t *testing.T) {
 }
 
 func TestCodeExpires(t *testing.T) {
+	t.Parallel()
 	c, err := OpenEmbedded("", testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +106,7 @@ func TestCodeExpires(t *testing.T) {
 }
 
 func TestWithdrawCode(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		const phone = "+8613800000006"

@@ -85,6 +85,7 @@ func ownRedis(t *testing.T) (*Client, func()) {
 }
 
 func TestNodeLeaseDefaults(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		l := c.NewNodeLease(orderid.New(), testLogger(t))
 		if !(l.Renew < l.Valid && l.Valid < l.TTL) {
@@ -104,6 +105,7 @@ func TestNodeLeaseDefaults(t *testing.T) {
 }
 
 func TestNodeLeaseDistinct(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ga, gb := orderid.New(), orderid.New()
 		a, b := startLease(t, c, ga), startLease(t, c, gb)
@@ -122,6 +124,7 @@ func TestNodeLeaseDistinct(t *testing.T) {
 // TestNodeLeaseRelease leaves one node id free, so that each lease must
 // take that one.
 func TestNodeLeaseRelease(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		const free = 7
@@ -291,6 +294,7 @@ func (g *panickyGen) Extend(validUntil time.Time) {
 // TestNodeLeasePanic: a renewal that panics is recovered and counted, and
 // the renewals go on: the generator keeps making ids, and Stop returns.
 func TestNodeLeasePanic(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		g := &panickyGen{Generator: orderid.New()}
 		l := newLease(t, c, g)

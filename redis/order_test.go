@@ -31,6 +31,7 @@ func snap(t *testing.T, c *Client, voucherID int64) snapshot {
 }
 
 func TestAdmit(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		mustLoad(t, c, onSale(1, 2))
@@ -87,6 +88,7 @@ func TestAdmit(t *testing.T) {
 }
 
 func TestAdmitWindow(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		now := time.Now()
@@ -107,6 +109,7 @@ func TestAdmitWindow(t *testing.T) {
 // TestAdmitWindowBounds checks the window's edges to the millisecond on
 // the embedded server, whose clock the test sets: [begin, end).
 func TestAdmitWindowBounds(t *testing.T) {
+	t.Parallel()
 	c, err := OpenEmbedded("", testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +142,7 @@ func TestAdmitWindowBounds(t *testing.T) {
 }
 
 func TestAdmitNotLoaded(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		k := c.keys.voucher(5)
@@ -175,6 +179,7 @@ func TestAdmitNotLoaded(t *testing.T) {
 // disarmed it answers ErrCacheUnverified and writes nothing, and it never
 // loads the script on the way as other scripts do.
 func TestAdmitUnverified(t *testing.T) {
+	t.Parallel()
 	// A server of the test's own: flushing the shared one's scripts would
 	// stop other tests' admissions.
 	url, _ := testenv.StartRedis(t)
@@ -227,6 +232,7 @@ func TestAdmitUnverified(t *testing.T) {
 }
 
 func TestAdmitUnavailable(t *testing.T) {
+	t.Parallel()
 	c, err := OpenEmbedded("", testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -240,6 +246,7 @@ func TestAdmitUnavailable(t *testing.T) {
 }
 
 func TestAdmitConcurrent(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		const (
 			goroutines = 50
@@ -331,6 +338,7 @@ func TestAdmitConcurrent(t *testing.T) {
 }
 
 func TestBuyerOrders(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		for id := int64(1); id <= 3; id++ {
@@ -433,6 +441,7 @@ func BenchmarkAdmitSoldOut(b *testing.B) {
 // ended (a retry after a lost answer, say) still learns of their order
 // (G5), as they do once it is sold out.
 func TestAdmitDuplicateAfterEnd(t *testing.T) {
+	t.Parallel()
 	c, err := OpenEmbedded("", testLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,7 @@ func groups(t *testing.T, c *Client, stream string) map[string]string {
 }
 
 func TestRebuild(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		v := onSale(9, 10)
@@ -170,6 +171,7 @@ func TestRebuild(t *testing.T) {
 // call, and a backlog of 3,000 queued orders, more than one page of the
 // stream, are rebuilt; then exactly the rest of the stock sells.
 func TestRebuildLarge(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		const (
 			persisted = 50_000
@@ -233,6 +235,7 @@ func TestRebuildLarge(t *testing.T) {
 // flight, after the rebuild staged buyers that the unload deletes, must not
 // let the rebuild set the stock from what is left: it starts over.
 func TestRebuildSupersededByUnload(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		db := &database{}
@@ -277,6 +280,7 @@ func TestRebuildSupersededByUnload(t *testing.T) {
 // TestRebuildConcurrent: rebuilds racing one another, here or in other
 // instances, and unloads racing them, end with the one right stock.
 func TestRebuildConcurrent(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		db := &database{}
@@ -315,6 +319,7 @@ func TestRebuildConcurrent(t *testing.T) {
 // TestRebuildReplacesOtherGeneration: state of another generation of the
 // voucher's id (a database reset) is deleted, not merged.
 func TestRebuildReplacesOtherGeneration(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		old := onSale(1, 10)
 		old.Generation = 5
@@ -341,6 +346,7 @@ func TestRebuildReplacesOtherGeneration(t *testing.T) {
 
 // TestRebuildMoreBuyersThanStock: the stock never goes below zero.
 func TestRebuildMoreBuyersThanStock(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		queue(t, c, 1, 3, 13)
 		db := &database{orders: []*seckill.Order{{ID: 11, UserID: 1}, {ID: 12, UserID: 2}}}
@@ -355,6 +361,7 @@ func TestRebuildMoreBuyersThanStock(t *testing.T) {
 // slot back, and is gone from the stream. Rebuilding must not take them
 // again.
 func TestRebuildAfterDeadLetter(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		admitN(t, c, 1, 5, 2) // users 1, 2; orders 1001, 1002
@@ -386,6 +393,7 @@ func TestRebuildAfterDeadLetter(t *testing.T) {
 // buyer's slot but makes no stock (an INCR would make a stock without a
 // window: a voucher half there, that no rebuild finishes).
 func TestDeadLetterWhileUnloaded(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		admitN(t, c, 1, 5, 2)
@@ -415,6 +423,7 @@ func TestDeadLetterWhileUnloaded(t *testing.T) {
 // a rebuild in flight counts the buyers of the stream's entries, and one
 // persisted after the rebuild read the database would be counted nowhere.
 func TestTrimWhileUnloaded(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 5, 2)
@@ -444,6 +453,7 @@ func TestTrimWhileUnloaded(t *testing.T) {
 // is gone and the stock is not, the rebuild must still make it, or the
 // readers loop on ErrStreamLost and the queued orders are never read.
 func TestRebuildRestoresLostGroup(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)

@@ -10,6 +10,7 @@ import (
 // TestDropVoucher: a voucher's keys go only once its stream is drained:
 // nothing undelivered, nothing pending with a consumer.
 func TestDropVoucher(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		k := c.keys.voucher(1)

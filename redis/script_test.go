@@ -15,6 +15,7 @@ import (
 // docs/design.md, Lua scripts: each key it touches comes from KEYS (so the script runs on
 // Redis Cluster), it starts with #!lua, and it opens with its contract.
 func TestScriptsDeclareKeys(t *testing.T) {
+	t.Parallel()
 	names, err := fs.Glob(scriptFiles, "scripts/*.lua")
 	if err != nil {
 		t.Fatal(err)

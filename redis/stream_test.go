@@ -61,6 +61,7 @@ func ack(t *testing.T, c *Client, voucherID int64, ids ...string) {
 }
 
 func TestReadOrders(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		es := admitN(t, c, 1, 10, 3)
 		want := wantMsgs(t, 1, es, 0)
@@ -85,6 +86,7 @@ func TestReadOrders(t *testing.T) {
 }
 
 func TestReadPending(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		es := admitN(t, c, 1, 10, 3)
 		want := wantMsgs(t, 1, es, 0)
@@ -143,6 +145,7 @@ func counted(t *testing.T, c *Client, voucherID int64, want []msg) []msg {
 // pending list carries its delivery count, this read included, so that the
 // workers can dead-letter one delivered too often (item 2 of the brief).
 func TestReadPendingDeliveries(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		es := admitN(t, c, 1, 10, 2)
 		readOrders(t, c, 1, "a", 10)
@@ -161,6 +164,7 @@ func TestReadPendingDeliveries(t *testing.T) {
 }
 
 func TestReadOrdersBlocks(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		mustLoad(t, c, onSale(1, 10))
@@ -191,6 +195,7 @@ func TestReadOrdersBlocks(t *testing.T) {
 // TestReadOrdersNoBlock: a read told not to wait (block 0) must not wait;
 // XREADGROUP BLOCK 0 waits forever.
 func TestReadOrdersNoBlock(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		mustLoad(t, c, onSale(1, 10))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -203,6 +208,7 @@ func TestReadOrdersNoBlock(t *testing.T) {
 }
 
 func TestClaimStale(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 3)
@@ -241,6 +247,7 @@ func TestClaimStale(t *testing.T) {
 }
 
 func TestClaimStaleWaitsForIdle(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 1)
@@ -272,6 +279,7 @@ func TestClaimStaleWaitsForIdle(t *testing.T) {
 // from the stream and drops them from the group, as XAUTOCLAIM (Redis 7)
 // does; XCLAIM drops them without a word.
 func TestClaimStaleDeleted(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)
@@ -297,6 +305,7 @@ func TestClaimStaleDeleted(t *testing.T) {
 // alive (it renewed another claim within the lease) keeps its delivery
 // count; one taken from a consumer that went quiet counts a delivery more.
 func TestClaimStaleFromLiveConsumer(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 3)
@@ -335,6 +344,7 @@ func TestClaimStaleFromLiveConsumer(t *testing.T) {
 // than ten pending entries per message wanted, and ClaimStale follows its
 // cursor to the stale ones behind.
 func TestClaimStaleBounded(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 40, 25)
@@ -385,6 +395,7 @@ func TestClaimStaleBounded(t *testing.T) {
 // lease, they count a delivery, although the consumer that gave them up is
 // alive. A message it does not hold is left alone.
 func TestGiveUp(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)
@@ -421,6 +432,7 @@ func TestGiveUp(t *testing.T) {
 }
 
 func TestRefreshClaims(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		if c.server != nil {
 			t.Skip("a known difference of the embedded server (miniredis v2.40): XCLAIM ... JUSTID counts a delivery, " +
@@ -454,6 +466,7 @@ func TestRefreshClaims(t *testing.T) {
 }
 
 func TestParseMessage(t *testing.T) {
+	t.Parallel()
 	at := time.UnixMilli(1_900_000_000_123).UTC()
 	tests := []struct {
 		name   string
@@ -483,6 +496,7 @@ func TestParseMessage(t *testing.T) {
 // TestReadOrdersMalformed: a malformed entry in the stream is delivered as
 // a message with Err and the fields that could be read.
 func TestReadOrdersMalformed(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		mustLoad(t, c, onSale(1, 10))
 		k := c.keys.voucher(1)
@@ -507,6 +521,7 @@ func TestReadOrdersMalformed(t *testing.T) {
 }
 
 func TestStreamLost(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 1)
@@ -540,6 +555,7 @@ func TestStreamLost(t *testing.T) {
 }
 
 func TestDeadLetter(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		const v = 1
@@ -656,6 +672,7 @@ func TestDeadLetter(t *testing.T) {
 // TestDeadLetterMalformed: a message with no order or buyer is moved and
 // acked, and gives nothing back.
 func TestDeadLetterMalformed(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		mustLoad(t, c, onSale(1, 10))
@@ -699,6 +716,7 @@ func trim(t *testing.T, c *Client, voucherID int64) int64 {
 }
 
 func TestTrimOrders(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		es := admitN(t, c, 1, 10, 5)
 		key := c.keys.voucher(1).Orders
@@ -743,6 +761,7 @@ func TestTrimOrders(t *testing.T) {
 // TestTrimOrdersNothingDelivered: with nothing delivered yet there is
 // nothing to trim, and no error.
 func TestTrimOrdersNothingDelivered(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		if c.server != nil {
 		}
@@ -760,6 +779,7 @@ func TestTrimOrdersNothingDelivered(t *testing.T) {
 // TrimOrders: after it saw nothing pending, before it reads the group's
 // last delivered id. The entry delivered then is pending and must stay.
 func TestTrimOrdersReadBetween(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)
@@ -797,6 +817,7 @@ func TestTrimOrdersReadBetween(t *testing.T) {
 }
 
 func TestReapConsumers(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 3)
@@ -931,6 +952,7 @@ func (p *hookProxy) close() {
 // gone cannot succeed by retrying; it must say the stream is lost, not
 // that Redis is unavailable (which the workers retry until they stop).
 func TestDeadLetterStreamLost(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		admitN(t, c, 1, 10, 1)
@@ -953,6 +975,7 @@ func TestDeadLetterStreamLost(t *testing.T) {
 // behind more fresh ones of a live consumer than one XAUTOCLAIM scans
 // (10 × COUNT in Redis 7). ClaimStale must still find them.
 func TestClaimStaleBehindFreshEntries(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		if c.server == nil {
 		}

@@ -17,6 +17,7 @@ import (
 // database since reset) is replaced; state of its own generation (rebuilt by
 // a buyer who came first) is kept, with what was admitted to it.
 func TestLoadVoucher(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		begin := time.Now().Truncate(time.Millisecond).Add(-time.Minute)
@@ -85,6 +86,7 @@ func TestLoadVoucher(t *testing.T) {
 }
 
 func TestRemaining(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		now := time.Now()

@@ -21,6 +21,7 @@ func (c *fakeClock) add(d time.Duration) {
 }
 
 func TestBreaker(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	b := newBreaker(3, time.Second, 4*time.Second, clock.now)
 	ctx := context.Background()

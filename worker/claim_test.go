@@ -27,6 +27,7 @@ import (
 // good orders go to the dead letters untried. When the database is back,
 // every order must be created, none dead-lettered or failed.
 func TestSixPoolsDatabaseDown(t *testing.T) {
+	t.Parallel()
 	const (
 		pools = 6
 		lease = 250 * time.Millisecond
@@ -115,6 +116,7 @@ func (b *rig) mostDelivered() (string, int64) {
 // messages it was given before; one delivered more than MaxDeliveries
 // times goes to the dead letters, as it would if another had claimed it.
 func TestPendingOverLimitAtStart(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	ids := []int64{b.admit(1), b.admit(2), b.admit(3)}
@@ -175,6 +177,7 @@ func (s failingStore) SaveOrders(ctx context.Context, orders []*seckill.Order) (
 // delivery, so each failed try must: it reaches the dead letters after
 // MaxDeliveries, and the other orders are created.
 func TestPoisonWithLiveConsumer(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	b.admit(1)

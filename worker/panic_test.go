@@ -95,6 +95,7 @@ func (f *faulty) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]sec
 // admitted after it are persisted), the batch it hit is delivered again,
 // and Stop returns with no slot left taken.
 func TestPanicRecovered(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		where, method string
 	}{
@@ -160,6 +161,7 @@ func TestPanicRecovered(t *testing.T) {
 // TestQueuePanicRecovered: a batch of the queue mode that panics is
 // written again one order at a time; the worker goes on, and Stop returns.
 func TestQueuePanicRecovered(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
 	f := newFaulty(nil, b.store, "SaveOrders")

@@ -32,6 +32,7 @@ func (s heldStore) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]s
 // orders still waiting for the database are written first, and its dead
 // letters' orders are failed in the database. Its reader then stops.
 func TestRetire(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	// A dead letter whose order the database somehow lacks as failed:

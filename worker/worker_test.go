@@ -194,6 +194,7 @@ func (b *rig) dbVoucher() *seckill.Voucher {
 // TestRedeliveredThreeTimes is G4: one message delivered three times,
 // twice at once to two workers, makes one row and one stock decrement.
 func TestRedeliveredThreeTimes(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"mysql", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			b := newRig(t, backend, 10)
@@ -249,6 +250,7 @@ func TestRedeliveredThreeTimes(t *testing.T) {
 // letters with its stock and buyer slot given back and its order failed,
 // while the other orders flow.
 func TestMalformedMessage(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
 	for u := range int64(20) {
@@ -292,6 +294,7 @@ func TestMalformedMessage(t *testing.T) {
 // workers retry without acknowledging or dead-lettering anything, and all
 // drains when it is back.
 func TestDatabaseDownThenBack(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
 	proxy := testenv.StartProxy(t, "127.0.0.1:3306")
@@ -329,6 +332,7 @@ func TestDatabaseDownThenBack(t *testing.T) {
 // stock and buyers), the reader rebuilds it from the database, with the
 // buyers of the orders already persisted, and goes on.
 func TestStreamLost(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 50)
 	ctx := context.Background()
 	b.pool("w", true, nil)
@@ -458,6 +462,7 @@ func (b *rig) checkSoldOut(sold []*seckill.Order) {
 // letters, failed, the buyer keeps the first, and its unit stays taken: a
 // later buyer can buy what is left, and no more.
 func TestBuyerAdmittedTwice(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	p := b.pool("w", true, nil)
@@ -516,6 +521,7 @@ func offer(t *testing.T, q *Queue, o *seckill.Order) {
 // a reserved order of a buyer Redis admitted twice fails, the buyer keeps
 // the order in the database, and the unit stays taken.
 func TestQueueBuyerAdmittedTwice(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	q := b.queue(QueueConfig{BackoffMax: 200 * time.Millisecond}, nil, prometheus.NewRegistry(), true)
@@ -558,6 +564,7 @@ func TestQueueBuyerAdmittedTwice(t *testing.T) {
 // of them after the lease by a live one, and removed from the group once
 // it holds nothing.
 func TestReclaimAndReap(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
 	for u := range int64(25) {
@@ -594,6 +601,7 @@ func TestReclaimAndReap(t *testing.T) {
 // TestPoolWidensWithBacklog: the pool persists more batches at once while
 // a backlog waits, up to its maximum, and narrows again once drained.
 func TestPoolWidensWithBacklog(t *testing.T) {
+	t.Parallel()
 	b := newRig(t, "mysql", 2000)
 	ctx := context.Background()
 	for u := range int64(1000) {

@@ -12,6 +12,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestSplit(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		text string
@@ -47,6 +48,7 @@ func TestSplit(t *testing.T) {
 }
 
 func TestSplitErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		text string
@@ -68,6 +70,7 @@ func TestSplitErrors(t *testing.T) {
 func file(text string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(text)} }
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
 	fsys := fstest.MapFS{
 		"migrations/0002_orders.sql": file("CREATE TABLE orders (id INT);\nCREATE INDEX o ON orders (id);\n"),
 		"migrations/0001_init.sql":   file("-- the first\nCREATE TABLE users (id INT);\n"),
@@ -91,6 +94,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		files map[string]string
@@ -122,6 +126,7 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestLoadMissingDir(t *testing.T) {
+	t.Parallel()
 	if _, err := Load(fstest.MapFS{}, "nowhere"); err == nil {
 		t.Error("Load of a missing directory succeeded; want an error")
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	stored := []Key{{ID: 1, UserID: 10, VoucherID: 100}, {ID: 2, UserID: 20, VoucherID: 100}}
 	orders := []*seckill.Order{
 		{ID: 1, UserID: 10, VoucherID: 100}, // redelivery
@@ -34,6 +35,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestTakes(t *testing.T) {
+	t.Parallel()
 	orders := []*seckill.Order{{VoucherID: 7}, {VoucherID: 3}, {VoucherID: 7}, {VoucherID: 5}, {VoucherID: 7}}
 	want := []Take{{3, 1}, {5, 1}, {7, 3}}
 	if diff := cmp.Diff(want, Takes(orders)); diff != "" {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestRefusal(t *testing.T) {
+	t.Parallel()
 	begin := time.Date(2031, 3, 14, 15, 0, 0, 0, time.UTC)
 	end := begin.Add(time.Hour)
 	open := Sale{VoucherID: 42, Begin: begin, End: end, Stock: 3}

@@ -7,6 +7,7 @@ import (
 )
 
 func TestReason(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("秒杀失败🙂é", 100) // 600 runes, 1, 2, 3 and 4 bytes each
 	tests := []struct {
 		name, in, want string
