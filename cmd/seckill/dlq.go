@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/orderid"
 )
 
 const dlqUsage = `Usage: seckill dlq list | retry ID | discard ID [flags]
@@ -45,8 +44,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		fs.Usage()
 		return errUsage
 	}
-	mode, err := seckill.ParseMode(c.Mode)
-	if err != nil {
+	if _, err := seckill.ParseMode(c.Mode); err != nil {
 		return fmt.Errorf("--mode: %w", err)
 	}
 	t, err := openTool(ctx, &c, stderr)
@@ -54,8 +52,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer t.close()
-	dl := &seckill.DeadLetterService{Mode: mode, Cache: t.cache, Store: t.store, Vouchers: t.vouchers,
-		Logger: t.logger.With("via", "cli"), OrderTime: orderid.Time}
+	dl := t.DeadLetters
 	switch action {
 	case "list":
 		entries, err := dl.DeadLetters(ctx)

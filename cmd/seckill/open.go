@@ -13,12 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	drvmysql "github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/postgres"
 	"github.com/seckill/seckill/redis"
@@ -91,12 +91,13 @@ func openRedis(ctx context.Context, c *Config, embedded bool, logger *slog.Logge
 }
 
 // tool is what a command line tool that reads a sale opens: the database,
-// Redis, and the voucher service over them.
+// Redis, and the services that operate on them (built by internal/app, as
+// serve's are), in the mode of c (default stream).
 type tool struct {
-	logger   *slog.Logger
-	store    seckill.Store
-	cache    *redis.Client
-	vouchers *seckill.VoucherService
+	logger *slog.Logger
+	store  seckill.Store
+	cache  *redis.Client
+	*app.Ops
 }
 
 // openTool opens the database and Redis of c for a command line tool,
@@ -119,8 +120,11 @@ func openTool(ctx context.Context, c *Config, stderr io.Writer) (*tool, error) {
 		store.Close()
 		return nil, err
 	}
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now, DatabaseOnly: c.Mode == string(seckill.ModeSync)}
-	return &tool{logger: logger, store: store, cache: cache, vouchers: vouchers}, nil
+	mode := seckill.Mode(c.Mode)
+	if mode == "" {
+		mode = seckill.ModeStream
+	}
+	return &tool{logger: logger, store: store, cache: cache, Ops: app.NewOps(mode, store, cache, logger.With("via", "cli"))}, nil
 }
 
 // close closes what openTool opened.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-
-	"github.com/seckill/seckill"
 )
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -30,14 +28,14 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	defer t.close()
-	vouchers := t.vouchers
+	vouchers := t.Vouchers
 	ids := []int64{voucher}
 	if voucher == 0 {
 		if ids, err = vouchers.OpenIDs(ctx); err != nil {
 			return err
 		}
 	}
-	r := &seckill.Reconciler{Vouchers: vouchers, Store: t.store, Cache: t.cache}
+	r := t.Reconciler
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "voucher\tinitial\tdb stock\tdb orders\tredis remaining\tredis buyers\tpending\tdead letters\tdrift\tbuyer drift\t")
 	var bad int

@@ -66,7 +66,7 @@ func directStats(ctx context.Context, c *Config, stderr io.Writer) (*seckill.Sta
 	}
 	defer t.close()
 	mon, err := monitor.New(monitor.Config{
-		Vouchers:     t.vouchers,
+		Vouchers:     t.Vouchers,
 		Store:        t.store,
 		Streams:      t.cache,
 		Mode:         mode,

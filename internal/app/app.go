@@ -129,8 +129,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}()
 
-	a.Vouchers = &seckill.VoucherService{Store: cfg.Store, Cache: cfg.Cache, Logger: logger, Now: time.Now,
-		DatabaseOnly: cfg.Mode == seckill.ModeSync, InMemoryQueue: cfg.Mode == seckill.ModeQueue, Retention: cfg.Retention}
+	ops := NewOps(cfg.Mode, cfg.Store, cfg.Cache, logger)
+	a.Vouchers, a.DeadLetters, a.Reconciler = ops.Vouchers, ops.DeadLetters, ops.Reconciler
+	a.Vouchers.Retention = cfg.Retention
 	if err := a.Vouchers.Restore(ctx); err != nil {
 		// Not fatal: the vouchers that could be loaded are on sale, and
 		// admission checks Redis again before it admits.
@@ -169,9 +170,6 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	a.Orders = &seckill.OrderService{Mode: cfg.Mode, Cache: cfg.Cache, Store: cfg.Store, Vouchers: a.Vouchers, IDs: ids,
 		Logger: logger, OrderTime: orderid.Time}
-	a.DeadLetters = &seckill.DeadLetterService{Mode: cfg.Mode, Cache: cfg.Cache, Store: cfg.Store, Vouchers: a.Vouchers,
-		Logger: logger, OrderTime: orderid.Time}
-	a.Reconciler = &seckill.Reconciler{Vouchers: a.Vouchers, Store: cfg.Store, Cache: cfg.Cache}
 
 	var workers monitor.WorkerInfo
 	switch cfg.Mode {
@@ -228,6 +226,29 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// Ops are the services that operate on a sale without serving it: the
+// vouchers, the dead letters and the reconciler. New builds them for the
+// service; the command line tools (reconcile, dlq, stats) build them alone,
+// on the database and Redis of a running service.
+type Ops struct {
+	Vouchers    *seckill.VoucherService
+	DeadLetters *seckill.DeadLetterService
+	Reconciler  *seckill.Reconciler
+}
+
+// NewOps builds the services of Ops for mode on store and cache. It loads
+// nothing into Redis and starts nothing.
+func NewOps(mode seckill.Mode, store seckill.Store, cache *redis.Client, logger *slog.Logger) *Ops {
+	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now,
+		DatabaseOnly: mode == seckill.ModeSync, InMemoryQueue: mode == seckill.ModeQueue}
+	return &Ops{
+		Vouchers: vouchers,
+		DeadLetters: &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: vouchers,
+			Logger: logger, OrderTime: orderid.Time},
+		Reconciler: &seckill.Reconciler{Vouchers: vouchers, Store: store, Cache: cache},
+	}
 }
 
 // StartWorkers starts the workers that write admitted orders to the
