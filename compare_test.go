@@ -40,6 +40,19 @@ func TestCompare(t *testing.T) {
 		stored: map[int64]seckill.OrderStatus{2: seckill.OrderCreated},
 		want:   seckill.Reconciliation{Orders: 1, Loaded: true, Remaining: 90, Buyers: 10, Pending: 8, Drift: 1, BuyerDrift: 1},
 	}, {
+		// 5 is a dead letter retried, delivered again: its first failure is
+		// in the database, its unit and buyer in the cache again.
+		name:   "a failed order delivered again is pending",
+		st:     seckill.CacheState{Loaded: true, Remaining: 95, Buyers: 5, Length: 2, Pending: 1, Lag: lag(0), PendingOrders: []int64{5}},
+		orders: 4,
+		stored: map[int64]seckill.OrderStatus{5: seckill.OrderFailed},
+		want:   seckill.Reconciliation{Orders: 4, Loaded: true, Remaining: 95, Buyers: 5, Pending: 1},
+	}, {
+		name:   "a read cut short at its bounds is an estimate",
+		st:     seckill.CacheState{Loaded: true, Remaining: 0, Buyers: 100, Length: 20_000, Pending: 10, Bounded: true},
+		orders: 0,
+		want:   seckill.Reconciliation{Loaded: true, Buyers: 100, Pending: 19_990, Drift: -19_890, BuyerDrift: -19_890, Estimated: true},
+	}, {
 		name:   "not loaded: no stock counts",
 		st:     seckill.CacheState{Remaining: 5, DeadLetters: 2},
 		orders: 30,

@@ -32,6 +32,10 @@ type Reconciliation struct {
 	BuyerDrift int64
 	// Repaired says the cache was rebuilt from the database.
 	Repaired bool
+	// Estimated says the cache's side was read within bounds (a backlog of
+	// more than ten thousand orders, see CacheState.Bounded): Pending, and
+	// so the drifts, are an estimate, and a repair is not made on it.
+	Estimated bool
 }
 
 // OK reports whether the cache and the database agree.
@@ -56,7 +60,7 @@ type Reconciler struct {
 // a second look clears.
 func (r *Reconciler) Reconcile(ctx context.Context, voucherID int64, repair bool) (*Reconciliation, error) {
 	rec, err := r.compare(ctx, voucherID)
-	if err != nil || !repair || rec.OK() {
+	if err != nil || !repair || rec.OK() || rec.Estimated {
 		return rec, err
 	}
 	if err := r.Cache.Unload(ctx, voucherID); err != nil {
@@ -114,6 +118,7 @@ func Compare(v *Voucher, st *CacheState, orders int64, stored map[int64]OrderSta
 		Loaded:      st.Loaded,
 		Buyers:      st.Buyers,
 		DeadLetters: st.DeadLetters,
+		Estimated:   st.Bounded,
 	}
 	if st.Loaded {
 		rec.Remaining = st.Remaining
@@ -126,7 +131,10 @@ func Compare(v *Voucher, st *CacheState, orders int64, stored map[int64]OrderSta
 	rec.Pending += st.Unlisted
 	seen := make(map[int64]bool, len(st.PendingOrders))
 	for _, id := range st.PendingOrders {
-		if _, ok := stored[id]; !ok && !seen[id] {
+		// Only a created order is counted among Orders: a failed one (a
+		// dead letter retried, or failed and not yet dead-lettered) still
+		// holds its unit and its buyer in the cache, so it is pending.
+		if stored[id] != OrderCreated && !seen[id] {
 			rec.Pending++
 		}
 		seen[id] = true

@@ -174,6 +174,10 @@ type CacheState struct {
 	PendingOrders []int64
 	// Unlisted counts the pending entries beyond those listed.
 	Unlisted int64
+	// Bounded says the read stopped at its bounds (more pending entries
+	// than it lists, or more undelivered ones than it counts when the
+	// cache cannot tell the lag): the counts above are then an estimate.
+	Bounded bool
 	// DeadLetters counts the entries of the dead-letter stream.
 	DeadLetters int64
 }

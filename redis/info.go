@@ -93,6 +93,7 @@ func (c *Client) state(ctx context.Context, voucherID int64, lim infoLimits) (*s
 		return nil, fmt.Errorf("redis: %s: %w", op, err)
 	}
 	st.Unlisted = max(0, st.Pending-int64(len(pel)))
+	st.Bounded = st.Unlisted > 0
 	if st.Consumers, err = readConsumers(replies[5]); err != nil {
 		return nil, fmt.Errorf("redis: %s: %w", op, err)
 	}
@@ -235,6 +236,8 @@ func (c *Client) streamDetails(ctx context.Context, voucherID int64, st *seckill
 		}
 		if n := int64(len(after)); n < lagCount {
 			st.Lag = &n
+		} else {
+			st.Bounded = true
 		}
 	}
 	return nil

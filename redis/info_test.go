@@ -98,11 +98,17 @@ func TestState(t *testing.T) {
 		if got.Lag != nil {
 			t.Errorf("Lag = %d with 2 undelivered past a deletion and a count limit of 2; want nil (unknown)", *got.Lag)
 		}
+		if !got.Bounded {
+			t.Error("Bounded = false with the undelivered entries beyond the count limit; want true (an estimate)")
+		}
 		// The pending entries listed are bounded.
 		readOrders(t, c, 1, "c1", 2)
 		got = state(t, c, 1, infoLimits{pending: 2, lagCount: 10})
 		if want := []int64{1002, 1004}; !cmp.Equal(want, got.PendingOrders) || got.Pending != 3 || got.Unlisted != 1 {
 			t.Errorf("pending limited to 2: PendingOrders %v, Pending %d, Unlisted %d; want %v, 3, 1", got.PendingOrders, got.Pending, got.Unlisted, want)
+		}
+		if !got.Bounded {
+			t.Error("Bounded = false with a pending entry unlisted; want true (an estimate)")
 		}
 
 		// Unloaded: no stock, no buyers; the stream stays.

@@ -50,6 +50,9 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t\n", id, rec.Voucher.InitialStock, rec.Voucher.Stock,
 			rec.Orders, remaining, rec.Buyers, rec.Pending, rec.DeadLetters, rec.Drift, rec.BuyerDrift)
+		if rec.Estimated {
+			fmt.Fprintf(tw, "\t(an estimate: the backlog is beyond the read's bounds; not repaired)\t\t\t\t\t\t\t\t\t\n")
+		}
 		if rec.Repaired {
 			fmt.Fprintf(tw, "\t(repaired: rebuilt in Redis from the database)\t\t\t\t\t\t\t\t\t\n")
 		}
