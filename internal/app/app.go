@@ -63,8 +63,9 @@ type Config struct {
 	Retention time.Duration
 
 	// IDs makes order ids. Default a generator whose node id is leased in
-	// Redis (NodeFreshWait is that lease's FreshWait, see
-	// redis.NodeLease; zero: its default).
+	// Redis. NodeFreshWait is that lease's FreshWait (see
+	// redis.NodeLease): zero, its default; negative, no wait (a key prefix
+	// private to a test).
 	IDs           seckill.IDGenerator
 	NodeFreshWait time.Duration
 	// WatchCacheEvery is how often the Redis server is checked for a
