@@ -6,13 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"go.uber.org/goleak"
 )
 
 // TestMain checks that no test leaves a goroutine behind: this package's
 // and package http_test's, which run in the same test binary.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testenv.LeakIgnores()...)
 }
 
 var testSecret = []byte("test-secret-0123456789abcdef-0123456789")

@@ -25,7 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testenv.LeakIgnores()...)
 }
 
 const testSecret = "e2e-secret-0123456789abcdef0123456789"

@@ -8,20 +8,15 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -240,66 +235,10 @@ func require(t testing.TB, service, rawURL, start string) {
 // server's redis:// URL and a func that kills the server (with SIGKILL,
 // and waits for it to exit); calling it again does nothing. Use it for
 // tests that change the server's configuration or stop it; the shared
-// server serves the rest.
+// server serves the rest. It is StartRedisProc for those that need no more
+// than a URL and a kill.
 func StartRedis(t testing.TB, args ...string) (url string, kill func()) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		msg := "redis-server is not installed: " + err.Error()
-		if CI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	argv := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir, "--save", "", "--appendonly", "no"}, args...)
-	cmd := exec.Command(bin, argv...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("redis-server stdout: %v", err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	// The server says when it is ready; wait for that line, not for a time.
-	// drained closes once the server's output ends, after its last write to out.
-	ready, drained := make(chan struct{}), make(chan struct{})
-	var out strings.Builder
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "Ready to accept connections") {
-				close(ready)
-				break
-			}
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	var once sync.Once
-	kill = func() {
-		once.Do(func() {
-			cmd.Process.Kill()
-			<-drained
-			cmd.Wait()
-		})
-	}
-	t.Cleanup(kill)
-	select {
-	case <-ready:
-		return "redis://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/0", kill
-	case <-drained:
-		t.Fatalf("redis-server exited at start:\n%s", out.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("redis-server was not ready within 30s")
-	}
-	return "", kill
+	p := StartRedisProc(t, args...)
+	return "redis://" + p.Addr + "/0", p.Kill
 }
