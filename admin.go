@@ -49,6 +49,9 @@ type VoucherStats struct {
 	Failed    int64 // failed orders in the database
 	Pending   int64 // queued orders the database does not hold yet
 	Drift     int64 // initial stock − (remaining + created + pending)
+	// RedisNode is the Redis master that holds the voucher
+	// (CacheState.Node); "" in the sync mode or when unknown.
+	RedisNode string
 	Stream    StreamStats
 }
 

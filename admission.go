@@ -35,12 +35,20 @@ func heldOrder(ctx context.Context, slots buyerSlots, userID, voucherID int64) (
 // admission records the buyer with the order, so a slot holding a.OrderID
 // means admitted (nil), one holding another order is that order
 // (ErrDuplicateOrder); an empty or unreadable slot is ErrUnavailable with
-// RetryAfter, as is an admission that could not run.
+// RetryAfter, as is an admission that could not run. A run that answers an
+// *Error of kind ErrUnavailable itself (an admission not yet on enough
+// replicas) is answered as it is, unsettled.
 func (s *VoucherService) admit(ctx context.Context, a Admission, run func(context.Context, Admission) error, slots buyerSlots, lookup time.Duration) error {
 	voucherID := a.VoucherID
 	admit := func(ctx context.Context, gen int64) error {
 		a.Generation = gen
 		err := run(ctx, a)
+		var final *Error
+		if errors.As(err, &final) && final.Kind == ErrUnavailable {
+			// The cache's own answer (an admission not yet on enough
+			// replicas): reading the slot back would answer admitted.
+			return err
+		}
 		if errors.Is(err, ErrUnavailable) {
 			return s.settle(ctx, a, slots, lookup, err)
 		}

@@ -180,6 +180,10 @@ type CacheState struct {
 	Bounded bool
 	// DeadLetters counts the entries of the dead-letter stream.
 	DeadLetters int64
+	// Node is the address of the Redis master that holds the voucher: one
+	// voucher's admissions all run there (on a Cluster, the master of its
+	// slot); "" when unknown.
+	Node string
 }
 
 // StreamConsumer is one consumer (an instance's workers) of a voucher's

@@ -22,7 +22,9 @@ import (
 
 // Config configures a run. Zero fields take the defaults in their comments.
 type Config struct {
-	// URL is the server's base URL. Required.
+	// URL is the server's base URL, or several instances' base URLs,
+	// comma-separated: the requests go to each in turn, as a load
+	// balancer would send them. Required.
 	URL string
 	// Label names the run in reports, e.g. "stream/mariadb".
 	Label string
@@ -70,7 +72,11 @@ func (c *Config) withDefaults() error {
 	if c.URL == "" || c.Token == nil {
 		return errors.New("bench: URL and Token are required")
 	}
-	c.URL = strings.TrimRight(c.URL, "/")
+	urls := strings.Split(c.URL, ",")
+	for i, u := range urls {
+		urls[i] = strings.TrimRight(strings.TrimSpace(u), "/")
+	}
+	c.URL = strings.Join(urls, ",")
 	if c.Users <= 0 {
 		c.Users = 1000
 	}
@@ -167,6 +173,9 @@ type run struct {
 	// before), and afterSoldOut counts the answers since.
 	soldOutAt    atomic.Int64
 	afterSoldOut atomic.Int64
+	// urls are the instances (Config.URL); next picks the next one.
+	urls []string
+	next atomic.Uint64
 }
 
 // Run runs a sale against the server and checks its books.
@@ -175,7 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := &run{cfg: cfg, report: &Report{Label: cfg.Label, Stock: cfg.Stock, Users: cfg.Users, Answers: map[string]int64{}},
-		orders: map[int]string{}, ids: map[int]string{}}
+		orders: map[int]string{}, ids: map[int]string{}, urls: strings.Split(cfg.URL, ",")}
 	if cfg.CeilingFor > 0 {
 		rate, err := r.ceiling(ctx)
 		if err != nil {
@@ -211,7 +220,8 @@ func (r *run) request(ctx context.Context, method, path, token string, body any,
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, r.cfg.URL+path, rd)
+	base := r.urls[(r.next.Add(1)-1)%uint64(len(r.urls))]
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -127,5 +128,39 @@ func TestBooksCatchLostOrder(t *testing.T) {
 	}
 	if v := Verdict(r); !strings.Contains(v, "1 of 50 orders answered 200 are not in the database") {
 		t.Errorf("verdict does not say so:\n%s", v)
+	}
+}
+
+// TestSeveralInstances: with several URLs, every instance is sent a share
+// of the requests, and the books are checked across them.
+func TestSeveralInstances(t *testing.T) {
+	t.Parallel()
+	shop := &fakeShop{orders: map[string]int64{}}
+	var hits [3]atomic.Int64
+	urls := make([]string, len(hits))
+	for i := range hits {
+		h := shop.handler()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits[i].Add(1)
+			h.ServeHTTP(w, r)
+		}))
+		defer srv.Close()
+		urls[i] = srv.URL + "/"
+	}
+	r, err := Run(context.Background(), Config{
+		URL: strings.Join(urls, ","), Label: "fake", Users: 200, Repeat: 3, Stock: 50, Concurrency: 16,
+		Token:      func(id int64, admin bool) (string, error) { return strconv.FormatInt(id, 10), nil },
+		CeilingFor: -1, SoldOutFor: -1, DrainTimeout: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Admitted != 50 || r.Created != 50 || !r.OK() {
+		t.Errorf("books across three instances: %+v", r)
+	}
+	for i := range hits {
+		if n := hits[i].Load(); n < 150 {
+			t.Errorf("instance %d was sent %d requests of over 600, want about a third", i, n)
+		}
 	}
 }

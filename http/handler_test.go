@@ -184,7 +184,7 @@ func TestJSONShapes(t *testing.T) {
 		{"stats", "GET", "/api/admin/stats", "admin", nil, 200, `{"time":"2026-12-01T12:00:00Z",
 			"vouchers":[{"id":"9007199254740993","title":"券 A","stock":100,"initialStock":100,"remaining":70,"created":0,"failed":0,
 				"pending":0,"drift":30,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z",
-				"stream":{"length":1,"pending":0,"lag":null,"oldestPendingSeconds":0.25,"consumers":1,"deadLetters":2}}],
+				"stream":{"length":1,"pending":0,"lag":null,"oldestPendingSeconds":0.25,"consumers":1,"deadLetters":2},"redisNode":"10.0.0.7:6379"}],
 			"admissions":[{"time":"2026-12-01T12:00:00Z","counts":{"admitted":3}}],
 			"workers":{"consumer":"host-1","mode":"stream","busy":0,"allowed":4,"breaker":"closed"}}`,
 			[]string{"Stats"}},
@@ -200,7 +200,7 @@ func TestJSONShapes(t *testing.T) {
 				Orders: 3, Loaded: true, Remaining: 7, Buyers: 3, DeadLetters: 1}
 			lag := (*int64)(nil)
 			e.stats.st = &seckill.Stats{Time: fakeNow.In(shanghai),
-				Vouchers: []seckill.VoucherStats{{Voucher: voucherA.Voucher, Remaining: &remaining, Drift: 30,
+				Vouchers: []seckill.VoucherStats{{Voucher: voucherA.Voucher, Remaining: &remaining, Drift: 30, RedisNode: "10.0.0.7:6379",
 					Stream: seckill.StreamStats{Length: 1, Lag: lag, OldestAge: 250 * time.Millisecond, Consumers: 1, DeadLetters: 2}}},
 				Admissions: []seckill.AdmissionSecond{{Time: fakeNow, Counts: map[string]int64{"admitted": 3}}},
 				Workers:    seckill.WorkerStats{Consumer: "host-1", Mode: seckill.ModeStream, Allowed: 4, Breaker: "closed"}}

@@ -12,22 +12,35 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	}{Status: "ok"})
 }
 
+// Detail describes a dependency that answers, for /readyz.
+type Detail func(context.Context) (string, error)
+
 // readyz asks every dependency at once, each within ReadyTimeout. Its
 // answer names which are down; the reasons go to the log, not to clients.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	var (
-		mu     sync.Mutex
-		wg     sync.WaitGroup
-		states = make(map[string]string, len(s.checks))
-		down   []string
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		states  = make(map[string]string, len(s.checks))
+		details = make(map[string]string, len(s.details))
+		down    []string
 	)
 	for name, check := range s.checks {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
 			defer cancel()
 			err := check(ctx)
+			var detail string
+			if describe := s.details[name]; err == nil && describe != nil {
+				// A dependency that answers but cannot say what it is
+				// (a failover under way) is still ready.
+				detail, _ = describe(ctx)
+			}
 			mu.Lock()
 			defer mu.Unlock()
+			if detail != "" {
+				details[name] = detail
+			}
 			if err != nil {
 				s.logger.Warn("dependency not ready", "dependency", name, "err", err)
 				states[name] = "down"
@@ -47,7 +60,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
-		Status string            `json:"status"`
-		Checks map[string]string `json:"checks"`
-	}{"ok", states})
+		Status  string            `json:"status"`
+		Checks  map[string]string `json:"checks"`
+		Details map[string]string `json:"details,omitempty"`
+	}{"ok", states, details})
 }

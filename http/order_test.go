@@ -31,20 +31,41 @@ func TestSeckillConcurrency(t *testing.T) {
 	type run struct {
 		mode    seckill.Mode
 		backend string
+		// redis is "" (the backend's Redis), "cluster" (a Redis Cluster of
+		// 3 masters and 3 replicas) or "sentinel" (a master, a replica and
+		// 3 sentinels).
+		redis string
 	}
 	runs := []run{
-		{seckill.ModeStream, "mysql"}, {seckill.ModeStream, "postgres"}, {seckill.ModeStream, "embedded"},
-		{seckill.ModeQueue, "mysql"}, {seckill.ModeQueue, "postgres"},
-		{seckill.ModeSync, "mysql"}, {seckill.ModeSync, "postgres"},
+		{seckill.ModeStream, "mysql", ""}, {seckill.ModeStream, "postgres", ""}, {seckill.ModeStream, "embedded", ""},
+		{seckill.ModeQueue, "mysql", ""}, {seckill.ModeQueue, "postgres", ""},
+		{seckill.ModeSync, "mysql", ""}, {seckill.ModeSync, "postgres", ""},
+		{seckill.ModeStream, "mysql", "cluster"}, {seckill.ModeStream, "postgres", "cluster"}, {seckill.ModeQueue, "mysql", "cluster"},
+		{seckill.ModeStream, "mysql", "sentinel"},
 	}
 	for _, r := range runs {
-		for _, stock := range []int64{100, 600} {
+		for i, stock := range []int64{100, 600} {
 			mode, backend := r.mode, r.backend
-			t.Run(fmt.Sprintf("%s/%s/stock=%d", mode, backend, stock), func(t *testing.T) {
-				e := newEnv(t, envOptions{backend: backend, mode: mode})
+			name := fmt.Sprintf("%s/%s/stock=%d", mode, backend, stock)
+			if r.redis != "" {
+				name = fmt.Sprintf("%s/%s+%s/stock=%d", mode, backend, r.redis, stock)
+			}
+			t.Run(name, func(t *testing.T) {
+				opt := envOptions{backend: backend, mode: mode}
+				switch r.redis {
+				case "cluster":
+					opt.redisURL = testenv.SharedCluster(t).URL
+				case "sentinel":
+					opt.redisURL = testenv.SharedSentinel(t).URL
+				}
+				e := newEnv(t, opt)
 				body := e.validVoucher()
 				body["stock"] = stock
 				voucherID := e.createVoucher(body)["id"].(string)
+				if r.redis == "cluster" {
+					// Each stock's sale on a master of its own.
+					voucherID = e.voucherOnMaster(i, func() string { return e.createVoucher(body)["id"].(string) }, voucherID)
+				}
 				tokens := make([]string, buyers)
 				for i := range tokens {
 					tokens[i] = e.mint(auth.Identity{UserID: int64(1000 + i)}, time.Hour)
@@ -255,4 +276,28 @@ func TestOrderStatus(t *testing.T) {
 		return e.do("GET", "/api/orders/"+orderID, e.buyer, nil).body["status"] == "created"
 	})
 	e.wantError(e.do("GET", "/api/orders/"+orderID, other, nil), 404, "order_not_found")
+}
+
+// voucherOnMaster returns id, or the first voucher that more calls of
+// create make, that the Cluster's master number i (in slot order) holds.
+func (e *env) voucherOnMaster(i int, create func() string, id string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	topo, err := e.cache.Topology(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	want := topo.Masters[i%len(topo.Masters)].Addr
+	for range 100 {
+		masters, err := e.cache.VoucherMasters(ctx, mustID(e.t, id))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if masters[mustID(e.t, id)] == want {
+			return id
+		}
+		id = create()
+	}
+	e.t.Fatalf("no voucher of 100 on master %s", want)
+	return ""
 }

@@ -104,6 +104,9 @@ type Services struct {
 	Tokens *auth.Tokens
 	// Checks are the dependencies /readyz reports, by name.
 	Checks map[string]Check
+	// Details describe, by the same names, dependencies that answer: what
+	// they are ("cluster: 3 masters, 3 replicas"), for /readyz.
+	Details map[string]Detail
 	// DeadLetters, Stats and Reconciler serve the admin API and page.
 	DeadLetters DeadLetterAdmin
 	Stats       StatsSource
@@ -119,6 +122,7 @@ type Server struct {
 	login      *auth.Login
 	tokens     *auth.Tokens
 	checks     map[string]Check
+	details    map[string]Detail
 	logger     *slog.Logger
 	metrics    *metrics
 	admissions *admissions
@@ -153,6 +157,7 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 		login:      svc.Login,
 		tokens:     svc.Tokens,
 		checks:     svc.Checks,
+		details:    svc.Details,
 		logger:     logger,
 		metrics:    m,
 		sampler:    newLogSampler(10),

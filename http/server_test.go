@@ -152,6 +152,9 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 			redisURL, prefix = testenv.RedisURL(t), testenv.RedisPrefix(t)
 			fallthrough
 		default:
+			if opt.redisURL != "" {
+				prefix = "t" + testenv.Random() // a shared Cluster or Sentinel
+			}
 			cache, err = redis.Open(ctx, redis.Config{URL: redisURL, Prefix: prefix}, logger)
 		}
 		if err != nil {
@@ -348,6 +351,21 @@ func TestHealth(t *testing.T) {
 	checks, _ := res.body["checks"].(map[string]any)
 	if res.status != 200 || checks["redis"] != "ok" || checks["db"] != "ok" {
 		t.Errorf("/readyz = %d %s, want 200 with redis and db ok", res.status, res.raw)
+	}
+	details, _ := res.body["details"].(map[string]any)
+	if d, _ := details["redis"].(string); !strings.HasPrefix(d, e.cache.Kind()+": 1 master, ") {
+		t.Errorf("/readyz details = %v, want redis described as %s with 1 master", res.body["details"], e.cache.Kind())
+	}
+}
+
+// TestReadyzCluster: /readyz says the Redis is a Cluster, and how big.
+func TestReadyzCluster(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{backend: "mysql", redisURL: testenv.SharedCluster(t).URL})
+	res := e.do("GET", "/readyz", "", nil)
+	details, _ := res.body["details"].(map[string]any)
+	if res.status != 200 || details["redis"] != "cluster: 3 masters, 3 replicas" {
+		t.Errorf("/readyz = %d %s, want redis described as cluster: 3 masters, 3 replicas", res.status, res.raw)
 	}
 }
 

@@ -39,6 +39,8 @@ type voucherStatsJSON struct {
 	BeginTime time.Time       `json:"beginTime"`
 	EndTime   time.Time       `json:"endTime"`
 	Stream    streamStatsJSON `json:"stream"`
+	// RedisNode is the Redis master holding the voucher; "" when unknown.
+	RedisNode string `json:"redisNode"`
 }
 
 type streamStatsJSON struct {
@@ -91,6 +93,7 @@ func newStatsJSON(st *seckill.Stats) statsJSON {
 			Drift:        vs.Drift,
 			BeginTime:    v.BeginTime.UTC(),
 			EndTime:      v.EndTime.UTC(),
+			RedisNode:    vs.RedisNode,
 			Stream: streamStatsJSON{
 				Length:               vs.Stream.Length,
 				Pending:              vs.Stream.Pending,

@@ -82,7 +82,7 @@ func TestAdminStatsJSON(t *testing.T) {
 	src := statsSource{st: &seckill.Stats{
 		Time: at,
 		Vouchers: []seckill.VoucherStats{
-			{Voucher: v, Remaining: &remaining, Created: 4, Failed: 1, Pending: 1, Drift: 0,
+			{Voucher: v, Remaining: &remaining, Created: 4, Failed: 1, Pending: 1, Drift: 0, RedisNode: "10.0.0.7:6379",
 				Stream: seckill.StreamStats{Length: 7, Pending: 2, Lag: &lag, OldestAge: 1500 * time.Millisecond, Consumers: 2, DeadLetters: 1}},
 			{Voucher: &seckill.Voucher{ID: 2, Title: "lost", InitialStock: 1, BeginTime: at, EndTime: at}, Drift: 1},
 		},
@@ -104,11 +104,13 @@ func TestAdminStatsJSON(t *testing.T) {
 			{"id": "9007199254740993", "title": "big id", "stock": 6, "initialStock": 10, "remaining": 5,
 			 "created": 4, "failed": 1, "pending": 1, "drift": 0,
 			 "beginTime": "2026-12-01T11:00:00Z", "endTime": "2026-12-01T13:00:00Z",
-			 "stream": {"length": 7, "pending": 2, "lag": 3, "oldestPendingSeconds": 1.5, "consumers": 2, "deadLetters": 1}},
+			 "stream": {"length": 7, "pending": 2, "lag": 3, "oldestPendingSeconds": 1.5, "consumers": 2, "deadLetters": 1},
+			 "redisNode": "10.0.0.7:6379"},
 			{"id": "2", "title": "lost", "stock": 0, "initialStock": 1, "remaining": null,
 			 "created": 0, "failed": 0, "pending": 0, "drift": 1,
 			 "beginTime": "2026-12-01T12:00:00Z", "endTime": "2026-12-01T12:00:00Z",
-			 "stream": {"length": 0, "pending": 0, "lag": null, "oldestPendingSeconds": 0, "consumers": 0, "deadLetters": 0}}
+			 "stream": {"length": 0, "pending": 0, "lag": null, "oldestPendingSeconds": 0, "consumers": 0, "deadLetters": 0},
+			 "redisNode": ""}
 		],
 		"admissions": [
 			{"time": "2026-12-01T12:00:00Z", "counts": {"admitted": 3, "sold_out": 9}},

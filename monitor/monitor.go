@@ -270,6 +270,7 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 	}
 	rec := seckill.Compare(v, st, created, stored)
 	vs.Created, vs.Pending, vs.Drift = rec.Orders, rec.Pending, rec.Drift
+	vs.RedisNode = st.Node
 	if rec.Loaded {
 		vs.Remaining = &rec.Remaining
 	}

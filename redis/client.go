@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
@@ -36,7 +38,19 @@ type Config struct {
 	// serve, reached by a command line tool: scripts run without their
 	// shebang line there and it has no eviction policy to check.
 	Embedded bool
+	// WaitReplicas is how many replicas must acknowledge an admission's
+	// write before it is answered (WAIT on the admission's connection).
+	// Default 0: answered once the master has it; a failover to a replica
+	// that lacked it then loses it (docs/guarantees.md).
+	WaitReplicas int
+	// WaitTimeout bounds that wait; an admission not acknowledged in time
+	// is answered unavailable (the buyer's retry finds it, or admits
+	// afresh). Default DefaultWaitTimeout.
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is Config.WaitTimeout's default.
+const DefaultWaitTimeout = 500 * time.Millisecond
 
 // Client is seckill's connection to Redis. It implements
 // [seckill.VoucherCache] and [seckill.LoginCodes].
@@ -50,6 +64,14 @@ type Client struct {
 	embedded bool
 	// server is the embedded server this client runs, if any.
 	server *miniredis.Miniredis
+	// waitReplicas and waitTimeout: Config.WaitReplicas and WaitTimeout.
+	waitReplicas int
+	waitTimeout  time.Duration
+
+	// topo is the topology voucherNode read last, at topoAt.
+	topoMu sync.Mutex
+	topo   *Topology
+	topoAt time.Time
 }
 
 var (
@@ -73,6 +95,14 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	c, err := open(opt, cfg.Prefix, cfg.Embedded, logger)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.WaitReplicas < 0 {
+		c.Close()
+		return nil, fmt.Errorf("redis: wait replicas %d: want 0 or more", cfg.WaitReplicas)
+	}
+	c.waitReplicas, c.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
+	if c.waitTimeout <= 0 {
+		c.waitTimeout = DefaultWaitTimeout
 	}
 	if cfg.Embedded {
 		if err := c.Ping(ctx); err != nil {
@@ -202,7 +232,10 @@ func redisErr(op string, err error) error {
 
 // retryable reports an error answer that a later try may not get.
 func retryable(msg string) bool {
-	for _, prefix := range []string{"OOM", "BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "MISCONF"} {
+	for _, prefix := range []string{"OOM", "BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "MISCONF",
+		// A slot moving during a reshard, or a redirection the client did
+		// not follow: the command did not run there.
+		"MOVED", "ASK", "UNBLOCKED"} {
 		if strings.HasPrefix(msg, prefix) {
 			return true
 		}

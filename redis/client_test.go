@@ -15,17 +15,30 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testenv.LeakIgnores()...)
 }
 
-// each runs test against the real Redis of this machine and against the
-// embedded server: the same code must behave the same on both.
+// each runs test against the real Redis of this machine, a Redis Cluster
+// and the embedded server: the same code must behave the same on all.
 func each(t *testing.T, test func(t *testing.T, c *Client)) {
 	t.Helper()
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
 		url := testenv.RedisURL(t)
 		c, err := Open(context.Background(), Config{URL: url, Prefix: testenv.RedisPrefix(t)}, testLogger(t))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(c.Close)
+		arm(t, c)
+		test(t, c)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		// Every key a script or pipeline touches must be in one slot; a
+		// Cluster refuses the ones that are not (CROSSSLOT).
+		t.Parallel()
+		cl := testenv.SharedCluster(t)
+		c, err := Open(context.Background(), Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testLogger(t))
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}

@@ -23,11 +23,45 @@ const embeddedIdentity = "embedded"
 // AOF or RDB file may bring back older data); a failover to a replica
 // changes both; a server that resynchronised from another master keeps its
 // run id but changes its replication id.
+//
+// On a Cluster it names every master, with its slots: "first-last=run/
+// replid" for each, in slot order. A failover of any master, or a reshard,
+// changes it: the data of every voucher is then checked again.
 func (c *Client) Identity(ctx context.Context) (string, error) {
 	if c.embedded {
 		return embeddedIdentity, nil
 	}
-	info, err := c.rdb.Do(ctx, c.rdb.B().Info().Section("server", "replication").Build()).ToString()
+	if c.Kind() != KindCluster {
+		return serverIdentity(ctx, c.rdb)
+	}
+	shards, err := c.clusterShards(ctx)
+	if err != nil {
+		return "", err
+	}
+	nodes := c.rdb.Nodes()
+	parts := make([]string, 0, len(shards))
+	for _, s := range shards {
+		node, ok := nodes[s.Addr]
+		if !ok {
+			// The client has not yet learnt of a master the Cluster names.
+			return "", fmt.Errorf("redis: read the identity of master %s: not connected yet: %w", s.Addr, seckill.ErrUnavailable)
+		}
+		id, err := serverIdentity(ctx, node)
+		if err != nil {
+			return "", err
+		}
+		ranges := make([]string, len(s.Slots))
+		for i, r := range s.Slots {
+			ranges[i] = fmt.Sprintf("%d-%d", r[0], r[1])
+		}
+		parts = append(parts, strings.Join(ranges, "+")+"="+id)
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// serverIdentity reads "run_id/master_replid" of the server rdb talks to.
+func serverIdentity(ctx context.Context, rdb rueidis.Client) (string, error) {
+	info, err := rdb.Do(ctx, rdb.B().Info().Section("server", "replication").Build()).ToString()
 	if err != nil {
 		return "", redisErr("read the server's identity", err)
 	}
@@ -40,6 +74,11 @@ func (c *Client) Identity(ctx context.Context) (string, error) {
 	run, repl := fields["run_id"], fields["master_replid"]
 	if run == "" || repl == "" {
 		return "", fmt.Errorf("redis: read the server's identity: INFO has no run_id or master_replid")
+	}
+	if fields["role"] != "" && fields["role"] != "master" {
+		// A replica answering for a master (a failover under way): not the
+		// server admissions write to; check again later.
+		return "", fmt.Errorf("redis: read the server's identity: it is a %s: %w", fields["role"], seckill.ErrUnavailable)
 	}
 	return run + "/" + repl, nil
 }
@@ -94,17 +133,45 @@ func (c *Client) SetFence(ctx context.Context, token, identity string) (bool, er
 	return n == 1, nil
 }
 
-// ArmAdmission loads the admission script into every Redis node's script
+// ArmAdmission loads the admission script into every master's script
 // cache: until then Admit answers ErrCacheUnverified. Only a caller that
-// checked the server (the fence matches its identity) arms it.
+// checked the server (the fence matches its identity) arms it. Replicas are
+// left unarmed on purpose: one promoted by a failover must refuse
+// admissions until its data (which may lack the last ones) is checked.
 func (c *Client) ArmAdmission(ctx context.Context) error {
 	src := c.scripts.get("admit").src
-	for addr, node := range c.rdb.Nodes() {
+	masters, err := c.masterNodes(ctx)
+	if err != nil {
+		return err
+	}
+	for addr, node := range masters {
 		if err := node.Do(ctx, node.B().ScriptLoad().Script(src).Build()).Error(); err != nil {
 			return redisErr("load the admission script on "+addr, err)
 		}
 	}
 	return nil
+}
+
+// masterNodes returns a client for each master: the Cluster's masters, or
+// the one server.
+func (c *Client) masterNodes(ctx context.Context) (map[string]rueidis.Client, error) {
+	if c.Kind() != KindCluster {
+		return c.rdb.Nodes(), nil
+	}
+	shards, err := c.clusterShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nodes := c.rdb.Nodes()
+	out := make(map[string]rueidis.Client, len(shards))
+	for _, s := range shards {
+		node, ok := nodes[s.Addr]
+		if !ok {
+			return nil, fmt.Errorf("redis: master %s: not connected yet: %w", s.Addr, seckill.ErrUnavailable)
+		}
+		out[s.Addr] = node
+	}
+	return out, nil
 }
 
 // DisarmAdmission empties every Redis node's script cache, so that every

@@ -76,6 +76,7 @@ func (c *Client) state(ctx context.Context, voucherID int64, lim infoLimits) (*s
 	if st.Length, err = replies[2].AsInt64(); err != nil {
 		return nil, redisErr(op, err)
 	}
+	st.Node = c.voucherNode(ctx, voucherID)
 	if st.DeadLetters, err = replies[6].AsInt64(); err != nil {
 		return nil, redisErr(op, err)
 	}

@@ -77,7 +77,13 @@ func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) er
 	cmd := c.rdb.B().Evalsha().Sha1(c.scripts.get("admit").sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).
 		Arg(strconv.FormatInt(a.UserID, 10), strconv.FormatInt(a.OrderID, 10), strconv.FormatInt(a.VoucherID, 10), appendFlag,
 			strconv.FormatInt(a.Generation, 10)).Build()
-	res, err := c.rdb.Do(ctx, cmd).ToArray()
+	var res []rueidis.RedisMessage
+	var err error
+	if c.waitReplicas > 0 {
+		res, err = c.admitReplicated(ctx, cmd)
+	} else {
+		res, err = c.rdb.Do(ctx, cmd).ToArray()
+	}
 	if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
 		return fmt.Errorf("redis: admit: %w", seckill.ErrCacheUnverified)
 	}

@@ -781,6 +781,9 @@ func TestTrimOrdersNothingDelivered(t *testing.T) {
 func TestTrimOrdersReadBetween(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
+		if c.Kind() == KindCluster {
+			t.Skip("the hook is a proxy in front of one server; the other runs cover the script")
+		}
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)
 		readOrders(t, c, 1, "a", 1)

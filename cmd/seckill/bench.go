@@ -38,7 +38,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	c.workerFlags(fs)
 	c.limitFlags(fs)
 	fs.StringVar(&c.Mode, "mode", "stream", "mode of the in-process server: stream, queue or sync")
-	fs.StringVar(&b.url, "url", "", "bench a running server at this URL instead of one in this process (needs its --jwt-secret)")
+	fs.StringVar(&b.url, "url", "", "bench a running server at this URL instead of one in this process (needs its --jwt-secret); several instances comma-separated, each sent requests in turn")
 	fs.StringVar(&b.compare, "compare", "", "run each of these modes in turn, each on a fresh sale, e.g. sync,queue,stream")
 	fs.IntVar(&b.users, "users", 1000, "buyers")
 	fs.IntVar(&b.repeat, "repeat", 2, "requests per buyer")

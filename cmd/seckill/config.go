@@ -21,6 +21,8 @@ type Config struct {
 	Mode              string        // order pipeline: stream
 	RedisURL          string        // empty with DBURL empty: embedded default
 	RedisPrefix       string        // starts every Redis key
+	RedisWaitReplicas int           // replicas that must have an admission before it is answered
+	RedisWaitTimeout  time.Duration // how long an admission waits for them
 	DBURL             string        // mysql://, postgres://, sqlite://
 	DBMaxConns        int           // database connection pool size
 	DataDir           string        // the embedded default's files
@@ -90,8 +92,10 @@ func (c *Config) httpFlags(fs *flag.FlagSet) {
 }
 
 func (c *Config) redisFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL: redis://[user:pass@]host:port[/db], rediss:// for TLS, ?addr=host:port for more Cluster nodes (empty, with --db-url empty: the embedded default)")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL: redis://[user:pass@]host:port[/db], rediss:// for TLS; a Cluster: redis://host1:port?addr=host2:port&addr=host3:port; Sentinel: redis://sentinel1:26379?addr=sentinel2:26379&master_set=NAME (empty, with --db-url empty: the embedded default)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", redis.DefaultPrefix, "prefix of every Redis key")
+	fs.IntVar(&c.RedisWaitReplicas, "redis-wait-replicas", 0, "replicas that must acknowledge an admission (Redis WAIT) before it is answered 200; fewer within --redis-wait-timeout answer 503 (0: answer once the master has it, and a failover to a lagging replica may lose it)")
+	fs.DurationVar(&c.RedisWaitTimeout, "redis-wait-timeout", redis.DefaultWaitTimeout, "how long an admission waits for --redis-wait-replicas")
 }
 
 func (c *Config) dbFlags(fs *flag.FlagSet) {

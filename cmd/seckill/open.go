@@ -77,7 +77,7 @@ const embeddedAddrFile = "redis-addr"
 // writes its address in DataDir.
 func openRedis(ctx context.Context, c *Config, embedded bool, logger *slog.Logger) (*redis.Client, error) {
 	if !embedded {
-		return redis.Open(ctx, redis.Config{URL: c.RedisURL, Prefix: c.RedisPrefix}, logger)
+		return redis.Open(ctx, c.redisConfig(), logger)
 	}
 	cache, err := redis.OpenEmbedded(c.RedisPrefix, logger)
 	if err != nil {
@@ -138,7 +138,7 @@ func (t *tool) close() {
 // DataDir.
 func dialRedis(ctx context.Context, c *Config, embedded bool, logger *slog.Logger) (*redis.Client, error) {
 	if !embedded {
-		return redis.Open(ctx, redis.Config{URL: c.RedisURL, Prefix: c.RedisPrefix}, logger)
+		return redis.Open(ctx, c.redisConfig(), logger)
 	}
 	b, err := os.ReadFile(filepath.Join(c.DataDir, embeddedAddrFile))
 	if err != nil {
@@ -195,4 +195,9 @@ func redact(raw string) string {
 		return "(unparseable URL)"
 	}
 	return u.Redacted()
+}
+
+// redisConfig is the configuration of the Redis client of c.
+func (c *Config) redisConfig() redis.Config {
+	return redis.Config{URL: c.RedisURL, Prefix: c.RedisPrefix, WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout}
 }

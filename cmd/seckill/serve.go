@@ -51,7 +51,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		printBanner(stdout, svc.url, &c, token)
 	}
-	svc.Logger.Info("seckill listening", "url", svc.url, "mode", svc.Mode, "embedded", svc.embedded, "version", version)
+	topo, err := svc.Cache.Topology(ctx)
+	if err != nil {
+		return fmt.Errorf("read the Redis topology: %w", err)
+	}
+	if !svc.embedded {
+		fmt.Fprintf(stdout, "seckill %s listening on %s\n  Redis: %s; admissions wait for %d replicas\n", version, svc.url, topo, svc.Cache.WaitReplicas())
+	}
+	svc.Logger.Info("seckill listening", "url", svc.url, "mode", svc.Mode, "embedded", svc.embedded, "version", version,
+		"redis", topo.String(), "redis_wait_replicas", svc.Cache.WaitReplicas())
 
 	<-ctx.Done()
 	svc.Logger.Info("shutting down: finishing requests in flight", "grace", c.ShutdownTimeout.String())

@@ -145,6 +145,7 @@ type statsAnswer struct {
 			Consumers            int64   `json:"consumers"`
 			DeadLetters          int64   `json:"deadLetters"`
 		} `json:"stream"`
+		RedisNode string `json:"redisNode"`
 	} `json:"vouchers"`
 	Admissions []struct {
 		Time   time.Time        `json:"time"`
@@ -170,7 +171,7 @@ func decodeStats(body []byte) (*seckill.Stats, error) {
 	for _, v := range a.Vouchers {
 		st.Vouchers = append(st.Vouchers, seckill.VoucherStats{
 			Voucher:   &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime},
-			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift,
+			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift, RedisNode: v.RedisNode,
 			Stream: seckill.StreamStats{
 				Length: v.Stream.Length, Pending: v.Stream.Pending, Lag: v.Stream.Lag,
 				OldestAge: time.Duration(v.Stream.OldestPendingSeconds * float64(time.Second)), Consumers: v.Stream.Consumers, DeadLetters: v.Stream.DeadLetters,
@@ -191,12 +192,16 @@ func printStats(w io.Writer, st *seckill.Stats, source string, server bool) {
 		fmt.Fprintln(w, "no vouchers on sale or ended within a day")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "voucher\ttitle\tinitial\tdb stock\tremaining\tcreated\tfailed\tpending\tdrift\tstream\tdelivered\tundelivered\toldest pending\tconsumers\tdead letters\t")
+		fmt.Fprintln(tw, "voucher\ttitle\tinitial\tdb stock\tremaining\tcreated\tfailed\tpending\tdrift\tstream\tdelivered\tundelivered\toldest pending\tconsumers\tdead letters\tredis master\t")
 		for _, vs := range st.Vouchers {
 			v, s := vs.Voucher, vs.Stream
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t\n",
+			node := vs.RedisNode
+			if node == "" {
+				node = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t\n",
 				v.ID, shorten(v.Title, 24), v.InitialStock, v.Stock, orNot(vs.Remaining, "not loaded"), vs.Created, vs.Failed, vs.Pending, vs.Drift,
-				s.Length, s.Pending, orNot(s.Lag, "unknown"), s.OldestAge.Round(100*time.Millisecond), s.Consumers, s.DeadLetters)
+				s.Length, s.Pending, orNot(s.Lag, "unknown"), s.OldestAge.Round(100*time.Millisecond), s.Consumers, s.DeadLetters, node)
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "\nremaining + created + pending = initial when drift is 0; \"delivered\" are with a worker, not yet acknowledged.")

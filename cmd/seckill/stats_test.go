@@ -50,7 +50,7 @@ func TestStatsRealServices(t *testing.T) {
 	}
 	// 10 admitted, 1 dead-lettered (its stock back): 9 pending, 1 of them
 	// delivered; drift 0.
-	want := []string{id, "monitortest", "10", "10", "1", "0", "1", "9", "0", "9", "1", "8", "*", "1", "1"}
+	want := []string{id, "monitortest", "10", "10", "1", "0", "1", "9", "0", "9", "1", "8", "*", "1", "1", "127.0.0.1:6379"}
 	if diff := cmp.Diff(want, statsRow(t, out, want)); diff != "" {
 		t.Errorf("voucher row (-want +got):\n%s\n%s", diff, out)
 	}
@@ -98,7 +98,7 @@ func TestStatsEmbedded(t *testing.T) {
 		t.Fatalf("buy = %d %v", status, res)
 	}
 	// The serve's workers write the order; their consumer reads the stream.
-	want := []string{id, "e2e", "7", "6", "6", "1", "0", "0", "0", "*", "0", "0", "*", "1", "0"}
+	want := []string{id, "e2e", "7", "6", "6", "1", "0", "0", "0", "*", "0", "0", "*", "1", "0", "*"}
 	waitFor(t, 20*time.Second, func() (bool, string) {
 		code, out, errOut := runCmd(environ{}, "stats", "--data-dir", dir)
 		if code != 0 {

@@ -309,6 +309,7 @@
     syncRows($("#streams tbody"), vouchers, "data-voucher", (v) => v.id, (v, key) => {
       const tr = el("tr", {}, titleCell(v, key));
       for (const n of numbers) tr.append(el("td", { class: "num", "data-voucher": key, "data-field": "stream." + n }));
+      tr.append(el("td", { "data-voucher": key, "data-field": "redisNode" }));
       return tr;
     }, (tr, v) => {
       const s = v.stream || {};
@@ -319,6 +320,7 @@
       field(tr, "stream.deadLetters").classList.toggle("warn", s.deadLetters > 0);
       field(tr, "stream.consumers").classList.toggle("warn", s.consumers === 0 && s.length > 0);
       if (s.lag === null || s.lag === undefined) field(tr, "stream.lag").title = "Redis cannot tell";
+      field(tr, "redisNode").textContent = v.redisNode || "–";
     });
   }
 

@@ -220,6 +220,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Login:       cfg.Login,
 		Tokens:      cfg.Tokens,
 		Checks:      map[string]sechttp.Check{"redis": cfg.Cache.Ping, "db": cfg.Store.Ping},
+		Details:     map[string]sechttp.Detail{"redis": cfg.Cache.Describe},
 		Reconciler:  a.Reconciler,
 		Stats:       a.Monitor,
 		DeadLetters: a.DeadLetters,

@@ -1,0 +1,372 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+)
+
+// Deployment kinds that Topology reports.
+const (
+	KindEmbedded = "embedded" // the in-process server of OpenEmbedded
+	KindSingle   = "single"   // one Redis server (perhaps with replicas no one promotes)
+	KindSentinel = "sentinel" // a master that Sentinel fails over to a replica
+	KindCluster  = "cluster"  // a Redis Cluster: slots spread over masters
+)
+
+// Topology is the shape of the Redis deployment: what kind it is and which
+// masters serve it.
+type Topology struct {
+	Kind    string
+	Masters []Shard
+}
+
+// Shard is one master and what it serves.
+type Shard struct {
+	Addr string // host:port
+	// Slots are the Cluster slot ranges it serves, first and last
+	// inclusive; nil outside a Cluster (it serves everything).
+	Slots [][2]int
+	// Replicas are the addresses of its replicas, as it or the Cluster
+	// names them.
+	Replicas []string
+}
+
+// String describes the topology in one line, for the banner and /readyz:
+// "cluster: 3 masters (a, b, c), 3 replicas".
+func (t Topology) String() string {
+	addrs := make([]string, len(t.Masters))
+	replicas := 0
+	for i, m := range t.Masters {
+		addrs[i] = m.Addr
+		replicas += len(m.Replicas)
+	}
+	noun := "masters"
+	if len(t.Masters) == 1 {
+		noun = "master"
+	}
+	return fmt.Sprintf("%s: %d %s (%s), %d replicas", t.Kind, len(t.Masters), noun, strings.Join(addrs, ", "), replicas)
+}
+
+// Summary is String without the addresses, for answers to anyone who asks
+// (/readyz): "cluster: 3 masters, 3 replicas".
+func (t Topology) Summary() string {
+	replicas := 0
+	for _, m := range t.Masters {
+		replicas += len(m.Replicas)
+	}
+	noun := "masters"
+	if len(t.Masters) == 1 {
+		noun = "master"
+	}
+	return fmt.Sprintf("%s: %d %s, %d replicas", t.Kind, len(t.Masters), noun, replicas)
+}
+
+// Describe is Topology(ctx).Summary(), for /readyz.
+func (c *Client) Describe(ctx context.Context) (string, error) {
+	t, err := c.Topology(ctx)
+	if err != nil {
+		return "", err
+	}
+	return t.Summary(), nil
+}
+
+// Kind reports the kind of deployment the client was configured for,
+// without asking Redis.
+func (c *Client) Kind() string {
+	if c.embedded {
+		return KindEmbedded
+	}
+	switch c.rdb.Mode() {
+	case rueidis.ClientModeCluster:
+		return KindCluster
+	case rueidis.ClientModeSentinel:
+		return KindSentinel
+	}
+	return KindSingle
+}
+
+// Topology asks Redis for its masters: CLUSTER SLOTS on a Cluster, INFO
+// replication on the one master otherwise.
+func (c *Client) Topology(ctx context.Context) (Topology, error) {
+	t := Topology{Kind: c.Kind()}
+	if t.Kind == KindCluster {
+		shards, err := c.clusterShards(ctx)
+		if err != nil {
+			return Topology{}, err
+		}
+		t.Masters = shards
+		return t, nil
+	}
+	var addr string
+	for a := range c.rdb.Nodes() {
+		addr = a // a single or sentinel client has one node: the master
+	}
+	m := Shard{Addr: addr}
+	if !c.embedded {
+		info, err := c.rdb.Do(ctx, c.rdb.B().Info().Section("replication").Build()).ToString()
+		if err != nil {
+			return Topology{}, redisErr("read the replicas", err)
+		}
+		m.Replicas = infoReplicas(info)
+	}
+	t.Masters = []Shard{m}
+	return t, nil
+}
+
+// infoReplicas returns the replicas that INFO replication lists
+// ("slave0:ip=127.0.0.1,port=6380,state=online,...").
+func infoReplicas(info string) []string {
+	var out []string
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(k, "slave") {
+			continue
+		}
+		if _, err := strconv.Atoi(strings.TrimPrefix(k, "slave")); err != nil {
+			continue
+		}
+		var ip, port string
+		for _, f := range strings.Split(v, ",") {
+			if name, val, ok := strings.Cut(f, "="); ok {
+				switch name {
+				case "ip":
+					ip = val
+				case "port":
+					port = val
+				}
+			}
+		}
+		if ip != "" && port != "" {
+			out = append(out, net.JoinHostPort(ip, port))
+		}
+	}
+	return out
+}
+
+// clusterShards reads the Cluster's masters, their slots and replicas, from
+// any node, sorted by first slot: with CLUSTER SHARDS (Redis 7), which
+// lists every replica that is not failed (CLUSTER SLOTS leaves out a
+// replica that has had no write to copy yet), else CLUSTER SLOTS.
+func (c *Client) clusterShards(ctx context.Context) ([]Shard, error) {
+	shards, err := c.rdb.Do(ctx, c.rdb.B().ClusterShards().Build()).ToArray()
+	if err == nil {
+		return parseShards(shards)
+	}
+	if isNetwork(err) {
+		return nil, redisErr("read the Cluster's shards", err)
+	}
+	ranges, err := c.rdb.Do(ctx, c.rdb.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return nil, redisErr("read the Cluster's slots", err)
+	}
+	byAddr := map[string]*Shard{}
+	var order []string
+	for _, r := range ranges {
+		f, err := r.ToArray()
+		if err != nil || len(f) < 3 {
+			return nil, fmt.Errorf("redis: CLUSTER SLOTS: a range of %d fields", len(f))
+		}
+		first, err1 := f[0].AsInt64()
+		last, err2 := f[1].AsInt64()
+		master, err3 := nodeAddr(f[2])
+		if err := firstErr(err1, err2, err3); err != nil {
+			return nil, fmt.Errorf("redis: CLUSTER SLOTS: %w", err)
+		}
+		s, ok := byAddr[master]
+		if !ok {
+			s = &Shard{Addr: master}
+			byAddr[master] = s
+			order = append(order, master)
+		}
+		s.Slots = append(s.Slots, [2]int{int(first), int(last)})
+		for _, rep := range f[3:] {
+			addr, err := nodeAddr(rep)
+			if err != nil {
+				return nil, fmt.Errorf("redis: CLUSTER SLOTS: %w", err)
+			}
+			if !slices.Contains(s.Replicas, addr) {
+				s.Replicas = append(s.Replicas, addr)
+			}
+		}
+	}
+	out := make([]Shard, 0, len(order))
+	for _, a := range order {
+		s := byAddr[a]
+		slices.SortFunc(s.Slots, func(x, y [2]int) int { return x[0] - y[0] })
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(x, y Shard) int { return x.Slots[0][0] - y.Slots[0][0] })
+	return out, nil
+}
+
+// parseShards reads CLUSTER SHARDS: for each shard a map of "slots" (first
+// and last of each range, flat) and "nodes" (maps of ip, port, role,
+// health).
+func parseShards(shards []rueidis.RedisMessage) ([]Shard, error) {
+	var out []Shard
+	for _, sh := range shards {
+		m, err := sh.AsMap()
+		if err != nil {
+			return nil, fmt.Errorf("redis: CLUSTER SHARDS: %w", err)
+		}
+		sm := m["slots"]
+		slots, err := sm.AsIntSlice()
+		if err != nil || len(slots)%2 != 0 {
+			return nil, fmt.Errorf("redis: CLUSTER SHARDS: slots %v: %v", slots, err)
+		}
+		if len(slots) == 0 {
+			continue // a shard with no slots (an empty master) serves nothing
+		}
+		nm := m["nodes"]
+		nodes, err := nm.ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("redis: CLUSTER SHARDS: nodes: %w", err)
+		}
+		s := Shard{}
+		for i := 0; i < len(slots); i += 2 {
+			s.Slots = append(s.Slots, [2]int{int(slots[i]), int(slots[i+1])})
+		}
+		for _, n := range nodes {
+			f, err := n.AsMap()
+			if err != nil {
+				return nil, fmt.Errorf("redis: CLUSTER SHARDS: node: %w", err)
+			}
+			ipm, portm, rolem, healthm := f["ip"], f["port"], f["role"], f["health"]
+			ip, _ := ipm.ToString()
+			port, _ := portm.AsInt64()
+			role, _ := rolem.ToString()
+			health, _ := healthm.ToString()
+			addr := net.JoinHostPort(ip, strconv.FormatInt(port, 10))
+			switch {
+			case health == "fail":
+			case role == "master":
+				s.Addr = addr
+			case role == "replica":
+				s.Replicas = append(s.Replicas, addr)
+			}
+		}
+		if s.Addr == "" {
+			// Its master failed and no replica is promoted yet.
+			return nil, fmt.Errorf("redis: the master of slots %d-%d is down: %w", s.Slots[0][0], s.Slots[0][1], seckill.ErrUnavailable)
+		}
+		slices.SortFunc(s.Slots, func(x, y [2]int) int { return x[0] - y[0] })
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("redis: CLUSTER SHARDS: no shard serves a slot")
+	}
+	slices.SortFunc(out, func(x, y Shard) int { return x.Slots[0][0] - y.Slots[0][0] })
+	return out, nil
+}
+
+// nodeAddr reads host:port from a CLUSTER SLOTS node entry [ip, port, id, ...].
+func nodeAddr(m rueidis.RedisMessage) (string, error) {
+	f, err := m.ToArray()
+	if err != nil || len(f) < 2 {
+		return "", fmt.Errorf("a node of %d fields", len(f))
+	}
+	host, err := f[0].ToString()
+	if err != nil {
+		return "", err
+	}
+	port, err := f[1].AsInt64()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, strconv.FormatInt(port, 10)), nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// VoucherMaster returns the address of the master that holds the voucher's
+// keys: on a Cluster the master of its slot (one voucher, one slot, one
+// master: docs/scaling.md), else the one master.
+func (t Topology) VoucherMaster(k keyspace, voucherID int64) string {
+	if len(t.Masters) == 0 {
+		return ""
+	}
+	if t.Kind != KindCluster {
+		return t.Masters[0].Addr
+	}
+	slot := keySlot(k.voucher(voucherID).Stock)
+	for _, m := range t.Masters {
+		for _, r := range m.Slots {
+			if slot >= r[0] && slot <= r[1] {
+				return m.Addr
+			}
+		}
+	}
+	return ""
+}
+
+// VoucherMasters returns, for each voucher, the address of the master that
+// holds its keys (see Topology.VoucherMaster).
+func (c *Client) VoucherMasters(ctx context.Context, voucherIDs ...int64) (map[int64]string, error) {
+	t, err := c.Topology(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]string, len(voucherIDs))
+	for _, id := range voucherIDs {
+		out[id] = t.VoucherMaster(c.keys, id)
+	}
+	return out, nil
+}
+
+// topologyFor is how long voucherNode trusts the topology it read.
+const topologyFor = 5 * time.Second
+
+// voucherNode returns the master that holds the voucher, from a topology
+// read at most topologyFor ago; "" when it cannot be read (the snapshot it
+// is part of does not fail for that).
+func (c *Client) voucherNode(ctx context.Context, voucherID int64) string {
+	c.topoMu.Lock()
+	defer c.topoMu.Unlock()
+	if c.topo == nil || time.Since(c.topoAt) > topologyFor {
+		t, err := c.Topology(ctx)
+		if err != nil {
+			return ""
+		}
+		c.topo, c.topoAt = &t, time.Now()
+	}
+	return c.topo.VoucherMaster(c.keys, voucherID)
+}
+
+// keySlot is the Cluster slot of key: CRC16 (XMODEM) of its hash tag (the
+// part between the first '{' and the next '}', if not empty) or of the
+// whole key, mod 16384.
+func keySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}

@@ -1,0 +1,86 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+)
+
+// admitReplicated runs the admission script and then WAIT for
+// Config.WaitReplicas replicas, on one connection of its own.
+//
+// WAIT counts only the writes of the connection it runs on, and blocks that
+// connection until it returns: on the shared, pipelined connections it
+// would cover other requests' writes and stall every admission queued
+// behind it. A dedicated connection (rueidis' pool of them, one per
+// command in flight) gives each admission its own.
+//
+// An admission the script made but too few replicas acknowledged is
+// answered unavailable, never admitted: a failover now could lose it. It
+// stays in Redis; the buyer's retry gets it back as a duplicate with the
+// same order id if it survives, or admits afresh if it was lost. A lost
+// reply is answered the same way, for the same reason: reading the buyer's
+// slot back (the service's settle) would find the write on the master
+// without knowing whether a replica has it.
+func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]rueidis.RedisMessage, error) {
+	var (
+		out      []rueidis.RedisMessage
+		acked    int64
+		scripted error
+		waited   error
+	)
+	err := c.rdb.Dedicated(func(dc rueidis.DedicatedClient) error {
+		out, scripted = dc.Do(ctx, cmd).ToArray()
+		if scripted != nil || len(out) == 0 {
+			return nil
+		}
+		if code, err := out[0].AsInt64(); err != nil || code != admitted {
+			return nil // nothing written: no replica needs to have it
+		}
+		// WAIT only after a write: it waits for the connection's last
+		// write, and sent after an answer that wrote nothing it was seen
+		// to wait its whole timeout all the same.
+		wait := dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()
+		acked, waited = dc.Do(ctx, wait).AsInt64()
+		if waited == nil && acked < int64(c.waitReplicas) {
+			waited = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if scripted != nil {
+		var re *rueidis.RedisError
+		if errors.As(scripted, &re) {
+			return nil, scripted // an answer: NOSCRIPT, a script error, BUSY...
+		}
+		return nil, notConfirmed("the admission's answer was lost", scripted)
+	}
+	if waited != nil {
+		return nil, notConfirmed("not on enough replicas", waited)
+	}
+	return out, nil
+}
+
+// notConfirmed is the answer to an admission that may have been made but
+// is not known to be on enough replicas: a final ErrUnavailable (an
+// *seckill.Error, which the service answers as it is, without reading the
+// buyer's slot back).
+func notConfirmed(why string, cause error) error {
+	msg := "your order is not confirmed yet; try again, you will not buy twice"
+	e := &seckill.Error{Kind: seckill.ErrUnavailable, Message: msg, RetryAfter: time.Second}
+	if cause != nil {
+		return fmt.Errorf("redis: admit: %s: %w (%w)", why, e, cause)
+	}
+	return fmt.Errorf("redis: admit: %s: %w", why, e)
+}
+
+// WaitReplicas reports how many replicas must acknowledge an admission
+// (Config.WaitReplicas).
+func (c *Client) WaitReplicas() int { return c.waitReplicas }

@@ -1,0 +1,109 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+const defaultWait = 30 * time.Second
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// replicated starts a master with one replica in sync and opens a client
+// that waits for one replica with the given timeout.
+func replicated(t *testing.T, timeout time.Duration) (*Client, *testenv.RedisProc) {
+	t.Helper()
+	master := testenv.StartRedisProc(t)
+	replica := testenv.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port))
+	testenv.WaitFor(t, defaultWait, "the replica to sync", func() bool {
+		return replica.Role() == "slave" && testenvField(replica.Info("replication"), "master_link_status") == "up"
+	})
+	c, err := Open(context.Background(), Config{URL: "redis://" + master.Addr, WaitReplicas: 1, WaitTimeout: timeout}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	arm(t, c)
+	return c, replica
+}
+
+func testenvField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestWaitReplicas: with WaitReplicas 1, an admission the replica has is
+// admitted; one it cannot acknowledge (paused) is answered unavailable as a
+// final *seckill.Error, never admitted, and the buyer's retry once the
+// replica is back gets the same order back as a duplicate.
+func TestWaitReplicas(t *testing.T) {
+	t.Parallel()
+	c, replica := replicated(t, 300*time.Millisecond)
+	ctx := context.Background()
+	mustLoad(t, c, onSale(1, 10))
+	mustAdmit(t, c, 1, 1, 101)
+
+	replica.Pause()
+	err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 102})
+	var e *seckill.Error
+	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable || e.RetryAfter <= 0 {
+		t.Fatalf("Admit with the replica paused = %v; want a final *seckill.Error of ErrUnavailable with RetryAfter", err)
+	}
+	// Answers that write nothing do not wait for the replica.
+	if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 103}); !errors.Is(err, seckill.ErrDuplicateOrder) {
+		t.Errorf("Admit(buyer 1 again) = %v, want ErrDuplicateOrder", err)
+	}
+	replica.Resume()
+
+	err = c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 104})
+	e = errKind(t, err, seckill.ErrDuplicateOrder)
+	if e.OrderID != 102 {
+		t.Errorf("the retry's order = %d, want 102 (the unconfirmed admission survived)", e.OrderID)
+	}
+	if got := stock(t, c, 1); got != 8 {
+		t.Errorf("stock = %d, want 8", got)
+	}
+}
+
+// TestWaitDoesNotStall: an admission blocked in WAIT holds only its own
+// connection; admissions beside it are answered meanwhile.
+func TestWaitDoesNotStall(t *testing.T) {
+	t.Parallel()
+	c, replica := replicated(t, 3*time.Second)
+	ctx := context.Background()
+	mustLoad(t, c, onSale(1, 10))
+	mustLoad(t, c, onSale(2, 0))
+	replica.Pause()
+	defer replica.Resume()
+
+	blocked := make(chan error, 1)
+	go func() { blocked <- c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 101}) }()
+	testenv.WaitFor(t, defaultWait, "the first admission to run and wait", func() bool { return stock(t, c, 1) == 9 })
+	// Sold-out answers on the same client, while the first waits for its
+	// replica: each must come back before the blocked one does.
+	for i := range 20 {
+		err := c.Admit(ctx, seckill.Admission{VoucherID: 2, UserID: int64(10 + i), OrderID: int64(200 + i)})
+		if !errors.Is(err, seckill.ErrSoldOut) {
+			t.Fatalf("Admit(sold out) = %v, want ErrSoldOut", err)
+		}
+		select {
+		case err := <-blocked:
+			t.Fatalf("the waiting admission returned (%v) before the sold-out answer %d: something stalled behind it", err, i)
+		default:
+		}
+	}
+	if err := <-blocked; !errors.Is(err, seckill.ErrUnavailable) {
+		t.Errorf("the waiting admission = %v, want ErrUnavailable", err)
+	}
+}
