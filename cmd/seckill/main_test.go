@@ -241,6 +241,10 @@ func TestServeRealServices(t *testing.T) {
 			if out := p.stdout.String(); out != "" {
 				t.Errorf("serve on real services wrote a banner to stdout:\n%s", out)
 			}
+			// The start line says which Redis it runs on.
+			if !strings.Contains(p.stderr.String(), `"redis":"single: 1 master (127.0.0.1:6379), `) {
+				t.Errorf("the start line does not describe the Redis:\n%s", p.stderr.String())
+			}
 			code, out, errOut := runCmd(env, "token", "--user", "1", "--admin", "--ttl", "10m")
 			if code != 0 {
 				t.Fatalf("seckill token = %d: %s", code, errOut)

@@ -55,9 +55,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("read the Redis topology: %w", err)
 	}
-	if !svc.embedded {
-		fmt.Fprintf(stdout, "seckill %s listening on %s\n  Redis: %s; admissions wait for %d replicas\n", version, svc.url, topo, svc.Cache.WaitReplicas())
-	}
 	svc.Logger.Info("seckill listening", "url", svc.url, "mode", svc.Mode, "embedded", svc.embedded, "version", version,
 		"redis", topo.String(), "redis_wait_replicas", svc.Cache.WaitReplicas())
 
