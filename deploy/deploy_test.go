@@ -5,7 +5,11 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -259,4 +263,80 @@ func TestAlertsTested(t *testing.T) {
 			t.Errorf("alerts_test.yml never expects %s to stay silent", alert)
 		}
 	}
+}
+
+// TestNginxExample checks nginx/nginx.conf: it keeps what nginx/README.md
+// promises of it, and `nginx -t` accepts it with the three upstream
+// addresses and the listen port replaced, as cmd/seckill's
+// TestThreeInstancesBehindNginx runs it. Without nginx the second part
+// skips, or fails with CI set.
+func TestNginxExample(t *testing.T) {
+	raw, err := os.ReadFile("nginx/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(raw)
+	for _, want := range []string{
+		"keepalive 64;",
+		"proxy_http_version 1.1;",
+		`proxy_set_header Connection "";`,
+		"proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+		"proxy_next_upstream error timeout non_idempotent;",
+		"max_fails=1 fail_timeout=5s;",
+		"zone seckill 64k;",
+	} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("nginx/nginx.conf lacks %q", want)
+		}
+	}
+	// non_idempotent only for the buy: nowhere else is a POST safe to send
+	// twice.
+	if n := strings.Count(conf, "non_idempotent;"); n != 1 {
+		t.Errorf("nginx/nginx.conf has non_idempotent %d times, want once (the buy's location)", n)
+	}
+
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
+			msg := "nginx is not installed: " + err.Error()
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+		bin = "/usr/sbin/nginx"
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repl := map[string]string{"listen 80;": "listen " + freeAddr(t) + ";"}
+	for i := range 3 {
+		repl[fmt.Sprintf("server 10.0.0.%d:8080 ", 11+i)] = "server " + freeAddr(t) + " "
+	}
+	for from, to := range repl {
+		if n := strings.Count(conf, from); n != 1 {
+			t.Fatalf("nginx/nginx.conf holds %q %d times, want once: the tests replace it", from, n)
+		}
+		conf = strings.Replace(conf, from, to, 1)
+	}
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "-t", "-p", dir, "-c", path, "-e", filepath.Join(dir, "logs", "error.log")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+}
+
+// freeAddr returns a loopback address with a port free now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
