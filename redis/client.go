@@ -202,18 +202,26 @@ func (c *Client) Ping(ctx context.Context) error {
 	return nil
 }
 
+// checkEviction checks every master: on a Cluster a command without a key
+// goes to one node, and any master that evicts would oversell its vouchers.
 func (c *Client) checkEviction(ctx context.Context) error {
-	m, err := c.rdb.Do(ctx, c.rdb.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	masters, err := c.masterNodes(ctx)
 	if err != nil {
-		if isNetwork(err) {
-			return redisErr("read maxmemory-policy", err)
-		}
-		c.logger.Warn("cannot read Redis maxmemory-policy; make sure it is noeviction, or a full Redis will drop stock and buyers", "err", err)
-		return nil
+		return err
 	}
-	if policy := m["maxmemory-policy"]; policy != "noeviction" {
-		return fmt.Errorf("redis: maxmemory-policy is %q: evicting keys would oversell; set it to noeviction "+
-			"(CONFIG SET maxmemory-policy noeviction, and maxmemory-policy noeviction in redis.conf)", policy)
+	for addr, node := range masters {
+		m, err := node.Do(ctx, node.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+		if err != nil {
+			if isNetwork(err) {
+				return redisErr("read maxmemory-policy of "+addr, err)
+			}
+			c.logger.Warn("cannot read Redis maxmemory-policy; make sure it is noeviction, or a full Redis will drop stock and buyers", "node", addr, "err", err)
+			continue
+		}
+		if policy := m["maxmemory-policy"]; policy != "noeviction" {
+			return fmt.Errorf("redis: maxmemory-policy of %s is %q: evicting keys would oversell; set it to noeviction "+
+				"(CONFIG SET maxmemory-policy noeviction, and maxmemory-policy noeviction in redis.conf)", addr, policy)
+		}
 	}
 	return nil
 }

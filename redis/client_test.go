@@ -87,6 +87,27 @@ func TestOpenRefusesEvictingRedis(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesEvictingClusterMaster: every master of a Cluster is
+// checked, not the one a keyless command happens to reach.
+func TestOpenRefusesEvictingClusterMaster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartCluster(t)
+	ctx := context.Background()
+	evicting := cl.Masters(t)[2]
+	if _, err := evicting.Do(ctx, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 { // a keyless command goes to a random node
+		c, err := Open(ctx, Config{URL: cl.URL}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err == nil {
+			c.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), evicting.Addr) {
+			t.Fatalf("Open on a Cluster with one master on allkeys-lru: got %v, want an error naming %s", err, evicting.Addr)
+		}
+	}
+}
+
 func TestOpenAcceptsNoeviction(t *testing.T) {
 	t.Parallel()
 	url, _ := testenv.StartRedis(t, "--maxmemory-policy", "noeviction")
