@@ -40,8 +40,9 @@ type CacheGuard interface {
 	// SetFence records identity as checked and ends token's check; false
 	// if token no longer held it.
 	SetFence(ctx context.Context, token, identity string) (bool, error)
-	// ArmAdmission lets admissions run on the server.
-	ArmAdmission(ctx context.Context) error
+	// ArmAdmission lets admissions run on the server, if it is still the
+	// one of identity (else nothing is armed, and ErrUnavailable).
+	ArmAdmission(ctx context.Context, identity string) error
 	// DisarmAdmission stops every instance's admissions until one arms
 	// them again.
 	DisarmAdmission(ctx context.Context) error
@@ -154,22 +155,12 @@ func (s *VoucherService) identity(ctx context.Context) (identity, fence string, 
 	return identity, fence, nil
 }
 
-// arm lets admissions run, then reads the server's identity again: a server
-// that changed in between (a failover during the check) is disarmed, and
-// the next admission checks it.
+// arm lets admissions run on the server of identity, the one checked: the
+// cache arms only that server (a failover during the check leaves nothing
+// armed), and the next admission checks again.
 func (s *VoucherService) arm(ctx context.Context, identity string) error {
-	if err := s.Cache.ArmAdmission(ctx); err != nil {
+	if err := s.Cache.ArmAdmission(ctx, identity); err != nil {
 		return fmt.Errorf("check the cache server: %w", err)
-	}
-	now, err := s.Cache.Identity(ctx)
-	if err != nil {
-		return fmt.Errorf("check the cache server: %w", err)
-	}
-	if now != identity {
-		if err := s.Cache.DisarmAdmission(ctx); err != nil {
-			return fmt.Errorf("check the cache server: %w", err)
-		}
-		return fmt.Errorf("check the cache server: it changed during the check: %w", ErrUnavailable)
 	}
 	return nil
 }

@@ -60,9 +60,14 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 
 // arm lets admissions run, as an instance does once it checked the server
 // (seckill.VoucherService.Recover).
-func arm(t *testing.T, c *Client) {
+func arm(t testing.TB, c *Client) {
 	t.Helper()
-	if err := c.ArmAdmission(context.Background()); err != nil {
+	ctx := context.Background()
+	id, err := c.Identity(ctx)
+	if err != nil {
+		t.Fatalf("Identity: %v", err)
+	}
+	if err := c.ArmAdmission(ctx, id); err != nil {
 		t.Fatalf("ArmAdmission: %v", err)
 	}
 }

@@ -28,11 +28,31 @@ const embeddedIdentity = "embedded"
 // replid" for each, in slot order. A failover of any master, or a reshard,
 // changes it: the data of every voucher is then checked again.
 func (c *Client) Identity(ctx context.Context) (string, error) {
+	return c.identity(ctx, "")
+}
+
+// identity reads Identity; with script not "", it loads script on each
+// master first, on the same server it then reads: the identity returned is
+// that of the servers the script was loaded on, as they were when it was.
+func (c *Client) identity(ctx context.Context, script string) (string, error) {
 	if c.embedded {
+		if script != "" {
+			if err := c.rdb.Do(ctx, c.rdb.B().ScriptLoad().Script(script).Build()).Error(); err != nil {
+				return "", redisErr("load the admission script", err)
+			}
+		}
 		return embeddedIdentity, nil
 	}
 	if c.Kind() != KindCluster {
-		return serverIdentity(ctx, c.rdb)
+		// One connection: a Sentinel client may move to a new master
+		// between two commands of its own.
+		var id string
+		err := c.rdb.Dedicated(func(dc rueidis.DedicatedClient) error {
+			var err error
+			id, err = serverIdentity(ctx, dc, script)
+			return err
+		})
+		return id, err
 	}
 	shards, err := c.clusterShards(ctx)
 	if err != nil {
@@ -46,7 +66,7 @@ func (c *Client) Identity(ctx context.Context) (string, error) {
 			// The client has not yet learnt of a master the Cluster names.
 			return "", fmt.Errorf("redis: read the identity of master %s: not connected yet: %w", s.Addr, seckill.ErrUnavailable)
 		}
-		id, err := serverIdentity(ctx, node)
+		id, err := serverIdentity(ctx, node, script)
 		if err != nil {
 			return "", err
 		}
@@ -59,8 +79,21 @@ func (c *Client) Identity(ctx context.Context) (string, error) {
 	return strings.Join(parts, ","), nil
 }
 
-// serverIdentity reads "run_id/master_replid" of the server rdb talks to.
-func serverIdentity(ctx context.Context, rdb rueidis.Client) (string, error) {
+// commander is a connection to one server: a node's client or a dedicated
+// connection.
+type commander interface {
+	B() rueidis.Builder
+	Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
+}
+
+// serverIdentity reads "run_id/master_replid" of the server rdb talks to,
+// after loading script there if it is not "".
+func serverIdentity(ctx context.Context, rdb commander, script string) (string, error) {
+	if script != "" {
+		if err := rdb.Do(ctx, rdb.B().ScriptLoad().Script(script).Build()).Error(); err != nil {
+			return "", redisErr("load the admission script", err)
+		}
+	}
 	info, err := rdb.Do(ctx, rdb.B().Info().Section("server", "replication").Build()).ToString()
 	if err != nil {
 		return "", redisErr("read the server's identity", err)
@@ -135,21 +168,25 @@ func (c *Client) SetFence(ctx context.Context, token, identity string) (bool, er
 
 // ArmAdmission loads the admission script into every master's script
 // cache: until then Admit answers ErrCacheUnverified. Only a caller that
-// checked the server (the fence matches its identity) arms it. Replicas are
-// left unarmed on purpose: one promoted by a failover must refuse
-// admissions until its data (which may lack the last ones) is checked.
-func (c *Client) ArmAdmission(ctx context.Context) error {
-	src := c.scripts.get("admit").src
-	masters, err := c.masterNodes(ctx)
+// checked the server arms it, with the identity it checked: the script is
+// loaded on each master, then that master's identity read, and unless the
+// masters loaded are the ones checked (a failover came in between, or the
+// topology was read from a node that had not seen it yet) every node is
+// disarmed again and the answer is ErrUnavailable. Replicas are left
+// unarmed on purpose: one promoted by a failover must refuse admissions
+// until its data (which may lack the last ones) is checked.
+func (c *Client) ArmAdmission(ctx context.Context, identity string) error {
+	got, err := c.identity(ctx, c.scripts.get("admit").src)
+	if err == nil && got == identity {
+		return nil
+	}
+	if derr := c.DisarmAdmission(ctx); derr != nil {
+		c.logger.Warn("could not take back the admission script loaded on servers that were not checked; the next check will", "err", derr)
+	}
 	if err != nil {
 		return err
 	}
-	for addr, node := range masters {
-		if err := node.Do(ctx, node.B().ScriptLoad().Script(src).Build()).Error(); err != nil {
-			return redisErr("load the admission script on "+addr, err)
-		}
-	}
-	return nil
+	return fmt.Errorf("redis: arm admission: the servers are %s, not %s as checked: %w", got, identity, seckill.ErrUnavailable)
 }
 
 // masterNodes returns a client for each master: the Cluster's masters, or
@@ -176,10 +213,21 @@ func (c *Client) masterNodes(ctx context.Context) (map[string]rueidis.Client, er
 
 // DisarmAdmission empties every Redis node's script cache, so that every
 // instance's next admission answers ErrCacheUnverified and waits for the
-// check. Other scripts load themselves again on their next run.
+// check. Other scripts load themselves again on their next run. A node that
+// fails to answer is an error only if it is a master now: the client may
+// still list a master that died (and cannot admit) until it refreshes its
+// view of the Cluster.
 func (c *Client) DisarmAdmission(ctx context.Context) error {
+	var masters map[string]rueidis.Client
+	if c.Kind() == KindCluster {
+		masters, _ = c.masterNodes(ctx) // nil: every node must answer
+	}
 	for addr, node := range c.rdb.Nodes() {
 		if err := node.Do(ctx, node.B().ScriptFlush().Build()).Error(); err != nil {
+			if _, master := masters[addr]; masters != nil && !master {
+				c.logger.Debug("a node that is not a master did not flush its scripts", "node", addr, "err", err)
+				continue
+			}
 			return redisErr("flush the scripts on "+addr, err)
 		}
 	}

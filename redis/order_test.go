@@ -380,9 +380,7 @@ func benchClient(b *testing.B) *Client {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	if err := c.ArmAdmission(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	arm(b, c)
 	return c
 }
 

@@ -2,10 +2,12 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -124,4 +126,53 @@ func TestTopologySingle(t *testing.T) {
 			t.Errorf("SCRIPT EXISTS admit on %s (%s) = %v, want [%d]", node.Addr, node.Role(), got, want)
 		}
 	}
+}
+
+// TestArmAdmissionChecksIdentity: a failover between the check and the
+// arming leaves nothing armed. The identity is read, a master is killed
+// and its replica promoted, then ArmAdmission with the identity checked
+// before must refuse, and no master may hold the admission script.
+func TestArmAdmissionChecksIdentity(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartCluster(t)
+	ctx := context.Background()
+	c, err := Open(ctx, Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	checked, err := c.Identity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ArmAdmission(ctx, "someone/else"); !errors.Is(err, seckill.ErrUnavailable) {
+		t.Errorf("ArmAdmission(an identity not the Cluster's) = %v, want ErrUnavailable", err)
+	}
+	cl.Masters(t)[0].Kill()
+	cl.WaitHealthy(t, defaultWait)
+	var armErr error
+	testenv.WaitFor(t, defaultWait, "the client to see the new master", func() bool {
+		armErr = c.ArmAdmission(ctx, checked)
+		_, err := c.Identity(ctx)
+		return err == nil && armErr != nil
+	})
+	if !errors.Is(armErr, seckill.ErrUnavailable) {
+		t.Errorf("ArmAdmission(the identity before the failover) = %v, want ErrUnavailable", armErr)
+	}
+	sha := c.scripts.get("admit").sha
+	for _, m := range cl.Masters(t) {
+		got, err := m.Do(ctx, "SCRIPT", "EXISTS", sha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != "[0]" {
+			t.Errorf("master %s holds the admission script after an arming that failed: SCRIPT EXISTS = %v", m.Addr, got)
+		}
+	}
+	// Checked again, it arms: once the client stops asking the dead
+	// master (it may pick it for a keyless command until it refreshes).
+	testenv.WaitFor(t, defaultWait, "arming with the identity after the failover", func() bool {
+		now, err := c.Identity(ctx)
+		return err == nil && now != checked && c.ArmAdmission(ctx, now) == nil
+	})
 }

@@ -79,7 +79,11 @@ func newRig(t *testing.T, backend string, stock int64) *rig {
 	if _, err := b.cache.LoadVoucher(ctx, b.voucher); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.cache.ArmAdmission(ctx); err != nil {
+	id, err := b.cache.Identity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cache.ArmAdmission(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	return b
