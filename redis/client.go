@@ -68,6 +68,10 @@ type Client struct {
 	waitReplicas int
 	waitTimeout  time.Duration
 
+	// tls: the connections use TLS (a Cluster names its nodes' TLS ports
+	// apart).
+	tls bool
+
 	// topo is the topology voucherNode read last, at topoAt.
 	topoMu sync.Mutex
 	topo   *Topology
@@ -149,7 +153,8 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Client{rdb: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded}, nil
+	return &Client{rdb: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded,
+		tls: opt.TLSConfig != nil}, nil
 }
 
 // redactURL hides the password of a Redis URL for messages and logs.

@@ -159,7 +159,7 @@ func infoReplicas(info string) []string {
 func (c *Client) clusterShards(ctx context.Context) ([]Shard, error) {
 	shards, err := c.rdb.Do(ctx, c.rdb.B().ClusterShards().Build()).ToArray()
 	if err == nil {
-		return parseShards(shards)
+		return parseShards(shards, c.tls)
 	}
 	if isNetwork(err) {
 		return nil, redisErr("read the Cluster's shards", err)
@@ -209,9 +209,11 @@ func (c *Client) clusterShards(ctx context.Context) ([]Shard, error) {
 }
 
 // parseShards reads CLUSTER SHARDS: for each shard a map of "slots" (first
-// and last of each range, flat) and "nodes" (maps of ip, port, role,
-// health).
-func parseShards(shards []rueidis.RedisMessage) ([]Shard, error) {
+// and last of each range, flat) and "nodes" (maps of endpoint, ip, port,
+// tls-port, role, health). A node's address is the one rueidis connects
+// to and names it by in Nodes(): its preferred endpoint (the ip when the
+// endpoint is empty or "?"), and its tls-port over TLS.
+func parseShards(shards []rueidis.RedisMessage, tls bool) ([]Shard, error) {
 	var out []Shard
 	for _, sh := range shards {
 		m, err := sh.AsMap()
@@ -240,8 +242,14 @@ func parseShards(shards []rueidis.RedisMessage) ([]Shard, error) {
 			if err != nil {
 				return nil, fmt.Errorf("redis: CLUSTER SHARDS: node: %w", err)
 			}
-			ipm, portm, rolem, healthm := f["ip"], f["port"], f["role"], f["health"]
-			ip, _ := ipm.ToString()
+			endpointm, ipm, portm, rolem, healthm := f["endpoint"], f["ip"], f["port"], f["role"], f["health"]
+			if tls {
+				portm = f["tls-port"]
+			}
+			ip, _ := endpointm.ToString()
+			if ip == "" || ip == "?" {
+				ip, _ = ipm.ToString()
+			}
 			port, _ := portm.AsInt64()
 			role, _ := rolem.ToString()
 			health, _ := healthm.ToString()
