@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,9 +63,11 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	// Below the servers' usual wait_timeout, and so that connections follow
-	// a failover after a while.
+	// So that connections follow a failover after a while.
 	db.SetConnMaxLifetime(time.Hour)
+	// Below the session's wait_timeout (parseURL): the pool drops an idle
+	// connection before the server does.
+	db.SetConnMaxIdleTime(sessionIdle / 2)
 	s := &Store{db: db}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
@@ -72,6 +75,10 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	}
 	return s, nil
 }
+
+// sessionIdle is how long the server keeps a silent session (and its
+// transaction's locks): see parseURL.
+const sessionIdle = 10 * time.Second
 
 // parseURL turns a mysql:// URL into the driver's configuration.
 func parseURL(rawURL string) (*mysqldriver.Config, error) {
@@ -101,7 +108,14 @@ func parseURL(rawURL string) (*mysqldriver.Config, error) {
 	}
 	// The driver parses its own parameters; ours come first so that the
 	// URL's replace them.
-	params := "interpolateParams=true"
+	//
+	// wait_timeout: the server ends a session silent for sessionIdle and
+	// rolls back its transaction. Otherwise an instance cut off from the
+	// database (a partition, a paused process) inside SaveOrders keeps the
+	// voucher's row lock (SELECT … FOR UPDATE) until the server notices,
+	// hours later, and no instance can write the orders it reclaims from it
+	// (TestPartitionedInstance). Keep it below --claim-lease.
+	params := "interpolateParams=true&wait_timeout=" + strconv.Itoa(int(sessionIdle/time.Second))
 	if u.RawQuery != "" {
 		params += "&" + u.RawQuery
 	}

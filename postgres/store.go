@@ -85,8 +85,20 @@ func parseURL(rawURL string) (*pgxpool.Config, error) {
 		// pgx's parse errors hide the password.
 		return nil, fmt.Errorf("postgres: URL %s: %w", u.Redacted(), err)
 	}
+	// The server ends a session idle inside a transaction for 10s, rolling
+	// it back: an instance cut off from the database (a partition, a
+	// paused process) inside SaveOrders would otherwise hold the voucher's
+	// row lock until the server notices, and no instance could write the
+	// orders it reclaims from it. Keep it below --claim-lease; the URL's
+	// own setting wins.
+	if _, ok := cfg.ConnConfig.RuntimeParams[idleParam]; !ok {
+		cfg.ConnConfig.RuntimeParams[idleParam] = "10s"
+	}
 	return cfg, nil
 }
+
+// idleParam is the session setting that bounds an idle transaction.
+const idleParam = "idle_in_transaction_session_timeout"
 
 // redact returns rawURL without its password, for messages.
 func redact(rawURL string) string {

@@ -35,6 +35,11 @@ func TestParseURL(t *testing.T) {
 			runtime: map[string]string{"search_path": "tenant_1", "application_name": "seckill"},
 		},
 		{
+			url:  "postgres://u@h/shop?sslmode=disable&idle_in_transaction_session_timeout=1min",
+			host: "h", port: 5432, user: "u", dbName: "shop",
+			runtime: map[string]string{"idle_in_transaction_session_timeout": "1min"},
+		},
+		{
 			url:  "postgres://u@[::1]:6432/shop?sslmode=disable&connect_timeout=3",
 			host: "::1", port: 6432, user: "u", dbName: "shop", connectTimeout: 3 * time.Second,
 		},
@@ -55,6 +60,13 @@ func TestParseURL(t *testing.T) {
 			got := fields{cc.Host, cc.User, cc.Password, cc.Database, cc.Port, cc.ConnectTimeout}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("configuration (-want +got):\n%s", diff)
+			}
+			// A session idle in a transaction ends within 10s (parseURL),
+			// unless the URL says otherwise.
+			if _, ok := tt.runtime[idleParam]; !ok {
+				if got := cfg.ConnConfig.RuntimeParams[idleParam]; got != "10s" {
+					t.Errorf("%s = %q; want 10s", idleParam, got)
+				}
 			}
 			for k, v := range tt.runtime {
 				if got := cfg.ConnConfig.RuntimeParams[k]; got != v {

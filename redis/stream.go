@@ -30,8 +30,16 @@ func (c *Client) ReadOrders(ctx context.Context, voucherID int64, consumer strin
 		// BLOCK 0 would wait forever.
 		return c.readGroup(ctx, voucherID, cmd.Streams().Key(k.Orders).Id(">").Build())
 	}
+	// A blocking read sends nothing until Redis answers, so a connection
+	// cut while it waits (a partition) would never be noticed: bound it.
+	ctx, cancel := context.WithTimeout(ctx, block+blockGrace)
+	defer cancel()
 	return c.readGroup(ctx, voucherID, cmd.Block(block.Milliseconds()).Streams().Key(k.Orders).Id(">").Build())
 }
+
+// blockGrace is how long past its BLOCK time a blocking read may wait for
+// Redis's answer before the connection is taken for dead.
+const blockGrace = 2 * time.Second
 
 // ReadPending reads consumer's unacknowledged messages of the voucher after
 // the entry id after (XREADGROUP from an id reads the consumer's history),
