@@ -419,7 +419,15 @@ func (p *Pool) readBatch(ctx context.Context, voucherID int64, after string) (st
 		if err != nil || n > 0 {
 			return after, err
 		}
-		_, err = p.stream.WaitOrders(ctx, voucherID, p.cfg.Block)
+		// Bounded: a blocking XREAD sends nothing while it waits, so on a
+		// connection cut meanwhile (a partition) its answer never comes and,
+		// with no deadline, the reader waited forever on the dead connection
+		// and this consumer never read the stream again after the network
+		// healed (TestPartitionedInstance). With a deadline the Redis client
+		// drops the connection, and the next read dials a new one.
+		wctx, cancel := context.WithTimeout(ctx, p.cfg.Block+waitGrace)
+		defer cancel()
+		_, err = p.stream.WaitOrders(wctx, voucherID, p.cfg.Block)
 		return after, err
 	}
 	next := after
@@ -435,6 +443,10 @@ func (p *Pool) readBatch(ctx context.Context, voucherID int64, after string) (st
 	})
 	return next, err
 }
+
+// waitGrace is how long past its block time WaitOrders may wait for
+// Redis's answer before the connection is taken for dead.
+const waitGrace = 2 * time.Second
 
 // readFailed handles a failed read and reports whether to read again at
 // once: after a rebuild of a lost stream.
