@@ -209,6 +209,12 @@ type OrderService struct {
 	// cache (one HGET). Stock given back (a dead letter, a repair) is sold
 	// again after at most this long. Default 1s; negative turns it off.
 	SoldOutFor time.Duration
+	// Confirmed says the cache confirms every admission with replicas
+	// before answering it (redis: Config.WaitReplicas > 0): an order found
+	// in a buyer's slot by a plain read may then be one no replica has, and
+	// a failover would lose it. Such a buyer is answered through the
+	// admission (which confirms the order it names), never from the read.
+	Confirmed bool
 
 	soldOut sync.Map // voucher id → time.Time: sold out until then
 }
@@ -223,7 +229,7 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		// No order id to admit with (the node lease is being renewed, after
 		// Redis lost it): a buyer who holds an order is told of it all the
 		// same; the others try again.
-		if s.Mode != ModeSync {
+		if s.Mode != ModeSync && !s.Confirmed {
 			if existing, err := heldOrder(ctx, s.Cache, userID, voucherID); err == nil && existing != 0 {
 				return nil, duplicate(existing)
 			}
@@ -239,7 +245,11 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		return o, nil
 	}
 	if s.knownSoldOut(voucherID) {
-		return nil, s.soldOutAnswer(ctx, userID, voucherID)
+		err := s.soldOutAnswer(ctx, userID, voucherID)
+		if !s.Confirmed || !errors.Is(err, ErrDuplicateOrder) {
+			return nil, err
+		}
+		// A buyer with an order: the admission below confirms it.
 	}
 	if s.Backpressure != nil && s.Backpressure.Refusing(voucherID) {
 		return nil, &Error{Kind: ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}

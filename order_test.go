@@ -175,6 +175,21 @@ func TestBuySoldOut(t *testing.T) {
 	if n := cache.admits.Load() - admits; n != 0 {
 		t.Errorf("%d admissions ran once the voucher was known sold out, want 0", n)
 	}
+	// With admissions confirmed by replicas, a buyer who holds an order
+	// is answered through the admission, which confirms the order it
+	// names; a buyer with none is still answered from memory.
+	s.Confirmed = true
+	admits = cache.admits.Load()
+	if _, err := s.Buy(ctx, 1, v.ID); !errors.Is(err, seckill.ErrDuplicateOrder) {
+		t.Errorf("buyer 1 asking again, confirmed = %v, want duplicate_order", err)
+	}
+	if _, err := s.Buy(ctx, 4, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Errorf("buyer 4, confirmed = %v, want sold out", err)
+	}
+	if n := cache.admits.Load() - admits; n != 1 {
+		t.Errorf("%d admissions ran for a buyer with an order and one without, confirmed; want 1 (the buyer with an order)", n)
+	}
+	s.Confirmed = false
 	// A unit given back (a dead letter) is sold by another instance, which
 	// has not seen the voucher sold out, while this one still remembers it
 	// so: its buyer asking here again still gets their order back.

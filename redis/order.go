@@ -74,9 +74,13 @@ func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) er
 	if stream {
 		appendFlag = "1"
 	}
+	waitFlag := "0"
+	if c.waitReplicas > 0 {
+		waitFlag = "1"
+	}
 	cmd := c.rdb.B().Evalsha().Sha1(c.scripts.get("admit").sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).
 		Arg(strconv.FormatInt(a.UserID, 10), strconv.FormatInt(a.OrderID, 10), strconv.FormatInt(a.VoucherID, 10), appendFlag,
-			strconv.FormatInt(a.Generation, 10)).Build()
+			strconv.FormatInt(a.Generation, 10), waitFlag).Build()
 	var res []rueidis.RedisMessage
 	var err error
 	if c.waitReplicas > 0 {

@@ -20,6 +20,11 @@ import (
 // behind it. A dedicated connection (rueidis' pool of them, one per
 // command in flight) gives each admission its own.
 //
+// A duplicate answer names an order the buyer holds, which may be an
+// admission no replica has yet (one answered unavailable below): with
+// waiting on, the script writes the buyer's slot again, unchanged, and the
+// WAIT after it covers every write before it, that admission's included.
+//
 // An admission the script made but too few replicas acknowledged is
 // answered unavailable, never admitted: a failover now could lose it. It
 // stays in Redis; the buyer's retry gets it back as a duplicate with the
@@ -39,7 +44,9 @@ func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]
 		if scripted != nil || len(out) == 0 {
 			return nil
 		}
-		if code, err := out[0].AsInt64(); err != nil || code != admitted {
+		// An admission, or a duplicate (whose script wrote the slot again):
+		// the order the buyer is told of must be on enough replicas.
+		if code, err := out[0].AsInt64(); err != nil || (code != admitted && code != admitDuplicate) {
 			return nil // nothing written: no replica needs to have it
 		}
 		// WAIT only after a write: it waits for the connection's last
@@ -57,10 +64,14 @@ func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]
 	}
 	if scripted != nil {
 		var re *rueidis.RedisError
-		if errors.As(scripted, &re) {
-			return nil, scripted // an answer: NOSCRIPT, a script error, BUSY...
+		if errors.As(scripted, &re) && (re.IsNoScript() || !retryable(re.Error())) {
+			return nil, scripted // an answer: NOSCRIPT, a script error
 		}
-		return nil, notConfirmed("the admission's answer was lost", scripted)
+		// Lost, or refused for now (CLUSTERDOWN, TRYAGAIN, READONLY, a
+		// redirection during a failover): answered as final, so that the
+		// service does not settle it by reading the buyer's slot, whose
+		// order no replica may have. The retry runs the script again.
+		return nil, notConfirmed("the admission's answer was lost or refused", scripted)
 	}
 	if waited != nil {
 		return nil, notConfirmed("not on enough replicas", waited)

@@ -60,9 +60,17 @@ func TestWaitReplicas(t *testing.T) {
 	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable || e.RetryAfter <= 0 {
 		t.Fatalf("Admit with the replica paused = %v; want a final *seckill.Error of ErrUnavailable with RetryAfter", err)
 	}
+	// A duplicate names an order the buyer is told they hold: it waits for
+	// the replica too, since the order it names (102 here) may be one the
+	// replica never had.
+	err = c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 103})
+	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable {
+		t.Errorf("Admit(buyer 2 again) with the replica paused = %v; want ErrUnavailable, not the unconfirmed order", err)
+	}
 	// Answers that write nothing do not wait for the replica.
-	if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 103}); !errors.Is(err, seckill.ErrDuplicateOrder) {
-		t.Errorf("Admit(buyer 1 again) = %v, want ErrDuplicateOrder", err)
+	mustLoad(t, c, onSale(2, 0))
+	if err := c.Admit(ctx, seckill.Admission{VoucherID: 2, UserID: 1, OrderID: 105}); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Errorf("Admit(sold out) with the replica paused = %v, want ErrSoldOut", err)
 	}
 	replica.Resume()
 

@@ -14,6 +14,9 @@
 -- ARGV[4] '1' to append the order to KEYS[4] (stream mode), '0' not to
 --         (queue mode: the service queues it in memory)
 -- ARGV[5] the voucher's generation in the database
+-- ARGV[6] '1' when the caller waits for replicas (WAIT) before answering: a
+--         duplicate then writes the buyer's slot again, unchanged, so that
+--         the caller's WAIT covers the admission that made the order
 --
 -- Returns {code, order id}:
 --   {0, ARGV[2]}  admitted: stock taken, buyer recorded, order appended
@@ -31,6 +34,9 @@ if not stock or not meta[1] or not meta[2] or (meta[3] or '0') ~= ARGV[5] then
 end
 local existing = redis.call('HGET', KEYS[3], ARGV[1])
 if existing then
+  if ARGV[6] == '1' then
+    redis.call('HSET', KEYS[3], ARGV[1], existing)
+  end
   return {1, existing}
 end
 local t = redis.call('TIME')
