@@ -208,19 +208,36 @@ func (n *Netns) Listen(network, address string) (net.Listener, error) {
 func (n *Netns) inside(f func() error) error {
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		// The thread goes back to its own namespace afterwards and is
+		// unlocked, not left to die with the goroutine: a thread that ends
+		// kills every child it started with Pdeathsig (the Redis servers of
+		// StartRedisProc), whatever test they belong to.
+		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		defer home.Close()
 		ns, err := os.Open(filepath.Join("/run/netns", n.Name))
 		if err != nil {
+			runtime.UnlockOSThread()
 			done <- err
 			return
 		}
 		err = unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET)
 		ns.Close()
 		if err != nil {
+			runtime.UnlockOSThread()
 			done <- fmt.Errorf("setns %s: %w", n.Name, err)
 			return
 		}
-		done <- f()
+		ferr := f()
+		if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked, in the other namespace, and dies with this goroutine
+		done <- ferr
 	}()
 	return <-done
 }

@@ -424,13 +424,21 @@ func (p *RedisProc) launch() error {
 		return string(b)
 	}
 	err = poll(startTimeout, func() error {
-		if strings.Contains(out(), p.ready) {
-			return nil
-		}
 		if exited(cmd.Process.Pid) {
 			return errExited
 		}
-		return errors.New("no ready line yet")
+		if !strings.Contains(out(), p.ready) {
+			return errors.New("no ready line yet")
+		}
+		// A sentinel logs +monitor while it reads its configuration,
+		// before it binds its port (and exits if the port is taken):
+		// ready is also answering there.
+		c, err := net.DialTimeout("tcp", p.Addr, time.Second)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		return nil
 	})
 	if err == nil {
 		return nil
@@ -469,8 +477,8 @@ func poll(timeout time.Duration, cond func() error) error {
 	pause := 10 * time.Millisecond
 	for {
 		err := cond()
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, errExited) {
+			return err // an exited process will not become ready
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not within %v: %w", timeout, err)
