@@ -351,8 +351,10 @@ func TestClaimStaleBounded(t *testing.T) {
 		readOrders(t, c, 1, "dead", 1) // e0
 		readOrders(t, c, 1, "live", 23)
 		readOrders(t, c, 1, "dead", 1) // e24
+		// Idle past a lease of 500ms, which the refreshed entries must not
+		// reach again before the claims below, on a loaded machine too.
 		testenv.WaitFor(t, 5*time.Second, "the entries idle", func() bool {
-			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", "60", "-", "+", "100").ToArray()
+			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", "600", "-", "+", "100").ToArray()
 			return err == nil && len(rows) == 25
 		})
 		ids := make([]string, 23)
@@ -363,7 +365,7 @@ func TestClaimStaleBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := c.scripts.get("claim_stale").Exec(ctx, c.rdb, []string{c.keys.voucher(1).Orders},
-			[]string{Group, "b", "50", "0-0", "1", "10"}).ToArray()
+			[]string{Group, "b", "500", "0-0", "1", "10"}).ToArray()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +374,7 @@ func TestClaimStaleBounded(t *testing.T) {
 			t.Fatalf("claim_stale(count 1) = cursor %s, %v, %v; want %s and cursor %s", cursor, msgs(claimed), err, es[0].ID, es[1].ID)
 		}
 		res, err = c.scripts.get("claim_stale").Exec(ctx, c.rdb, []string{c.keys.voucher(1).Orders},
-			[]string{Group, "b", "50", cursor, "1", "10"}).ToArray()
+			[]string{Group, "b", "500", cursor, "1", "10"}).ToArray()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +385,7 @@ func TestClaimStaleBounded(t *testing.T) {
 		if want, _ := nextID(es[10].ID); next != want {
 			t.Errorf("cursor after ten fresh entries = %s, want %s", next, want)
 		}
-		got, _, err := c.ClaimStale(ctx, 1, "b", 50*time.Millisecond, 1)
+		got, _, err := c.ClaimStale(ctx, 1, "b", 500*time.Millisecond, 1)
 		if err != nil || len(got) != 1 || got[0].EntryID != es[24].ID {
 			t.Errorf("ClaimStale(count 1) = %v, %v; want the stale %s behind 23 fresh entries", msgs(got), err, es[24].ID)
 		}
@@ -441,7 +443,9 @@ func TestRefreshClaims(t *testing.T) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)
 		readOrders(t, c, 1, "a", 10)
-		time.Sleep(30 * time.Millisecond) // some idle time to reset
+		// Some idle time to reset; the lease below must outlast the time
+		// from the refresh to the claim, on a loaded machine too.
+		time.Sleep(300 * time.Millisecond)
 		if err := c.RefreshClaims(ctx, 1, "a", es[0].ID); err != nil {
 			t.Fatal(err)
 		}
@@ -455,7 +459,7 @@ func TestRefreshClaims(t *testing.T) {
 		// The refreshed message is fresh again; the other is not. Its
 		// consumer renewed a claim just now: alive, so the claim does not
 		// count a delivery.
-		got, _, err := c.ClaimStale(ctx, 1, "b", 25*time.Millisecond, 10)
+		got, _, err := c.ClaimStale(ctx, 1, "b", 250*time.Millisecond, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
