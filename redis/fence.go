@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,19 +29,7 @@ const embeddedIdentity = "embedded"
 // replid" for each, in slot order. A failover of any master, or a reshard,
 // changes it: the data of every voucher is then checked again.
 func (c *Client) Identity(ctx context.Context) (string, error) {
-	return c.identity(ctx, "")
-}
-
-// identity reads Identity; with script not "", it loads script on each
-// master first, on the same server it then reads: the identity returned is
-// that of the servers the script was loaded on, as they were when it was.
-func (c *Client) identity(ctx context.Context, script string) (string, error) {
 	if c.embedded {
-		if script != "" {
-			if err := c.rdb.Do(ctx, c.rdb.B().ScriptLoad().Script(script).Build()).Error(); err != nil {
-				return "", redisErr("load the admission script", err)
-			}
-		}
 		return embeddedIdentity, nil
 	}
 	if c.Kind() != KindCluster {
@@ -49,7 +38,7 @@ func (c *Client) identity(ctx context.Context, script string) (string, error) {
 		var id string
 		err := c.rdb.Dedicated(func(dc rueidis.DedicatedClient) error {
 			var err error
-			id, err = serverIdentity(ctx, dc, script)
+			id, err = serverIdentity(ctx, dc, "")
 			return err
 		})
 		return id, err
@@ -66,17 +55,23 @@ func (c *Client) identity(ctx context.Context, script string) (string, error) {
 			// The client has not yet learnt of a master the Cluster names.
 			return "", fmt.Errorf("redis: read the identity of master %s: not connected yet: %w", s.Addr, seckill.ErrUnavailable)
 		}
-		id, err := serverIdentity(ctx, node, script)
+		id, err := serverIdentity(ctx, node, "")
 		if err != nil {
 			return "", err
 		}
-		ranges := make([]string, len(s.Slots))
-		for i, r := range s.Slots {
-			ranges[i] = fmt.Sprintf("%d-%d", r[0], r[1])
-		}
-		parts = append(parts, strings.Join(ranges, "+")+"="+id)
+		parts = append(parts, s.slotRanges()+"="+id)
 	}
 	return strings.Join(parts, ","), nil
+}
+
+// slotRanges names the shard's slots as the Cluster identity does:
+// "0-5460", or "0-10+20-30" for several ranges.
+func (s Shard) slotRanges() string {
+	ranges := make([]string, len(s.Slots))
+	for i, r := range s.Slots {
+		ranges[i] = fmt.Sprintf("%d-%d", r[0], r[1])
+	}
+	return strings.Join(ranges, "+")
 }
 
 // commander is a connection to one server: a node's client or a dedicated
@@ -168,25 +163,74 @@ func (c *Client) SetFence(ctx context.Context, token, identity string) (bool, er
 
 // ArmAdmission loads the admission script into every master's script
 // cache: until then Admit answers ErrCacheUnverified. Only a caller that
-// checked the server arms it, with the identity it checked: the script is
-// loaded on each master, then that master's identity read, and unless the
-// masters loaded are the ones checked (a failover came in between, or the
-// topology was read from a node that had not seen it yet) every node is
-// disarmed again and the answer is ErrUnavailable. Replicas are left
+// checked the server arms it, with the identity it checked, and only the
+// servers checked are armed: on each master the script is loaded, then that
+// master's identity read on the same server, and a master that is not the
+// one checked for its slots (a failover came in between, or the topology
+// was read from a node that had not seen it yet), or whose identity cannot
+// be read, has its scripts flushed again and the answer is ErrUnavailable.
+// Masters armed before it were checked, and stay armed. Replicas are left
 // unarmed on purpose: one promoted by a failover must refuse admissions
 // until its data (which may lack the last ones) is checked.
 func (c *Client) ArmAdmission(ctx context.Context, identity string) error {
-	got, err := c.identity(ctx, c.scripts.get("admit").src)
-	if err == nil && got == identity {
+	script := c.scripts.get("admit").src
+	if c.embedded {
+		if err := c.rdb.Do(ctx, c.rdb.B().ScriptLoad().Script(script).Build()).Error(); err != nil {
+			return redisErr("load the admission script", err)
+		}
 		return nil
 	}
-	if derr := c.DisarmAdmission(ctx); derr != nil {
-		c.logger.Warn("could not take back the admission script loaded on servers that were not checked; the next check will", "err", derr)
+	if c.Kind() != KindCluster {
+		// One connection: a Sentinel client may move to a new master
+		// between two commands of its own.
+		return c.rdb.Dedicated(func(dc rueidis.DedicatedClient) error {
+			return c.armNode(ctx, dc, script, identity)
+		})
+	}
+	want := map[string]string{} // slot ranges → the identity checked
+	for _, part := range strings.Split(identity, ",") {
+		if ranges, id, ok := strings.Cut(part, "="); ok {
+			want[ranges] = id
+		}
+	}
+	shards, err := c.clusterShards(ctx)
+	if err != nil {
+		return err
+	}
+	if len(shards) != len(want) {
+		return fmt.Errorf("redis: arm admission: %d masters now, %d checked: %w", len(shards), len(want), seckill.ErrUnavailable)
+	}
+	nodes := c.rdb.Nodes()
+	for _, s := range shards {
+		id, ok := want[s.slotRanges()]
+		if !ok {
+			return fmt.Errorf("redis: arm admission: master %s serves slots %s, not as checked: %w", s.Addr, s.slotRanges(), seckill.ErrUnavailable)
+		}
+		node, ok := nodes[s.Addr]
+		if !ok {
+			return fmt.Errorf("redis: arm admission: master %s: not connected yet: %w", s.Addr, seckill.ErrUnavailable)
+		}
+		if err := c.armNode(ctx, node, script, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// armNode loads script on node and reads its identity there; unless it is
+// want, it flushes the node's scripts again.
+func (c *Client) armNode(ctx context.Context, node commander, script, want string) error {
+	id, err := serverIdentity(ctx, node, script)
+	if err == nil && id == want {
+		return nil
+	}
+	if ferr := node.Do(ctx, node.B().ScriptFlush().Build()).Error(); ferr != nil {
+		c.logger.Warn("could not take back the admission script loaded on a server that was not checked; the next check will", "err", ferr)
 	}
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("redis: arm admission: the servers are %s, not %s as checked: %w", got, identity, seckill.ErrUnavailable)
+	return fmt.Errorf("redis: arm admission: the server is %s, not %s as checked: %w", id, want, seckill.ErrUnavailable)
 }
 
 // masterNodes returns a client for each master: the Cluster's masters, or
@@ -222,14 +266,17 @@ func (c *Client) DisarmAdmission(ctx context.Context) error {
 	if c.Kind() == KindCluster {
 		masters, _ = c.masterNodes(ctx) // nil: every node must answer
 	}
+	// Every node is asked, whatever the others answer: one that cannot be
+	// reached must not leave the rest armed.
+	var errs []error
 	for addr, node := range c.rdb.Nodes() {
 		if err := node.Do(ctx, node.B().ScriptFlush().Build()).Error(); err != nil {
 			if _, master := masters[addr]; masters != nil && !master {
 				c.logger.Debug("a node that is not a master did not flush its scripts", "node", addr, "err", err)
 				continue
 			}
-			return redisErr("flush the scripts on "+addr, err)
+			errs = append(errs, redisErr("flush the scripts on "+addr, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

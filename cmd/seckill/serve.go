@@ -86,6 +86,9 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 	if err != nil {
 		return nil, fmt.Errorf("--mode: %w", err)
 	}
+	if mode != seckill.ModeStream && c.RedisWaitReplicas > 0 {
+		return nil, fmt.Errorf("--redis-wait-replicas needs --mode stream: the %s mode keeps its orders elsewhere than Redis", mode)
+	}
 	embedded, err := c.embedded()
 	if err != nil {
 		return nil, err

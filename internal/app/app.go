@@ -116,6 +116,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Mode == "" {
 		cfg.Mode = seckill.ModeStream
 	}
+	if cfg.Mode == seckill.ModeQueue && cfg.Cache.WaitReplicas() > 0 {
+		// The queue mode keeps orders in memory, so replicas protect none;
+		// and an admission answered unconfirmed there is never queued.
+		return nil, errors.New("app: --redis-wait-replicas needs the stream mode: the queue mode keeps its orders in this process's memory")
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
