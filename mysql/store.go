@@ -78,7 +78,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 
 // sessionIdle is how long the server keeps a silent session (and its
 // transaction's locks): see parseURL.
-const sessionIdle = 10 * time.Second
+const sessionIdle = 5 * time.Second
 
 // parseURL turns a mysql:// URL into the driver's configuration.
 func parseURL(rawURL string) (*mysqldriver.Config, error) {

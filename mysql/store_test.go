@@ -51,7 +51,7 @@ func TestParseURL(t *testing.T) {
 				c.User, c.Addr, c.DBName = "u", "h:3306", "shop"
 				c.Timeout, c.ReadTimeout = 5*time.Second, 2*time.Second
 				c.InterpolateParams = false
-				c.Params = map[string]string{"sql_mode": "ANSI", "wait_timeout": "10"}
+				c.Params = map[string]string{"sql_mode": "ANSI", "wait_timeout": "5"}
 			},
 		},
 		{
@@ -80,8 +80,8 @@ func TestParseURL(t *testing.T) {
 			want.Net = "tcp"
 			want.ParseTime = true
 			want.InterpolateParams = true
-			// A cut-off session's locks end within 10s (parseURL).
-			want.Params = map[string]string{"wait_timeout": "10"}
+			// A cut-off session's locks end within 5s (parseURL).
+			want.Params = map[string]string{"wait_timeout": "5"}
 			tt.want(want)
 			if diff := cmp.Diff(want.FormatDSN(), got.FormatDSN()); diff != "" {
 				t.Errorf("configuration as a DSN (-want +got):\n%s", diff)

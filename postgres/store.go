@@ -85,14 +85,14 @@ func parseURL(rawURL string) (*pgxpool.Config, error) {
 		// pgx's parse errors hide the password.
 		return nil, fmt.Errorf("postgres: URL %s: %w", u.Redacted(), err)
 	}
-	// The server ends a session idle inside a transaction for 10s, rolling
+	// The server ends a session idle inside a transaction for 5s, rolling
 	// it back: an instance cut off from the database (a partition, a
 	// paused process) inside SaveOrders would otherwise hold the voucher's
 	// row lock until the server notices, and no instance could write the
 	// orders it reclaims from it. Keep it below --claim-lease; the URL's
 	// own setting wins.
 	if _, ok := cfg.ConnConfig.RuntimeParams[idleParam]; !ok {
-		cfg.ConnConfig.RuntimeParams[idleParam] = "10s"
+		cfg.ConnConfig.RuntimeParams[idleParam] = "5s"
 	}
 	return cfg, nil
 }

@@ -61,11 +61,11 @@ func TestParseURL(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("configuration (-want +got):\n%s", diff)
 			}
-			// A session idle in a transaction ends within 10s (parseURL),
+			// A session idle in a transaction ends within 5s (parseURL),
 			// unless the URL says otherwise.
 			if _, ok := tt.runtime[idleParam]; !ok {
-				if got := cfg.ConnConfig.RuntimeParams[idleParam]; got != "10s" {
-					t.Errorf("%s = %q; want 10s", idleParam, got)
+				if got := cfg.ConnConfig.RuntimeParams[idleParam]; got != "5s" {
+					t.Errorf("%s = %q; want 5s", idleParam, got)
 				}
 			}
 			for k, v := range tt.runtime {

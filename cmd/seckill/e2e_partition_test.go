@@ -52,11 +52,10 @@ const (
 // created, once, within the stock, and `seckill reconcile` agrees.
 func TestPartitionedInstance(t *testing.T) {
 	if os.Getenv("SECKILL_TEST_PARTITION") == "" {
-		// It fails in about one run of three: after the cut, the voucher's
-		// row lock stays held by a session that is not idle long enough
-		// for wait_timeout to end it, and the others' writes of the
-		// reclaimed orders wait behind it (issue 11, still open). Run it
-		// by hand until that is understood.
+		// It fails in about one run of three: after the heal the
+		// partitioned serve answers buyers again, but its workers do not
+		// always read the stream again within 30s (issue 11, still open).
+		// Run it by hand until that is found.
 		t.Skip("set SECKILL_TEST_PARTITION=1 to run it: it is not yet reliable (issue 11)")
 	}
 	t.Parallel()
@@ -172,7 +171,10 @@ func TestPartitionedInstance(t *testing.T) {
 	atCut := l.stats()
 
 	// The others take its orders over after the lease, and write them.
-	reclaimedAt := waitReclaimed(t, db, rv, voucher, cutName, held, 30*time.Second)
+	// The takeover waits for the database to end the cut-off session
+	// (wait_timeout, mysql/store.go) and for the reclaimers' transactions,
+	// queued on the voucher's row lock meanwhile, to pass one by one.
+	reclaimedAt := waitReclaimed(t, db, rv, voucher, cutName, held, 60*time.Second)
 	// Buyers go on asking it while it is cut off: its answers then are
 	// what the test checks.
 	waitFor(t, 30*time.Second, func() (bool, string) {
