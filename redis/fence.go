@@ -33,15 +33,7 @@ func (c *Client) Identity(ctx context.Context) (string, error) {
 		return embeddedIdentity, nil
 	}
 	if c.Kind() != KindCluster {
-		// One connection: a Sentinel client may move to a new master
-		// between two commands of its own.
-		var id string
-		err := c.rdb.Dedicated(func(dc rueidis.DedicatedClient) error {
-			var err error
-			id, err = serverIdentity(ctx, dc, "")
-			return err
-		})
-		return id, err
+		return serverIdentity(ctx, c.rdb, "") // one command: no connection of its own needed
 	}
 	shards, err := c.clusterShards(ctx)
 	if err != nil {

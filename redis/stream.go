@@ -525,10 +525,9 @@ func (c *Client) WaitOrders(ctx context.Context, voucherID int64, block time.Dur
 	cmd := c.rdb.B().Xread().Count(1)
 	var res map[string][]rueidis.XRangeEntry
 	if block > 0 {
-		// Bounded as in ReadOrders: a cut connection never answers.
-		bctx, cancel := context.WithTimeout(ctx, block+blockGrace)
-		defer cancel()
-		res, err = c.rdb.Do(bctx, cmd.Block(block.Milliseconds()).Streams().Key(k.Orders).Id(last).Build()).AsXRead()
+		// Its caller bounds the wait (worker.readBatch), as ReadOrders
+		// bounds its own: a cut connection never answers.
+		res, err = c.rdb.Do(ctx, cmd.Block(block.Milliseconds()).Streams().Key(k.Orders).Id(last).Build()).AsXRead()
 	} else {
 		res, err = c.rdb.Do(ctx, cmd.Streams().Key(k.Orders).Id(last).Build()).AsXRead()
 	}

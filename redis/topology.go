@@ -44,35 +44,37 @@ type Shard struct {
 // "cluster: 3 masters (a, b, c), 3 replicas".
 func (t Topology) String() string {
 	addrs := make([]string, len(t.Masters))
-	replicas := 0
 	for i, m := range t.Masters {
 		addrs[i] = m.Addr
-		replicas += len(m.Replicas)
+	}
+	masters, replicas := t.counts()
+	return fmt.Sprintf("%s: %s (%s), %s", t.Kind, masters, strings.Join(addrs, ", "), replicas)
+}
+
+// counts says how many masters and replicas: "3 masters", "3 replicas".
+func (t Topology) counts() (masters, replicas string) {
+	n := 0
+	for _, m := range t.Masters {
+		n += len(m.Replicas)
 	}
 	noun := "masters"
 	if len(t.Masters) == 1 {
 		noun = "master"
 	}
-	return fmt.Sprintf("%s: %d %s (%s), %d replicas", t.Kind, len(t.Masters), noun, strings.Join(addrs, ", "), replicas)
+	return fmt.Sprintf("%d %s", len(t.Masters), noun), fmt.Sprintf("%d replicas", n)
 }
 
 // Summary is String without the addresses, for answers to anyone who asks
 // (/readyz): "cluster: 3 masters, 3 replicas".
 func (t Topology) Summary() string {
-	replicas := 0
-	for _, m := range t.Masters {
-		replicas += len(m.Replicas)
-	}
-	noun := "masters"
-	if len(t.Masters) == 1 {
-		noun = "master"
-	}
-	return fmt.Sprintf("%s: %d %s, %d replicas", t.Kind, len(t.Masters), noun, replicas)
+	masters, replicas := t.counts()
+	return fmt.Sprintf("%s: %s, %s", t.Kind, masters, replicas)
 }
 
-// Describe is Topology(ctx).Summary(), for /readyz.
+// Describe is the Summary of the topology read at most topologyFor ago,
+// for /readyz: a load balancer's probes do not each ask Redis for it.
 func (c *Client) Describe(ctx context.Context) (string, error) {
-	t, err := c.Topology(ctx)
+	t, err := c.cachedTopology(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -340,20 +342,29 @@ func (c *Client) VoucherMasters(ctx context.Context, voucherIDs ...int64) (map[i
 // topologyFor is how long voucherNode trusts the topology it read.
 const topologyFor = 5 * time.Second
 
-// voucherNode returns the master that holds the voucher, from a topology
-// read at most topologyFor ago; "" when it cannot be read (the snapshot it
-// is part of does not fail for that).
-func (c *Client) voucherNode(ctx context.Context, voucherID int64) string {
+// cachedTopology returns the topology read at most topologyFor ago.
+func (c *Client) cachedTopology(ctx context.Context) (*Topology, error) {
 	c.topoMu.Lock()
 	defer c.topoMu.Unlock()
 	if c.topo == nil || time.Since(c.topoAt) > topologyFor {
 		t, err := c.Topology(ctx)
 		if err != nil {
-			return ""
+			return nil, err
 		}
 		c.topo, c.topoAt = &t, time.Now()
 	}
-	return c.topo.VoucherMaster(c.keys, voucherID)
+	return c.topo, nil
+}
+
+// voucherNode returns the master that holds the voucher, from a topology
+// read at most topologyFor ago; "" when it cannot be read (the snapshot it
+// is part of does not fail for that).
+func (c *Client) voucherNode(ctx context.Context, voucherID int64) string {
+	t, err := c.cachedTopology(ctx)
+	if err != nil {
+		return ""
+	}
+	return t.VoucherMaster(c.keys, voucherID)
 }
 
 // keySlot is the Cluster slot of key: CRC16 (XMODEM) of its hash tag (the
