@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,13 +50,6 @@ const (
 // it answers and persists again; and at the end every order answered is
 // created, once, within the stock, and `seckill reconcile` agrees.
 func TestPartitionedInstance(t *testing.T) {
-	if os.Getenv("SECKILL_TEST_PARTITION") == "" {
-		// It fails in about one run of three: after the heal the
-		// partitioned serve answers buyers again, but its workers do not
-		// always read the stream again within 30s (issue 11, still open).
-		// Run it by hand until that is found.
-		t.Skip("set SECKILL_TEST_PARTITION=1 to run it: it is not yet reliable (issue 11)")
-	}
 	t.Parallel()
 	began := time.Now()
 	ns := testenv.NewNetns(t)
@@ -193,7 +185,12 @@ func TestPartitionedInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.pace.Store(0)
+	// Slowly still, until it is seen to rejoin: its readers come back a
+	// few seconds after the heal (a new connection, a read's backoff), and
+	// at full speed the host's serves could sell what is left before then.
+	// Its consumer only shows in the group when it reads new messages, so
+	// with none left its return could not be seen (1 run in 10 failed so).
+	l.pace.Store(int64(250 * time.Millisecond))
 
 	// It rejoins: it answers buyers again, its workers read the stream
 	// again and, while there is stock to sell, persist.
@@ -217,6 +214,7 @@ func TestPartitionedInstance(t *testing.T) {
 	} else {
 		t.Logf("only %d units were left when the partition healed: its workers' return is not checked", remainingAtHeal)
 	}
+	l.pace.Store(0)
 	l.waitDone(t, 90*time.Second)
 
 	accepted, dups := l.orders()
