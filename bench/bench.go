@@ -1,7 +1,10 @@
 // Package bench drives a seckill server as a flash sale's buyers do and
 // reports what it measured and whether the books balance: throughput and
-// latency of admission, the cost of answering once sold out, the drain of
-// orders into the database, and oversell, lost orders and double buyers.
+// latency of admission, against a bare handler measured the same way in
+// the same run; the cost of answering once sold out; the CPU each local
+// process spent per request; latencies at a constant arrival rate; the
+// drain of orders into the database; and oversell, lost orders and double
+// buyers.
 package bench
 
 import (
@@ -17,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -40,16 +44,36 @@ type Config struct {
 	// Duration, if set, runs the sale for this long instead, the buyers
 	// asking again and again.
 	Duration time.Duration
-	// Concurrency is how many requests are in flight at once. Default 64.
+	// Concurrency is how many clients send requests at once, each on a
+	// keep-alive connection of its own (per instance): the closed loops'
+	// senders and the open loops' most in flight. Default 64.
 	Concurrency int
 	// Stock is the voucher's stock. Default Users/10.
 	Stock int64
 	// FirstUser is the id of the first buyer; buyers are FirstUser,
 	// FirstUser+1, …. Default 1,000,000 (clear of real users).
 	FirstUser int64
-	// CeilingFor, SoldOutFor: how long to measure the trivial endpoint and
-	// the answers after sell-out. Defaults 3s each; negative skips.
-	CeilingFor, SoldOutFor time.Duration
+	// ReferenceFor is how long to measure each reference before the sale,
+	// the bare handler and GET /healthz; SoldOutFor, the answers after
+	// sell-out. Defaults 3s each; negative skips.
+	ReferenceFor, SoldOutFor time.Duration
+	// Bare are the timeouts of the bare handler's server: the server's.
+	Bare ServerTimeouts
+	// OpenRate, if above zero, runs an open-loop step at this many
+	// requests a second after the books are checked. Otherwise OpenSteps,
+	// if set, first measures the admissions' closed-loop maximum and runs
+	// a step at each of these fractions of it (e.g. 0.5, 0.8, 0.95).
+	OpenRate  float64
+	OpenSteps []float64
+	// OpenFor is how long each open-loop step sends, and how long the
+	// closed-loop maximum is measured. Default 5s.
+	OpenFor time.Duration
+	// Watch are the local processes whose CPU each phase reports. Default:
+	// this process.
+	Watch []Watch
+	// ServerInProcess says that the server runs in this process: its CPU
+	// beyond the bare handler's phase is then reported as the server's.
+	ServerInProcess bool
 	// DrainTimeout bounds the wait for the database to hold every admitted
 	// order. Default 60s.
 	DrainTimeout time.Duration
@@ -60,11 +84,13 @@ type Config struct {
 	// Agree, if set, checks that Redis and the database agree about the
 	// voucher (seckill reconcile), returning a line to report.
 	Agree func(ctx context.Context, voucherID int64) (ok bool, detail string, err error)
-	// Progress receives a line a second while the sale runs; nil for none.
-	// With Terminal, the line redraws in place with a progress bar.
+	// Progress receives a line a second while the sale runs, and a line
+	// per reference and open-loop step; nil for none. With Terminal, the
+	// sale's line redraws in place with a progress bar.
 	Progress io.Writer
 	Terminal bool
-	// Client sends the requests; default one with Concurrency connections.
+	// Client sends the requests; default one with Concurrency connections
+	// per host, and another like it for the bare handler.
 	Client *http.Client
 }
 
@@ -92,207 +118,388 @@ func (c *Config) withDefaults() error {
 	if c.FirstUser <= 0 {
 		c.FirstUser = 1_000_000
 	}
-	if c.CeilingFor == 0 {
-		c.CeilingFor = 3 * time.Second
+	if c.ReferenceFor == 0 {
+		c.ReferenceFor = 3 * time.Second
 	}
 	if c.SoldOutFor == 0 {
 		c.SoldOutFor = 3 * time.Second
 	}
+	if c.OpenFor <= 0 {
+		c.OpenFor = 5 * time.Second
+	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 60 * time.Second
 	}
-	if c.Client == nil {
-		c.Client = &http.Client{Transport: &http.Transport{
-			MaxIdleConns:        c.Concurrency * 2,
-			MaxIdleConnsPerHost: c.Concurrency * 2,
-			DisableCompression:  true,
-		}, Timeout: 30 * time.Second}
+	if c.Watch == nil {
+		c.Watch = []Watch{{Name: "bench", Self: true}}
 	}
 	return nil
 }
 
-// Report is what a run measured. Rates are per second; latencies are of the
-// sale's requests.
-type Report struct {
-	Label    string           `json:"label"`
-	Voucher  int64            `json:"voucherId"`
-	Stock    int64            `json:"stock"`
-	Users    int              `json:"users"`
-	Requests int64            `json:"requests"`
-	Seconds  float64          `json:"seconds"`
-	Rate     float64          `json:"reqPerSec"`
-	MaxRate  float64          `json:"maxReqPerSec"`
-	Mean     time.Duration    `json:"meanNs"`
-	P50      time.Duration    `json:"p50Ns"`
-	P99      time.Duration    `json:"p99Ns"`
-	P999     time.Duration    `json:"p999Ns"`
-	Max      time.Duration    `json:"maxNs"`
-	Answers  map[string]int64 `json:"answers"`
-	Errors   int64            `json:"errors"`
-	Ceiling  float64          `json:"ceilingReqPerSec"`
-	SoldOut  float64          `json:"soldOutReqPerSec"`
-	// RateUntilSoldOut and RateAfterSoldOut split the sale at its first
-	// sold_out answer: requests answered before it over the time until it,
-	// and after it over the rest of the sale (0 when the sale did not sell
-	// out). A sale that slows down once sold out shows it here.
-	RateUntilSoldOut float64       `json:"reqPerSecUntilSoldOut"`
-	RateAfterSoldOut float64       `json:"reqPerSecAfterSoldOut"`
-	Admitted         int64         `json:"admitted"`
-	Created          int64         `json:"created"`
-	Oversold         int64         `json:"oversold"`
-	Doubles          int64         `json:"buyersWithTwoOrders"`
-	Lost             int64         `json:"lost"`
-	Drain            time.Duration `json:"drainNs"`
-	DrainRate        float64       `json:"dbOrdersPerSec"`
-	Agree            *bool         `json:"redisAndDatabaseAgree,omitempty"`
-	AgreeNote        string        `json:"agreeDetail,omitempty"`
-}
-
-// OK reports whether the books balance: no oversell, no order lost, no
-// buyer twice, no transport error, and Redis and the database agree where
-// that was checked.
-func (r *Report) OK() bool {
-	return r.Oversold == 0 && r.Lost == 0 && r.Doubles == 0 && r.Errors == 0 && (r.Agree == nil || *r.Agree)
+// newClient is the bench's client: keep-alive connections, as many per
+// host as there are senders, and no compression.
+func newClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxConnsPerHost:     conns,
+		MaxIdleConnsPerHost: conns,
+		DisableCompression:  true,
+	}, Timeout: 30 * time.Second}
 }
 
 // run is one run's state.
 type run struct {
-	cfg     Config
-	report  *Report
-	tokens  []string
-	hist    histogram
-	second  histogram
-	answers sync.Map // answer → *atomic.Int64
+	cfg    Config
+	report *Report
+	tokens []string
+	// client sends to the server, bareClient (configured alike) to the
+	// bare handler, so that the bare handler's connections can be closed
+	// without the server's.
+	client, bareClient *http.Client
+	bare               *bareServer
+	cpu                *cpuMeter
+	hist               histogram
+	second             histogram
+	answers            sync.Map // answer → *atomic.Int64
 	// orders: buyer index → the order id they were answered 200 with.
 	mu     sync.Mutex
 	orders map[int]string
 	ids    map[int]string // buyer → any order id an answer carried
 	done   atomic.Int64
-	errors atomic.Int64
+	errs   tally
 	// soldOutAt is when the sale first answered sold_out (unix ns; 0
 	// before), and afterSoldOut counts the answers since.
 	soldOutAt    atomic.Int64
 	afterSoldOut atomic.Int64
+	soldOutSeen  sync.Once
 	// urls are the instances (Config.URL); next picks the next one.
 	urls []string
 	next atomic.Uint64
 }
 
-// Run runs a sale against the server and checks its books.
+// Run runs a sale against the server and checks its books. Before the
+// sale it measures the references, after it the sold-out answers and the
+// drain, and last, if configured, the open-loop steps.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, report: &Report{Label: cfg.Label, Stock: cfg.Stock, Users: cfg.Users, Answers: map[string]int64{}},
-		orders: map[int]string{}, ids: map[int]string{}, urls: strings.Split(cfg.URL, ",")}
-	if cfg.CeilingFor > 0 {
-		rate, err := r.ceiling(ctx)
-		if err != nil {
-			return nil, err
-		}
-		r.report.Ceiling = rate
+	r := &run{cfg: cfg, report: &Report{Label: cfg.Label, Connections: cfg.Concurrency, Stock: cfg.Stock, Users: cfg.Users,
+		Answers: map[string]int64{}, Phases: []Phase{}},
+		orders: map[int]string{}, ids: map[int]string{}, urls: strings.Split(cfg.URL, ","), cpu: newCPUMeter(cfg.Watch)}
+	r.client, r.bareClient = cfg.Client, cfg.Client
+	if cfg.Client == nil {
+		r.client, r.bareClient = newClient(cfg.Concurrency), newClient(cfg.Concurrency)
 	}
+	defer r.client.CloseIdleConnections()
+	defer r.bareClient.CloseIdleConnections()
 	if err := r.setUp(); err != nil {
 		return nil, err
 	}
-	if err := r.sale(ctx); err != nil {
+	if cfg.ReferenceFor > 0 || cfg.OpenRate > 0 || len(cfg.OpenSteps) > 0 {
+		body := soldOutBody(r.report.Voucher)
+		bare, err := startBare(body, cfg.Bare)
+		if err != nil {
+			return nil, err
+		}
+		defer bare.close()
+		r.bare, r.report.BareURL = bare, bare.url
+		r.report.BareAnswer = Answer{Bytes: int64(len(body)), ContentType: soldOutType}
+	}
+	if cfg.ReferenceFor > 0 {
+		if err := r.references(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	r.phase("sale", func() loopResult {
+		var res loopResult
+		res, err = r.sale(ctx)
+		return res
+	})
+	if err != nil {
 		return nil, err
 	}
 	if cfg.SoldOutFor > 0 && r.report.Admitted >= cfg.Stock {
-		r.report.SoldOut = r.soldOut(ctx)
+		r.soldOut(ctx)
 	}
 	if cfg.BeforeDrain != nil {
 		cfg.BeforeDrain()
 	}
+	r.phase("drain", func() loopResult { return r.drain(ctx) })
 	if err := r.books(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.OpenRate > 0 || len(cfg.OpenSteps) > 0 {
+		if err := r.openLoop(ctx); err != nil {
+			return nil, err
+		}
+	}
+	r.report.summarize(cfg.ServerInProcess)
 	return r.report, nil
 }
 
-// request sends one request and decodes a JSON answer.
-func (r *run) request(ctx context.Context, method, path, token string, body any, out any) (int, error) {
+// say prints a line of progress.
+func (r *run) say(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, format+"\n", args...)
+	}
+}
+
+// reply is what came back for one request.
+type reply struct {
+	status      int
+	bytes       int64 // the body's size
+	contentType string
+}
+
+// send sends one request to base, or to the server's instances in turn
+// when base is empty, and decodes a JSON answer into out (nil: discard).
+func (r *run) send(ctx context.Context, client *http.Client, base, method, path, token string, body any, out any) (reply, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, err
+			return reply{}, err
 		}
 		rd = bytes.NewReader(b)
 	}
-	base := r.urls[(r.next.Add(1)-1)%uint64(len(r.urls))]
+	if base == "" {
+		base = r.urls[(r.next.Add(1)-1)%uint64(len(r.urls))]
+	}
 	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
-		return 0, err
+		return reply{}, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	res, err := r.cfg.Client.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return reply{}, err
 	}
 	defer res.Body.Close()
-	if out == nil {
-		_, err = io.Copy(io.Discard, res.Body)
-		return res.StatusCode, err
+	rep := reply{status: res.StatusCode, contentType: res.Header.Get("Content-Type")}
+	// Read to the end, so that the connection is kept for the next.
+	data, err := io.ReadAll(res.Body)
+	rep.bytes = int64(len(data))
+	if err != nil || out == nil {
+		return rep, err
 	}
-	return res.StatusCode, json.NewDecoder(res.Body).Decode(out)
+	return rep, json.Unmarshal(data, out)
 }
 
-// ceiling measures the server's trivial endpoint with the same client and
-// concurrency: the most any endpoint can do in this run.
-func (r *run) ceiling(ctx context.Context) (float64, error) {
-	var n, failed atomic.Int64
+// request sends one request to the server and decodes a JSON answer.
+func (r *run) request(ctx context.Context, method, path, token string, body any, out any) (int, error) {
+	rep, err := r.send(ctx, r.client, "", method, path, token, body, out)
+	return rep.status, err
+}
+
+// buyCode sends a buy to the server and returns its answer's error code.
+func (r *run) buyCode(ctx context.Context, base, path, token string) (reply, string, error) {
+	return r.buyCodeWith(ctx, r.client, base, path, token)
+}
+
+func (r *run) buyCodeWith(ctx context.Context, client *http.Client, base, path, token string) (reply, string, error) {
+	var a answer
+	rep, err := r.send(ctx, client, base, "POST", path, token, nil, &a)
+	if err == nil && a.Code == "sold_out" {
+		r.noteSoldOut(rep)
+	}
+	return rep, a.Code, err
+}
+
+// noteSoldOut keeps the size of the server's first sold-out answer.
+func (r *run) noteSoldOut(rep reply) {
+	r.soldOutSeen.Do(func() { r.report.SoldOutAnswer = Answer{Bytes: rep.bytes, ContentType: rep.contentType} })
+}
+
+// path is the buy route of a voucher.
+func (r *run) path(voucherID int64) string {
+	return "/api/vouchers/" + strconv.FormatInt(voucherID, 10) + "/seckill"
+}
+
+// tally counts requests that got no answer, by kind.
+type tally struct{ refused, reset, other atomic.Int64 }
+
+// add counts err and returns its kind, as an answer's key.
+func (t *tally) add(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		t.refused.Add(1)
+		return "connection_refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		t.reset.Add(1)
+		return "connection_reset"
+	}
+	t.other.Add(1)
+	return "transport_error"
+}
+
+func (t *tally) total() int64 { return t.refused.Load() + t.reset.Load() + t.other.Load() }
+
+// loopResult is what a phase's requests came to: n answered as expected,
+// the failures, over elapsed.
+type loopResult struct {
+	n       int64
+	elapsed time.Duration
+	errs    *tally
+}
+
+// phase runs one timed part of the run, reads the CPU of the watched
+// processes around it, and adds it to the report.
+func (r *run) phase(name string, fn func() loopResult) Phase {
+	before := r.cpu.sample()
+	res := fn()
+	after := r.cpu.sample()
+	p := Phase{Name: name, Requests: res.n, Seconds: res.elapsed.Seconds(), CPU: r.cpu.since(before, after, res.n)}
+	if p.Seconds > 0 {
+		p.Rate = float64(res.n) / p.Seconds
+	}
+	if res.errs != nil {
+		p.Errors, p.ConnRefused, p.ConnReset = res.errs.total(), res.errs.refused.Load(), res.errs.reset.Load()
+	}
+	r.report.Phases = append(r.report.Phases, p)
+	return p
+}
+
+// closedLoop runs Concurrency senders, each sending its next request as
+// soon as its last is answered, until d has passed or limit requests were
+// started (0: no limit). Requests in flight at the end are answered and
+// counted, not cancelled: the time is until the last answer. send's nil
+// counts a request; an error, a failure.
+func (r *run) closedLoop(ctx context.Context, d time.Duration, limit int64, send func(ctx context.Context, i int64) error) loopResult {
+	var (
+		n, next atomic.Int64
+		errs    tally
+	)
 	start := time.Now()
-	ctx, cancel := context.WithDeadline(ctx, start.Add(r.cfg.CeilingFor))
-	defer cancel()
+	end := start.Add(d)
 	var wg sync.WaitGroup
 	for range r.cfg.Concurrency {
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				status, err := r.request(ctx, "GET", "/healthz", "", nil, nil)
-				switch {
-				case err == nil && status == 200:
+			for ctx.Err() == nil && time.Now().Before(end) {
+				i := next.Add(1) - 1
+				if limit > 0 && i >= limit {
+					return
+				}
+				switch err := send(ctx, i); {
+				case err == nil:
 					n.Add(1)
 				case ctx.Err() == nil:
-					failed.Add(1)
+					errs.add(err)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if failed.Load() > n.Load() {
-		return 0, fmt.Errorf("bench: %s/healthz failed %d times", r.cfg.URL, failed.Load())
-	}
-	return float64(n.Load()) / time.Since(start).Seconds(), nil
+	return loopResult{n: n.Load(), elapsed: time.Since(start), errs: &errs}
 }
 
-// setUp creates the voucher and mints the buyers' tokens.
-func (r *run) setUp() error {
+// references measures, before the sale, with the same client and
+// connections, for the same time: the bare handler, answering the sale's
+// very requests with a sold-out answer and doing nothing else, and the
+// server's GET /healthz through its whole middleware. Each is warmed up
+// first, unmeasured, as the sale is by the references before it.
+func (r *run) references(ctx context.Context) error {
+	path := r.path(r.report.Voucher)
+	bare := r.reference(ctx, "bare", func(ctx context.Context, i int64) error {
+		rep, err := r.send(ctx, r.bareClient, r.bare.url, "POST", path, r.tokens[i%int64(len(r.tokens))], nil, nil)
+		if err == nil && rep.status != http.StatusConflict {
+			return fmt.Errorf("answered %d", rep.status)
+		}
+		return err
+	})
+	// The bare handler's connections are closed: with many, they would
+	// hold open files through the sale.
+	r.bareClient.CloseIdleConnections()
+	healthz := r.reference(ctx, "healthz", func(ctx context.Context, _ int64) error {
+		status, err := r.request(ctx, "GET", "/healthz", "", nil, nil)
+		if err == nil && status != http.StatusOK {
+			return fmt.Errorf("answered %d", status)
+		}
+		return err
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, p := range []Phase{bare, healthz} {
+		if p.Errors > p.Requests {
+			return fmt.Errorf("bench: the %s reference failed %d times (refused %d, reset %d), answered %d", p.Name, p.Errors, p.ConnRefused, p.ConnReset, p.Requests)
+		}
+	}
+	r.report.Bare, r.report.Healthz = bare.Rate, healthz.Rate
+	r.say("bare handler (plain net/http in this process, %s): %.0f req/s; GET /healthz: %.0f req/s", r.bare.url, bare.Rate, healthz.Rate)
+	return nil
+}
+
+// reference warms up, then measures one reference.
+func (r *run) reference(ctx context.Context, name string, send func(ctx context.Context, i int64) error) Phase {
+	r.warm(ctx, warmUp(r.cfg.ReferenceFor), send)
+	return r.phase(name, func() loopResult { return r.closedLoop(ctx, r.cfg.ReferenceFor, 0, send) })
+}
+
+// warmUp is how long a phase of d is warmed up.
+func warmUp(d time.Duration) time.Duration { return min(d/5, 500*time.Millisecond) }
+
+// warm sends, unmeasured, as closedLoop does, for d and until every sender
+// has been answered once: the connections are dialled, the goroutines
+// started.
+func (r *run) warm(ctx context.Context, d time.Duration, send func(ctx context.Context, i int64) error) {
+	end := time.Now().Add(d)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range r.cfg.Concurrency {
+		wg.Go(func() {
+			for first := true; ctx.Err() == nil && (first || time.Now().Before(end)); first = false {
+				send(ctx, next.Add(1)-1)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// createVoucher creates a voucher on sale now and returns its id.
+func (r *run) createVoucher(stock int64, title string) (int64, error) {
 	admin, err := r.cfg.Token(1, true)
 	if err != nil {
-		return fmt.Errorf("bench: admin token: %w", err)
+		return 0, fmt.Errorf("bench: admin token: %w", err)
 	}
 	now := time.Now().UTC()
 	var v struct {
 		ID string `json:"id"`
 	}
 	status, err := r.request(context.Background(), "POST", "/api/admin/vouchers", admin, map[string]any{
-		"title": "seckill bench " + r.cfg.Label, "stock": r.cfg.Stock,
+		"title": "seckill bench " + r.cfg.Label + " " + title, "stock": stock,
 		"beginTime": now.Add(-time.Minute).Format(time.RFC3339), "endTime": now.Add(time.Hour).Format(time.RFC3339),
 	}, &v)
 	if err != nil || status != http.StatusCreated {
-		return fmt.Errorf("bench: create the voucher: status %d, %v", status, err)
+		return 0, fmt.Errorf("bench: create the voucher: status %d, %v", status, err)
 	}
-	if r.report.Voucher, err = strconv.ParseInt(v.ID, 10, 64); err != nil {
-		return fmt.Errorf("bench: voucher id %q: %w", v.ID, err)
+	id, err := strconv.ParseInt(v.ID, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bench: voucher id %q: %w", v.ID, err)
 	}
-	r.tokens = make([]string, r.cfg.Users)
-	for i := range r.tokens {
-		if r.tokens[i], err = r.cfg.Token(r.cfg.FirstUser+int64(i), false); err != nil {
+	return id, nil
+}
+
+// setUp creates the sale's voucher and mints the buyers' tokens.
+func (r *run) setUp() error {
+	id, err := r.createVoucher(r.cfg.Stock, "sale")
+	if err != nil {
+		return err
+	}
+	r.report.Voucher = id
+	return r.mintTokens(r.cfg.Users)
+}
+
+// mintTokens makes sure buyers 0 to n-1 have tokens.
+func (r *run) mintTokens(n int) error {
+	for i := len(r.tokens); i < n; i++ {
+		t, err := r.cfg.Token(r.cfg.FirstUser+int64(i), false)
+		if err != nil {
 			return fmt.Errorf("bench: buyer token: %w", err)
 		}
+		r.tokens = append(r.tokens, t)
 	}
 	return nil
 }
@@ -308,7 +515,7 @@ type answer struct {
 func (r *run) buy(ctx context.Context, buyer int) {
 	start := time.Now()
 	var a answer
-	status, err := r.request(ctx, "POST", "/api/vouchers/"+strconv.FormatInt(r.report.Voucher, 10)+"/seckill", r.tokens[buyer], nil, &a)
+	rep, err := r.send(ctx, r.client, "", "POST", r.path(r.report.Voucher), r.tokens[buyer], nil, &a)
 	d := time.Since(start)
 	if ctx.Err() != nil {
 		return
@@ -318,6 +525,7 @@ func (r *run) buy(ctx context.Context, buyer int) {
 	r.done.Add(1)
 	if a.Code == "sold_out" {
 		r.soldOutAt.CompareAndSwap(0, time.Now().UnixNano())
+		r.noteSoldOut(rep)
 	}
 	if r.soldOutAt.Load() != 0 {
 		r.afterSoldOut.Add(1)
@@ -325,12 +533,11 @@ func (r *run) buy(ctx context.Context, buyer int) {
 	key := a.Code
 	switch {
 	case err != nil:
-		key = "transport_error"
-		r.errors.Add(1)
-	case status == http.StatusOK:
+		key = r.errs.add(err)
+	case rep.status == http.StatusOK:
 		key = "ok"
 	case key == "":
-		key = strconv.Itoa(status)
+		key = strconv.Itoa(rep.status)
 	}
 	c, _ := r.answers.LoadOrStore(key, new(atomic.Int64))
 	c.(*atomic.Int64).Add(1)
@@ -339,7 +546,7 @@ func (r *run) buy(ctx context.Context, buyer int) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if status == http.StatusOK {
+	if rep.status == http.StatusOK {
 		if prev, ok := r.orders[buyer]; ok && prev != a.OrderID {
 			r.report.Doubles++ // answered 200 twice with two orders
 		}
@@ -350,7 +557,7 @@ func (r *run) buy(ctx context.Context, buyer int) {
 
 // sale runs the buyers' requests, Concurrency at a time, and prints a line
 // a second.
-func (r *run) sale(ctx context.Context) error {
+func (r *run) sale(ctx context.Context) (loopResult, error) {
 	total := int64(r.cfg.Users * r.cfg.Repeat)
 	plan := make([]int32, 0, total)
 	if r.cfg.Duration <= 0 {
@@ -410,25 +617,26 @@ func (r *run) sale(ctx context.Context) error {
 	}
 	r.report.Mean, r.report.P50, r.report.P99, r.report.P999 = s.mean(), s.quantile(0.5), s.quantile(0.99), s.quantile(0.999)
 	r.report.Max = time.Duration(s.max) * time.Microsecond
-	r.report.Errors = r.errors.Load()
+	r.report.Errors, r.report.ConnRefused, r.report.ConnReset = r.errs.total(), r.errs.refused.Load(), r.errs.reset.Load()
 	r.answers.Range(func(k, v any) bool {
 		r.report.Answers[k.(string)] = v.(*atomic.Int64).Load()
 		return true
 	})
 	r.report.Admitted = int64(len(r.orders))
-	return ctx.Err()
+	return loopResult{n: s.n, elapsed: elapsed, errs: &r.errs}, ctx.Err()
 }
 
 // progress prints a line a second until the returned func is called, which
-// returns the best second's rate.
+// returns the best second's rate: of the whole seconds, and of the last
+// part if it lasted half a second or more.
 func (r *run) progress(start time.Time, total int64) func() float64 {
 	done := make(chan struct{})
 	var best float64
+	last, lastAt := int64(0), start
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		last, lastAt := int64(0), start
 		for {
 			select {
 			case <-done:
@@ -451,8 +659,8 @@ func (r *run) progress(start time.Time, total int64) func() float64 {
 		if r.cfg.Progress != nil && r.cfg.Terminal {
 			fmt.Fprintln(r.cfg.Progress)
 		}
-		if best == 0 { // shorter than a second
-			best = float64(r.done.Load()) / time.Since(start).Seconds()
+		if rest := time.Since(lastAt); rest >= time.Second/2 || best == 0 { // best == 0: shorter than a second
+			best = max(best, float64(r.done.Load()-last)/rest.Seconds())
 		}
 		return best
 	}
@@ -487,62 +695,37 @@ func (r *run) printProgress(at time.Duration, n, total int64, rate float64, s *s
 }
 
 // soldOut measures answers once the voucher is sold out: new buyers, who
-// can no longer win, asking as fast as they can.
-func (r *run) soldOut(ctx context.Context) float64 {
-	tokens := make([]string, min(r.cfg.Users, 1000))
+// can no longer win, asking as fast as they can; as many buyers as the
+// sale's (at least 1,000), so that a per-buyer rate limit does not cut
+// in.
+func (r *run) soldOut(ctx context.Context) {
+	tokens := make([]string, max(r.cfg.Users, 1000))
 	for i := range tokens {
 		t, err := r.cfg.Token(r.cfg.FirstUser+int64(r.cfg.Users+i), false)
 		if err != nil {
-			return 0
+			return
 		}
 		tokens[i] = t
 	}
-	var n atomic.Int64
-	start := time.Now()
-	ctx, cancel := context.WithDeadline(ctx, start.Add(r.cfg.SoldOutFor))
-	defer cancel()
-	path := "/api/vouchers/" + strconv.FormatInt(r.report.Voucher, 10) + "/seckill"
-	var wg sync.WaitGroup
-	for w := range r.cfg.Concurrency {
-		wg.Go(func() {
-			for i := w; ctx.Err() == nil; i += r.cfg.Concurrency {
-				var a answer
-				status, err := r.request(ctx, "POST", path, tokens[i%len(tokens)], nil, &a)
-				if err == nil && status == http.StatusConflict && a.Code == "sold_out" {
-					n.Add(1)
-				}
+	path := r.path(r.report.Voucher)
+	p := r.phase("sold-out", func() loopResult {
+		return r.closedLoop(ctx, r.cfg.SoldOutFor, 0, func(ctx context.Context, i int64) error {
+			rep, code, err := r.buyCode(ctx, "", path, tokens[i%int64(len(tokens))])
+			if err == nil && (rep.status != http.StatusConflict || code != "sold_out") {
+				return fmt.Errorf("answered %d %s", rep.status, code)
 			}
+			return err
 		})
-	}
-	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds()
+	})
+	r.report.SoldOut = p.Rate
 }
 
-// books waits for the database to hold every admitted order, then checks
-// each buyer's orders and the voucher's stock.
-func (r *run) books(ctx context.Context) error {
+// drain waits for the database to hold every admitted order. Its count is
+// of the orders written meanwhile when the workers were held back (the
+// whole backlog), else none: they kept up with the sale.
+func (r *run) drain(ctx context.Context) loopResult {
 	expected := r.report.Admitted
-	start := time.Now()
-	deadline := start.Add(r.cfg.DrainTimeout)
-	path := "/api/vouchers/" + strconv.FormatInt(r.report.Voucher, 10)
-	for {
-		var v struct {
-			Stock int64 `json:"stock"`
-		}
-		status, err := r.request(ctx, "GET", path, "", nil, &v)
-		if err == nil && status == http.StatusOK && r.cfg.Stock-v.Stock >= expected {
-			break
-		}
-		if time.Now().After(deadline) {
-			break // the checks below tell what is missing
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	r.report.Drain = time.Since(start)
+	r.report.Drain = r.written(ctx, r.report.Voucher, r.cfg.Stock, expected)
 	// With the workers held back during the sale, the drain is of the whole
 	// backlog: its rate is the database's. Otherwise the workers wrote as
 	// the sale went: the rate is over the sale and the drain.
@@ -553,6 +736,44 @@ func (r *run) books(ctx context.Context) error {
 	if window > 0 {
 		r.report.DrainRate = float64(expected) / window
 	}
+	res := loopResult{elapsed: r.report.Drain}
+	if r.cfg.BeforeDrain != nil {
+		res.n = expected
+	}
+	return res
+}
+
+// written waits, at most DrainTimeout, until the database holds n orders
+// of a voucher of that initial stock, and returns how long it waited.
+func (r *run) written(ctx context.Context, voucherID, stock, n int64) time.Duration {
+	start := time.Now()
+	deadline := start.Add(r.cfg.DrainTimeout)
+	path := "/api/vouchers/" + strconv.FormatInt(voucherID, 10)
+	for ctx.Err() == nil {
+		var v struct {
+			Stock int64 `json:"stock"`
+		}
+		status, err := r.request(ctx, "GET", path, "", nil, &v)
+		if err == nil && status == http.StatusOK && stock-v.Stock >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			break // the checks of books tell what is missing
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return time.Since(start)
+}
+
+// books checks each buyer's orders and the voucher's stock.
+func (r *run) books(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	path := "/api/vouchers/" + strconv.FormatInt(r.report.Voucher, 10)
 	// Every order answered 200 must be created, once per buyer.
 	var created, lost, doubles atomic.Int64
 	buyers := make(chan int)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,13 +17,27 @@ import (
 )
 
 // fakeShop is a stand-in server that sells correctly, except that it can be
-// told to lose one order: answered 200, never created.
+// told to lose one order: answered 200, never created. Its answers are
+// the real server's shape.
 type fakeShop struct {
-	mu     sync.Mutex
+	mu       sync.Mutex
+	vouchers []*fakeVoucher // id i+1
+	lose     bool
+	lost     int64
+	nextID   int64
+}
+
+type fakeVoucher struct {
 	stock  int64
 	orders map[string]int64 // user → order id
-	lose   bool
-	lost   int64
+}
+
+func (f *fakeShop) voucher(r *http.Request) (int64, *fakeVoucher) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 || id > int64(len(f.vouchers)) {
+		return 0, nil
+	}
+	return id, f.vouchers[id-1]
 }
 
 func (f *fakeShop) handler() http.Handler {
@@ -33,62 +49,70 @@ func (f *fakeShop) handler() http.Handler {
 			Stock int64 `json:"stock"`
 		}
 		json.NewDecoder(r.Body).Decode(&body)
-		f.stock = body.Stock
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.vouchers = append(f.vouchers, &fakeVoucher{stock: body.Stock, orders: map[string]int64{}})
 		w.WriteHeader(201)
-		fmt.Fprint(w, `{"id":"7"}`)
+		fmt.Fprintf(w, `{"id":"%d"}`, len(f.vouchers))
 	})
-	mux.HandleFunc("POST /api/vouchers/7/seckill", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /api/vouchers/{id}/seckill", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		vid, v := f.voucher(r)
 		u := user(r)
-		if id, ok := f.orders[u]; ok {
+		w.Header().Set("Content-Type", soldOutType)
+		if id, ok := v.orders[u]; ok {
 			w.WriteHeader(409)
-			fmt.Fprintf(w, `{"code":"duplicate_order","orderId":"%d"}`, id)
+			fmt.Fprintf(w, `{"code":"duplicate_order","message":"you hold order %d","orderId":"%d"}`+"\n", id, id)
 			return
 		}
-		if int64(len(f.orders)) >= f.stock {
+		if int64(len(v.orders)) >= v.stock {
 			w.WriteHeader(409)
-			fmt.Fprint(w, `{"code":"sold_out"}`)
+			fmt.Fprintf(w, `{"code":"sold_out","message":"voucher %d is sold out"}`+"\n", vid)
 			return
 		}
-		id := int64(len(f.orders) + 1)
-		f.orders[u] = id
+		f.nextID++
+		v.orders[u] = f.nextID
 		if f.lose && f.lost == 0 {
-			f.lost = id
+			f.lost = f.nextID
 		}
-		fmt.Fprintf(w, `{"orderId":"%d","status":"pending"}`, id)
+		fmt.Fprintf(w, `{"orderId":"%d","status":"pending"}`+"\n", f.nextID)
 	})
-	mux.HandleFunc("GET /api/vouchers/7", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /api/vouchers/{id}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		created := int64(len(f.orders))
-		if f.lost != 0 {
-			created--
+		id, v := f.voucher(r)
+		created := int64(len(v.orders))
+		for _, o := range v.orders {
+			if o == f.lost {
+				created--
+			}
 		}
-		fmt.Fprintf(w, `{"id":"7","stock":%d}`, f.stock-created)
+		fmt.Fprintf(w, `{"id":"%d","stock":%d}`, id, v.stock-created)
 	})
 	mux.HandleFunc("GET /api/orders", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		id, ok := f.orders[user(r)]
-		if !ok || id == f.lost {
-			fmt.Fprint(w, `{"orders":[]}`)
-			return
+		var list []string
+		for i, v := range f.vouchers {
+			if id, ok := v.orders[user(r)]; ok && id != f.lost {
+				list = append(list, fmt.Sprintf(`{"orderId":"%d","voucherId":"%d","status":"created"}`, id, i+1))
+			}
 		}
-		fmt.Fprintf(w, `{"orders":[{"orderId":"%d","voucherId":"7","status":"created"}]}`, id)
+		fmt.Fprintf(w, `{"orders":[%s]}`, strings.Join(list, ","))
 	})
 	return mux
 }
 
 func runFake(t *testing.T, lose bool) *Report {
 	t.Helper()
-	shop := &fakeShop{orders: map[string]int64{}, lose: lose}
+	shop := &fakeShop{lose: lose}
 	srv := httptest.NewServer(shop.handler())
 	defer srv.Close()
 	r, err := Run(context.Background(), Config{
 		URL: srv.URL, Label: "fake", Users: 200, Repeat: 3, Stock: 50, Concurrency: 16,
-		Token:      func(id int64, admin bool) (string, error) { return strconv.FormatInt(id, 10), nil },
-		CeilingFor: 200 * time.Millisecond, SoldOutFor: 200 * time.Millisecond, DrainTimeout: time.Second,
+		Token:        func(id int64, admin bool) (string, error) { return strconv.FormatInt(id, 10), nil },
+		ReferenceFor: 200 * time.Millisecond, SoldOutFor: 200 * time.Millisecond, DrainTimeout: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -105,8 +129,25 @@ func TestBooksBalance(t *testing.T) {
 	if r.Requests != 600 || r.Answers["ok"] != 50 || r.Answers["sold_out"]+r.Answers["duplicate_order"] != 550 {
 		t.Errorf("answers %v of %d requests", r.Answers, r.Requests)
 	}
-	if r.Ceiling <= 0 || r.SoldOut <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
-		t.Errorf("ceiling %v, sold-out %v, p50 %v, p99 %v", r.Ceiling, r.SoldOut, r.P50, r.P99)
+	if r.Bare <= 0 || r.Healthz <= 0 || r.SoldOut <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+		t.Errorf("bare %v, healthz %v, sold-out %v, p50 %v, p99 %v", r.Bare, r.Healthz, r.SoldOut, r.P50, r.P99)
+	}
+	if r.TimesBare.Sale != r.Rate/r.Bare || r.TimesBare.SoldOut != r.SoldOut/r.Bare || r.TimesBare.Healthz != r.Healthz/r.Bare {
+		t.Errorf("ratios to the bare handler %+v; rates: sale %v, sold-out %v, healthz %v, bare %v", r.TimesBare, r.Rate, r.SoldOut, r.Healthz, r.Bare)
+	}
+	// The bare handler answered as the server answers a sold-out buy.
+	if r.SoldOutAnswer.Bytes == 0 || r.BareAnswer != r.SoldOutAnswer {
+		t.Errorf("bare answer %+v, sold-out answer %+v: want the same size and type", r.BareAnswer, r.SoldOutAnswer)
+	}
+	var names []string
+	for _, p := range r.Phases {
+		names = append(names, p.Name)
+	}
+	if want := []string{"bare", "healthz", "sale", "sold-out", "drain"}; !slices.Equal(names, want) {
+		t.Errorf("phases %v, want %v", names, want)
+	}
+	if sale := r.phase("sale"); sale == nil || sale.Requests != r.Requests || sale.Rate != r.Rate {
+		t.Errorf("the sale's phase %+v; report: %d requests at %v req/s", sale, r.Requests, r.Rate)
 	}
 	// The sale sold out part-way: both of its halves have a rate, and
 	// together they are the sale's requests over its time.
@@ -135,7 +176,7 @@ func TestBooksCatchLostOrder(t *testing.T) {
 // of the requests, and the books are checked across them.
 func TestSeveralInstances(t *testing.T) {
 	t.Parallel()
-	shop := &fakeShop{orders: map[string]int64{}}
+	shop := &fakeShop{}
 	var hits [3]atomic.Int64
 	urls := make([]string, len(hits))
 	for i := range hits {
@@ -149,8 +190,8 @@ func TestSeveralInstances(t *testing.T) {
 	}
 	r, err := Run(context.Background(), Config{
 		URL: strings.Join(urls, ","), Label: "fake", Users: 200, Repeat: 3, Stock: 50, Concurrency: 16,
-		Token:      func(id int64, admin bool) (string, error) { return strconv.FormatInt(id, 10), nil },
-		CeilingFor: -1, SoldOutFor: -1, DrainTimeout: time.Second,
+		Token:        func(id int64, admin bool) (string, error) { return strconv.FormatInt(id, 10), nil },
+		ReferenceFor: -1, SoldOutFor: -1, DrainTimeout: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -162,5 +203,66 @@ func TestSeveralInstances(t *testing.T) {
 		if n := hits[i].Load(); n < 150 {
 			t.Errorf("instance %d was sent %d requests of over 600, want about a third", i, n)
 		}
+	}
+}
+
+// TestOpenLoopRun: the open-loop steps at fractions of the measured
+// admissions maximum, each sent to the server (every request admitted, on
+// a voucher of its own) and to the bare handler.
+func TestOpenLoopRun(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer((&fakeShop{}).handler())
+	defer srv.Close()
+	r, err := Run(context.Background(), Config{
+		URL: srv.URL, Label: "fake", Users: 100, Repeat: 2, Stock: 10, Concurrency: 8,
+		Token:        func(id int64, admin bool) (string, error) { return strconv.FormatInt(id, 10), nil },
+		ReferenceFor: -1, SoldOutFor: -1, DrainTimeout: time.Second,
+		OpenSteps: []float64{0.1, 0.8}, OpenFor: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.Open
+	if o == nil || o.MaxRate <= 0 || len(o.Steps) != 2 || r.phase("admissions max") == nil {
+		t.Fatalf("open loop %+v", o)
+	}
+	for _, s := range o.Steps {
+		n := int64(math.Ceil(s.Rate * 0.2))
+		for _, res := range []OpenResult{s.Server, s.Bare} {
+			if res.Scheduled != n || res.Sent != n || res.Dropped != 0 || res.Errors != 0 || res.P99 <= 0 {
+				t.Errorf("step %v%%: %+v; want %d sent", s.Percent, res, n)
+			}
+		}
+		if s.Server.Answers["ok"] != n || s.Bare.Answers["sold_out"] != n {
+			t.Errorf("step %v%%: the server answered %v, the bare handler %v; want %d admitted, %d sold out", s.Percent, s.Server.Answers, s.Bare.Answers, n, n)
+		}
+		if (s.Percent == 80) != (s.TargetMet != nil) {
+			t.Errorf("step %v%%: target %v; want it judged at 80%% only", s.Percent, s.TargetMet)
+		}
+	}
+	var b strings.Builder
+	Table(&b, []*Report{r})
+	for _, want := range []string{"Open loop", "80%", "Target:", "admission p99"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestTable: the headline is the whole sale's rate, the best second
+// beside it, every ratio over the bare handler, and the CPU by phase.
+func TestTable(t *testing.T) {
+	t.Parallel()
+	r := runFake(t, false)
+	var b strings.Builder
+	Table(&b, []*Report{r})
+	out := b.String()
+	for _, want := range []string{"req/s  × bare", "best second", "GET /healthz", "bare handler", "CPU ms per 1,000 requests", "sold-out"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ceiling") || strings.Contains(out, "WARNING") {
+		t.Errorf("the table speaks of a ceiling or warns:\n%s", out)
 	}
 }

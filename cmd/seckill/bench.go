@@ -7,8 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,9 +24,11 @@ import (
 // benchFlags are bench's own settings.
 type benchFlags struct {
 	url, compare, jsonFile, cpuProfile string
+	connections, rate, rateSteps       string
 	users, repeat, concurrency         int
 	stock                              int64
-	duration, ceiling, soldOut         time.Duration
+	duration, references, soldOut      time.Duration
+	rateFor                            time.Duration
 	backlog                            bool
 }
 
@@ -44,8 +50,13 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&b.repeat, "repeat", 2, "requests per buyer")
 	fs.Int64Var(&b.stock, "stock", 0, "the voucher's stock (default: a tenth of the buyers)")
 	fs.IntVar(&b.concurrency, "concurrency", 64, "requests in flight at once")
+	fs.StringVar(&b.connections, "connections", "", "clients sending at once, each on a keep-alive connection of its own; several comma-separated (64,5000) run each mode at each (default: --concurrency)")
 	fs.DurationVar(&b.duration, "duration", 0, "run the sale this long, buyers asking again and again, instead of --users × --repeat requests")
-	fs.DurationVar(&b.ceiling, "ceiling", 3*time.Second, "how long to measure the trivial endpoint GET /healthz, the ceiling (0: skip)")
+	fs.DurationVar(&b.references, "references", 3*time.Second, "how long to measure each reference before the sale: the bare handler and GET /healthz (0: skip)")
+	fs.DurationVar(&b.references, "ceiling", 3*time.Second, "the old name of --references")
+	fs.StringVar(&b.rate, "rate", "", "after the sale, send buys at this constant rate (requests a second), open loop, and the bare handler the same; auto: at each of --rate-steps of the admissions' closed-loop maximum, measured first")
+	fs.StringVar(&b.rateSteps, "rate-steps", "50,80,95", "with --rate auto, the rates as percentages of the admissions' closed-loop maximum")
+	fs.DurationVar(&b.rateFor, "rate-for", 5*time.Second, "how long each open-loop rate is sent, and the closed-loop maximum measured")
 	fs.DurationVar(&b.soldOut, "sold-out", 3*time.Second, "how long to measure the answers once sold out (0: skip)")
 	fs.BoolVar(&b.backlog, "backlog", false, "hold the workers back during the sale, to time the drain of the whole backlog (in-process only)")
 	fs.StringVar(&b.jsonFile, "json", "", "also write the reports to this file as JSON")
@@ -72,24 +83,32 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	if b.compare != "" {
 		modes = strings.Split(b.compare, ",")
 	}
+	conns, err := b.connectionCounts()
+	if err != nil {
+		return err
+	}
+	if err := checkOpenFiles(stdout, slices.Max(conns)); err != nil {
+		return err
+	}
 	var reports []*bench.Report
 	for _, mode := range modes {
-		var (
-			r   *bench.Report
-			err error
-		)
-		if b.url != "" {
-			r, err = benchRemote(ctx, &c, &b, stdout)
-		} else {
-			cc := c
-			cc.Mode = strings.TrimSpace(mode)
-			r, err = benchInProcess(ctx, &cc, &b, stdout, stderr)
+		for _, n := range conns {
+			bb := b
+			bb.concurrency = n
+			var r *bench.Report
+			if b.url != "" {
+				r, err = benchRemote(ctx, &c, &bb, stdout)
+			} else {
+				cc := c
+				cc.Mode = strings.TrimSpace(mode)
+				r, err = benchInProcess(ctx, &cc, &bb, stdout, stderr)
+			}
+			if err != nil {
+				return err
+			}
+			reports = append(reports, r)
+			fmt.Fprintln(stdout)
 		}
-		if err != nil {
-			return err
-		}
-		reports = append(reports, r)
-		fmt.Fprintln(stdout)
 	}
 	bench.Table(stdout, reports)
 	ok := true
@@ -113,12 +132,79 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // benchConfig is the part of a run's configuration that both ways share.
-func benchConfig(b *benchFlags, label string, stdout io.Writer) bench.Config {
-	return bench.Config{
+func benchConfig(c *Config, b *benchFlags, label string, stdout io.Writer) (bench.Config, error) {
+	cfg := bench.Config{
 		Label: label, Users: b.users, Repeat: b.repeat, Stock: b.stock, Concurrency: b.concurrency,
-		Duration: b.duration, CeilingFor: orSkip(b.ceiling), SoldOutFor: orSkip(b.soldOut),
-		Progress: stdout, Terminal: isTerminal(stdout),
+		Duration: b.duration, ReferenceFor: orSkip(b.references), SoldOutFor: orSkip(b.soldOut),
+		Bare:    bench.ServerTimeouts{ReadHeader: c.ReadHeaderTimeout, Read: c.ReadTimeout, Write: c.WriteTimeout, Idle: c.IdleTimeout},
+		OpenFor: b.rateFor, Progress: stdout, Terminal: isTerminal(stdout),
 	}
+	var err error
+	cfg.OpenRate, cfg.OpenSteps, err = b.openLoop()
+	return cfg, err
+}
+
+// connectionCounts reads --connections: a count or several, default
+// --concurrency.
+func (b *benchFlags) connectionCounts() ([]int, error) {
+	if strings.TrimSpace(b.connections) == "" {
+		return []int{b.concurrency}, nil
+	}
+	var out []int
+	for _, f := range strings.Split(b.connections, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--connections %q: want counts above 0, comma-separated", b.connections)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// openLoop reads --rate and --rate-steps: a fixed rate, or the fractions
+// of the measured maximum (--rate auto); neither without --rate.
+func (b *benchFlags) openLoop() (rate float64, steps []float64, err error) {
+	switch v := strings.TrimSpace(b.rate); v {
+	case "", "0":
+		return 0, nil, nil
+	case "auto":
+		for _, f := range strings.Split(b.rateSteps, ",") {
+			p, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || p <= 0 || p > 200 {
+				return 0, nil, fmt.Errorf("--rate-steps %q: want percentages, comma-separated, e.g. 50,80,95", b.rateSteps)
+			}
+			steps = append(steps, p/100)
+		}
+		return 0, steps, nil
+	default:
+		rate, err := strconv.ParseFloat(v, 64)
+		if err != nil || rate <= 0 {
+			return 0, nil, fmt.Errorf("--rate %q: want requests a second, or auto", b.rate)
+		}
+		return rate, nil, nil
+	}
+}
+
+// checkOpenFiles makes sure this process may open enough files for conns
+// connections: the client's, and the bare handler's or the in-process
+// server's other ends. Go raises the soft limit to the hard one at start
+// (since Go 1.19); the hard limit is the operator's.
+func checkOpenFiles(w io.Writer, conns int) error {
+	soft, hard, err := openFileLimit()
+	if err != nil {
+		fmt.Fprintf(w, "open files: limit unknown (%v)\n", err)
+		return nil
+	}
+	need := uint64(2*conns + 256)
+	how := "below the hard limit"
+	if soft == hard {
+		how = "raised to the hard limit by Go at start"
+	}
+	fmt.Fprintf(w, "open files: this process may open %d (soft limit, %s; hard %d); %d connections need about %d\n", soft, how, hard, conns, need)
+	if soft < need {
+		return fmt.Errorf("--connections %d needs about %d open files (both ends of each connection, and 256 more), and this process may open %d (hard limit %d): raise the hard limit (ulimit -Hn, or LimitNOFILE= in a systemd unit)", conns, need, soft, hard)
+	}
+	return nil
 }
 
 // orSkip maps a zero duration flag to bench's "skip".
@@ -138,12 +224,18 @@ func benchRemote(ctx context.Context, c *Config, b *benchFlags, stdout io.Writer
 	if err != nil {
 		return nil, err
 	}
-	cfg := benchConfig(b, "remote", stdout)
+	cfg, err := benchConfig(c, b, "remote", stdout)
+	if err != nil {
+		return nil, err
+	}
 	cfg.URL = b.url
 	cfg.Token = func(id int64, admin bool) (string, error) {
 		return tokens.Mint(auth.Identity{UserID: id, Admin: admin}, time.Hour)
 	}
-	fmt.Fprintf(stdout, "bench %s: %d buyers × %d, concurrency %d\n", b.url, b.users, b.repeat, b.concurrency)
+	cfg.Watch = append([]bench.Watch{{Name: "bench (client)", Self: true}}, serverWatches(b.url)...)
+	cfg.Watch = append(cfg.Watch, backendWatches(c)...)
+	fmt.Fprintf(stdout, "bench %s: %d buyers × %d, %d connections; the bare handler is served by this bench on loopback, not beside the server\n",
+		b.url, b.users, b.repeat, b.concurrency)
 	return bench.Run(ctx, cfg)
 }
 
@@ -171,9 +263,14 @@ func benchInProcess(ctx context.Context, c *Config, b *benchFlags, stdout, stder
 	}
 	defer svc.close()
 	label := c.Mode + "/" + backend
-	fmt.Fprintf(stdout, "bench %s: %d buyers × %d, concurrency %d, in this process at %s\n", label, b.users, b.repeat, b.concurrency, svc.url)
-	cfg := benchConfig(b, label, stdout)
+	fmt.Fprintf(stdout, "bench %s: %d buyers × %d, %d connections, in this process at %s\n", label, b.users, b.repeat, b.concurrency, svc.url)
+	cfg, err := benchConfig(c, b, label, stdout)
+	if err != nil {
+		return nil, err
+	}
 	cfg.URL = svc.url
+	cfg.ServerInProcess = true
+	cfg.Watch = append([]bench.Watch{{Name: "bench (client + server)", Self: true}}, backendWatches(c)...)
 	cfg.Token = func(id int64, admin bool) (string, error) {
 		return svc.tokens.Mint(auth.Identity{UserID: id, Admin: admin}, time.Hour)
 	}
@@ -190,6 +287,57 @@ func benchInProcess(ctx context.Context, c *Config, b *benchFlags, stdout, stder
 		return nil, err
 	}
 	return report, svc.Shutdown(ctx)
+}
+
+// serverWatches are the servers of urls that run on this machine: the
+// processes listening on their ports, else those named seckill.
+func serverWatches(urls string) []bench.Watch {
+	var out []bench.Watch
+	for _, raw := range strings.Split(urls, ",") {
+		if port := loopbackPort(strings.TrimSpace(raw), 80); port > 0 {
+			out = append(out, bench.Watch{Name: "seckill :" + strconv.Itoa(port), Port: port, Comms: []string{"seckill"}})
+		}
+	}
+	return out
+}
+
+// backendWatches are Redis and the database when they run on this
+// machine; the embedded default's run in this process.
+func backendWatches(c *Config) []bench.Watch {
+	var out []bench.Watch
+	if port := loopbackPort(c.RedisURL, 6379); port > 0 {
+		out = append(out, bench.Watch{Name: "redis-server", Port: port, Comms: []string{"redis-server"}})
+	}
+	switch scheme, _, _ := strings.Cut(c.DBURL, "://"); scheme {
+	case "mysql":
+		if port := loopbackPort(c.DBURL, 3306); port > 0 {
+			out = append(out, bench.Watch{Name: "mariadbd", Port: port, Comms: []string{"mariadbd", "mysqld"}, Database: true})
+		}
+	case "postgres", "postgresql":
+		if port := loopbackPort(c.DBURL, 5432); port > 0 {
+			out = append(out, bench.Watch{Name: "postgres", Port: port, Comms: []string{"postgres"}, Database: true})
+		}
+	}
+	return out
+}
+
+// loopbackPort returns the port of a URL whose host is this machine's
+// loopback (def when it names none), or 0.
+func loopbackPort(raw string, def int) int {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return 0
+	}
+	if h := u.Hostname(); h != "localhost" {
+		if ip := net.ParseIP(h); ip == nil || !ip.IsLoopback() {
+			return 0
+		}
+	}
+	if u.Port() == "" {
+		return def
+	}
+	port, _ := strconv.Atoi(u.Port())
+	return port
 }
 
 // agree returns the check that Redis and the database agree about a

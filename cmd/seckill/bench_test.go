@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestDemo(t *testing.T) {
 func TestBenchEmbedded(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "bench.json")
 	code, out, errOut := runCmd(environ{}, "bench", "--compare", "sync,queue,stream", "--users", "200", "--repeat", "2",
-		"--ceiling", "300ms", "--sold-out", "300ms", "--concurrency", "16", "--json", file)
+		"--references", "300ms", "--sold-out", "300ms", "--concurrency", "16", "--json", file)
 	if code != 0 {
 		t.Fatalf("seckill bench: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -68,13 +69,83 @@ func TestBenchEmbedded(t *testing.T) {
 	}
 	for i, mode := range []string{"sync", "queue", "stream"} {
 		r := reports[i]
-		if r.Label != mode+"/embedded" || !r.OK() || r.Admitted != 20 || r.Created != 20 || r.Requests != 400 || r.Ceiling <= 0 {
+		if r.Label != mode+"/embedded" || !r.OK() || r.Admitted != 20 || r.Created != 20 || r.Requests != 400 || r.Bare <= 0 || r.Healthz <= 0 {
 			t.Errorf("report %d: %+v", i, r)
 		}
+		// The bare handler answers as many bytes, of the same type, as
+		// the server's real sold-out answer.
+		if r.SoldOutAnswer.Bytes == 0 || r.BareAnswer != r.SoldOutAnswer {
+			t.Errorf("%s: the bare handler answered %+v, the server's sold-out answer was %+v", r.Label, r.BareAnswer, r.SoldOutAnswer)
+		}
+		if len(r.Phases) == 0 || len(r.Phases[0].CPU) == 0 || r.Phases[0].Name != "bare" {
+			t.Errorf("%s: phases %+v, want the bare handler's first, with the CPU of this process", r.Label, r.Phases)
+		}
 	}
-	for _, want := range []string{"max req/s", "× sync", "stream/embedded", "ok   nothing lost"} {
+	for _, want := range []string{"best second", "× bare", "× sync", "stream/embedded", "ok   nothing lost", "server beyond bare"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestBenchOpenLoopEmbedded is the CI smoke run of bench's open loop: the
+// admissions' maximum, then steps at fractions of it, each sent to the
+// server and to the bare handler.
+func TestBenchOpenLoopEmbedded(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bench.json")
+	code, out, errOut := runCmd(environ{}, "bench", "--users", "100", "--references", "200ms", "--sold-out", "0",
+		"--concurrency", "8", "--rate", "auto", "--rate-steps", "20,80", "--rate-for", "300ms", "--json", file)
+	if code != 0 {
+		t.Fatalf("seckill bench: exit %d\n%s\n%s", code, out, errOut)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []*bench.Report
+	if err := json.Unmarshal(data, &reports); err != nil {
+		t.Fatal(err)
+	}
+	o := reports[0].Open
+	if o == nil || o.MaxRate <= 0 || len(o.Steps) != 2 {
+		t.Fatalf("open loop %+v", o)
+	}
+	for _, s := range o.Steps {
+		if s.Server.Sent != s.Server.Scheduled || s.Server.Answers["ok"] != s.Server.Sent || s.Bare.Answers["sold_out"] != s.Bare.Sent {
+			t.Errorf("step %v%%: server %+v, bare %+v; want every request sent, admitted by the server, sold out by the bare handler", s.Percent, s.Server, s.Bare)
+		}
+	}
+	for _, want := range []string{"Open loop", "Target:", "open files:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBenchFlags(t *testing.T) {
+	for _, tc := range []struct {
+		b       benchFlags
+		conns   []int
+		rate    float64
+		steps   []float64
+		wantErr bool
+	}{
+		{b: benchFlags{concurrency: 64}, conns: []int{64}},
+		{b: benchFlags{concurrency: 64, connections: "64, 5000"}, conns: []int{64, 5000}},
+		{b: benchFlags{concurrency: 64, connections: "0"}, wantErr: true},
+		{b: benchFlags{concurrency: 64, rate: "2500"}, conns: []int{64}, rate: 2500},
+		{b: benchFlags{concurrency: 64, rate: "auto", rateSteps: "50,80,95"}, conns: []int{64}, steps: []float64{0.5, 0.8, 0.95}},
+		{b: benchFlags{concurrency: 64, rate: "fast"}, conns: []int{64}, wantErr: true},
+		{b: benchFlags{concurrency: 64, rate: "auto", rateSteps: "50,x"}, conns: []int{64}, wantErr: true},
+	} {
+		conns, err1 := tc.b.connectionCounts()
+		rate, steps, err2 := tc.b.openLoop()
+		if gotErr := err1 != nil || err2 != nil; gotErr != tc.wantErr {
+			t.Errorf("%+v: errors %v, %v; want an error: %v", tc.b, err1, err2, tc.wantErr)
+			continue
+		}
+		if !tc.wantErr && (!slices.Equal(conns, tc.conns) || rate != tc.rate || !slices.Equal(steps, tc.steps)) {
+			t.Errorf("%+v: connections %v, rate %v, steps %v; want %v, %v, %v", tc.b, conns, rate, steps, tc.conns, tc.rate, tc.steps)
 		}
 	}
 }

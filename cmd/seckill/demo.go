@@ -49,7 +49,7 @@ SQLite file in a temporary directory. Nothing to install, nothing left behind.
 	start := time.Now()
 	report, err := bench.Run(ctx, bench.Config{
 		URL: svc.url, Label: "demo", Users: buyers, Repeat: 2, MaxRepeat: 3, Stock: stock, Concurrency: 32,
-		CeilingFor: -1, SoldOutFor: -1, Progress: stdout, Terminal: isTerminal(stdout), Agree: svc.agree(),
+		ReferenceFor: -1, SoldOutFor: -1, Progress: stdout, Terminal: isTerminal(stdout), Agree: svc.agree(),
 		Token: func(id int64, admin bool) (string, error) {
 			return svc.tokens.Mint(auth.Identity{UserID: id, Admin: admin}, time.Hour)
 		},

@@ -24,6 +24,10 @@ import (
 	"github.com/seckill/seckill/worker"
 )
 
+// minOpenFiles is twice the 5,000 connections an instance is expected to
+// hold in a sale: serve warns below it.
+const minOpenFiles = 10_000
+
 // adminPhone is the phone of the embedded default's admin user: not a
 // phone number, so nobody can log in as it through the API.
 const adminPhone = "admin"
@@ -55,8 +59,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("read the Redis topology: %w", err)
 	}
+	// Each connection holds a file; Go raised the soft limit to the hard one at start.
+	openFiles, _, _ := openFileLimit()
 	svc.Logger.Info("seckill listening", "url", svc.url, "mode", svc.Mode, "embedded", svc.embedded, "version", version,
-		"redis", topo.String(), "redis_wait_replicas", svc.Cache.WaitReplicas())
+		"redis", topo.String(), "redis_wait_replicas", svc.Cache.WaitReplicas(), "open_files", openFiles)
+	if openFiles > 0 && openFiles < minOpenFiles {
+		svc.Logger.Warn("the open-file limit is low for a flash sale: raise the hard limit (ulimit -Hn, LimitNOFILE=)", "open_files", openFiles, "want", minOpenFiles)
+	}
 
 	<-ctx.Done()
 	svc.Logger.Info("shutting down: finishing requests in flight", "grace", c.ShutdownTimeout.String())
