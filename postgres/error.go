@@ -81,6 +81,13 @@ func sqlState(err error) string {
 	return ""
 }
 
+// classIntegrity is the class of integrity constraint violations, 23xxx.
+const classIntegrity = "23"
+
+// isConstraintViolation reports whether err is a violated constraint: a
+// unique or foreign key, a CHECK, a NOT NULL.
+func isConstraintViolation(err error) bool { return strings.HasPrefix(sqlState(err), classIntegrity) }
+
 // isForeignKeyViolation reports whether err is a reference to a missing row.
 func isForeignKeyViolation(err error) bool { return sqlState(err) == codeForeignKeyViolation }
 

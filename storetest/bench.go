@@ -8,12 +8,18 @@ import (
 	seckill "github.com/seckill/seckill"
 )
 
+// saveBatchSizes are the batch sizes BenchmarkSaveOrders compares: one
+// order at a time, then 100 to 2,000, around the stream workers' default
+// (worker.DefaultBatchSize).
+var saveBatchSizes = []int{1, 100, 250, 500, 1000, 2000}
+
 // BenchmarkSaveOrders measures [seckill.Store.SaveOrders] of new orders of
-// one voucher: batches of 1 and of 100 from one saver, and batches of 100
-// from several savers at once, as the stream workers of several instances
-// write them. Each reports orders/s besides the time per batch.
+// one voucher, in batches of each of saveBatchSizes: from one saver, and
+// (but for batches of one) from several savers at once, as the stream
+// workers of one or more instances write a voucher's backlog. Each reports
+// orders/s besides the time per batch.
 func BenchmarkSaveOrders(b *testing.B, newDB NewDatabase) {
-	for _, size := range []int{1, 100} {
+	for _, size := range saveBatchSizes {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			st, v := benchStore(b, newDB)
 			var user int64
@@ -28,23 +34,25 @@ func BenchmarkSaveOrders(b *testing.B, newDB NewDatabase) {
 			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "orders/s")
 		})
 	}
-	b.Run("batch=100/parallel", func(b *testing.B) {
-		const size = 100
-		st, v := benchStore(b, newDB)
-		var users atomic.Int64
-		b.ReportAllocs()
-		b.SetParallelism(4)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				batch := orders(size, users.Add(size)-size+1, v.ID)
-				if _, err := saveRetrying(b.Context(), st, batch); err != nil {
-					b.Errorf("SaveOrders: %v", err)
-					return
+	for _, size := range saveBatchSizes[1:] {
+		b.Run(fmt.Sprintf("batch=%d/parallel", size), func(b *testing.B) {
+			st, v := benchStore(b, newDB)
+			var users atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					n := int64(size)
+					batch := orders(size, users.Add(n)-n+1, v.ID)
+					if _, err := saveRetrying(b.Context(), st, batch); err != nil {
+						b.Errorf("SaveOrders: %v", err)
+						return
+					}
 				}
-			}
+			})
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "orders/s")
 		})
-		b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "orders/s")
-	})
+	}
 }
 
 // BenchmarkPlaceOrder measures [seckill.Store.PlaceOrder] of new buyers of

@@ -227,6 +227,32 @@ func (s suite) testSaveOrdersSoldOut(t *testing.T) {
 	checkStock(t, st, w.ID, 4, 1)
 }
 
+func (s suite) testSaveOrdersNewSoldOut(t *testing.T) {
+	st := s.store(t)
+	// Every order new, the stock short only on the voucher of the higher
+	// id: the stores that take each voucher's stock in id order have
+	// taken the first one's when they find the second short, and must
+	// give it back.
+	v := newVoucher(t, st, 5)
+	w := newVoucher(t, st, 1)
+	batch := []*seckill.Order{order(1, w.ID), order(1, v.ID), order(2, v.ID), order(2, w.ID)}
+	got, err := st.SaveOrders(t.Context(), batch)
+	if !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("SaveOrders of 2 new orders with a stock of 1 = %v, %v; want ErrSoldOut", got, err)
+	}
+	checkStock(t, st, v.ID, 5, 0)
+	checkStock(t, st, w.ID, 1, 0)
+	for _, o := range batch {
+		checkNoOrder(t, st, o.ID)
+	}
+	// Without the order that does not fit, the batch is saved whole.
+	if diff := cmp.Diff(repeat(seckill.Saved, 3), save(t, st, batch[:3]...)); diff != "" {
+		t.Errorf("batch that fits (-want +got):\n%s", diff)
+	}
+	checkStock(t, st, v.ID, 3, 2)
+	checkStock(t, st, w.ID, 0, 1)
+}
+
 func (s suite) testSaveOrdersUnknownVoucher(t *testing.T) {
 	st := s.store(t)
 	v := newVoucher(t, st, 5)

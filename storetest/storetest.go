@@ -66,6 +66,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"SaveOrders/StockArithmetic", s.testSaveOrdersStockArithmetic},
 		{"SaveOrders/DuplicatesDoNotCountAgainstStock", s.testSaveOrdersDuplicatesDoNotCount},
 		{"SaveOrders/SoldOutRollsBack", s.testSaveOrdersSoldOut},
+		{"SaveOrders/NewSoldOutRollsBack", s.testSaveOrdersNewSoldOut},
 		{"SaveOrders/UnknownVoucherRollsBack", s.testSaveOrdersUnknownVoucher},
 		{"SaveOrders/LargeBatch", s.testSaveOrdersLargeBatch},
 		{"SaveOrders/ConcurrentSameBatch", s.testSaveOrdersConcurrentSameBatch},

@@ -22,7 +22,7 @@ type QueueConfig struct {
 	// Workers is how many batches are written at once. Default 4.
 	Workers int
 	// BatchSize is how many queued orders one transaction writes at most.
-	// Default 100.
+	// Default DefaultBatchSize.
 	BatchSize int
 	// BackoffMin and BackoffMax bound the wait between retries after a
 	// transient failure. Defaults 50ms, 5s.
@@ -76,7 +76,7 @@ func NewQueue(cfg QueueConfig, store Store, slots Slots, reg prometheus.Register
 		cfg.Workers = 4
 	}
 	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 100
+		cfg.BatchSize = DefaultBatchSize
 	}
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = 50 * time.Millisecond

@@ -55,7 +55,7 @@ type Config struct {
 	BreakerThreshold       int
 	BreakerMin, BreakerMax time.Duration
 	// BatchSize is how many messages one read takes, and one transaction
-	// writes. Default 100.
+	// writes. Default DefaultBatchSize.
 	BatchSize int
 	// Block is how long a read waits for messages. Default 2s.
 	Block time.Duration
@@ -88,6 +88,16 @@ type Config struct {
 	Now func() time.Time
 }
 
+// DefaultBatchSize is how many orders a batch holds at most unless
+// Config.BatchSize or QueueConfig.BatchSize says otherwise. Measured
+// draining a backlog of 50,000 orders of one voucher, batches of 1,000
+// cost a third to 45% less CPU per order than batches of 100, in the
+// workers and in MariaDB or PostgreSQL alike, and 20% to 30% less than
+// batches of 500; beyond 1,000 little changes. A read takes what is there,
+// up to the size, so a small backlog still makes small batches that wait
+// for nothing.
+const DefaultBatchSize = 1000
+
 func (c Config) withDefaults() Config {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
@@ -110,7 +120,7 @@ func (c Config) withDefaults() Config {
 	def(&c.BreakerMin, time.Second)
 	def(&c.BreakerMax, 30*time.Second)
 	if c.BatchSize <= 0 {
-		c.BatchSize = 100
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.MaxDeliveries <= 0 {
 		c.MaxDeliveries = 5

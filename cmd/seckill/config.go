@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/worker"
 )
 
 // Config is every setting of seckill. Each is a flag and an environment
@@ -76,7 +77,7 @@ func (c *Config) workerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Consumer, "consumer", "", "this instance's consumer name in the order streams' group; must be unique among running instances (default host-pid-random)")
 	fs.IntVar(&c.Workers, "workers", 4, "order batches persisted at once while the backlog is small")
 	fs.IntVar(&c.WorkersMax, "workers-max", 16, "order batches persisted at once, at most, when the backlog grows")
-	fs.IntVar(&c.BatchSize, "batch-size", 100, "orders per stream read and per database transaction")
+	fs.IntVar(&c.BatchSize, "batch-size", worker.DefaultBatchSize, "orders per stream read and per database transaction")
 	fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "how long an order message may sit unacknowledged with a consumer before another takes it over")
 	fs.Int64Var(&c.MaxDeliveries, "max-deliveries", 5, "deliveries of an order message before it goes to the dead letters")
 	fs.DurationVar(&c.Retention, "retention", seckill.Recent, "how long after its sale ends a voucher is kept: its orders still read and shown as pending, its keys kept in Redis (then deleted once its stream is drained); a late buy is answered ended")
