@@ -197,3 +197,50 @@ func TestQueuePanicRecovered(t *testing.T) {
 		t.Fatal("Stop did not return")
 	}
 }
+
+// poisonStore panics saving any batch that holds one chosen order.
+type poisonStore struct {
+	Store
+	order int64
+}
+
+func (s poisonStore) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+	for _, o := range orders {
+		if o.ID == s.order {
+			panic("poison order")
+		}
+	}
+	return s.Store.SaveOrders(ctx, orders)
+}
+
+// TestPanicHoldsBackOnlyItsOrder: an order whose save panics every time
+// reaches the dead letters alone; the other orders of its batch are
+// written. (Each delivery of the batch used to count for all of them, and
+// the whole batch went to the dead letters.)
+func TestPanicHoldsBackOnlyItsOrder(t *testing.T) {
+	const n = 200
+	b := newRig(t, "mysql", n)
+	var poison int64
+	for u := int64(1); u <= n; u++ {
+		id := b.admit(u)
+		if u == n/2 {
+			poison = id
+		}
+	}
+	b.poolWith(Config{
+		Consumer: "w", Block: 50 * time.Millisecond, Lease: 200 * time.Millisecond,
+		ReclaimEvery: 50 * time.Millisecond, MaxDeliveries: 3, BackoffMax: 100 * time.Millisecond,
+	}, nil, poisonStore{Store: b.store, order: poison}, prometheus.NewRegistry(), true)
+	var created int64
+	testenv.WaitFor(t, 30*time.Second, "every order settled", func() bool {
+		c, err := b.store.CountOrders(context.Background(), b.voucher.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = c
+		return b.pending() == 0 && created+b.dlqLen() >= n
+	})
+	if created != n-1 || b.dlqLen() != 1 {
+		t.Fatalf("orders created %d of %d, dead letters %d: want %d and 1 (the poison order alone)", created, n, b.dlqLen(), n-1)
+	}
+}

@@ -15,14 +15,38 @@ import (
 func (p *Pool) persist(msgs []seckill.OrderMessage) {
 	defer p.inflight.Done()
 	stop := p.keepClaimed(msgs)
-	returned := p.guard.do("persist", func() { p.settleBatch(msgs) })
+	panicked := p.settleGuarded(msgs)
 	stop()
-	if !returned {
-		// What the batch had not settled stays pending, and this delivery
-		// counts (giveUp): a message that panics every time reaches the dead
-		// letters.
-		p.giveUp(p.workCtx, msgs)
+	if len(panicked) > 0 {
+		// They stay pending, and this delivery counts (giveUp): a message
+		// that panics every time reaches the dead letters.
+		p.giveUp(p.workCtx, panicked)
 	}
+}
+
+// settleGuarded is settleBatch with a panic recovered. A batch that panics
+// is settled again one message at a time, each under its own guard, so
+// that a message that panics every time holds back only itself: without
+// that, every delivery of the batch counted for all its messages, and a
+// batch of up to --batch-size orders went to the dead letters with its one
+// bad message. It returns the messages that panicked alone.
+func (p *Pool) settleGuarded(msgs []seckill.OrderMessage) []seckill.OrderMessage {
+	if p.guard.do("persist", func() { p.settleBatch(msgs) }) {
+		return nil
+	}
+	if len(msgs) == 1 {
+		return msgs
+	}
+	// Those the batch settled before the panic are no longer held.
+	held, err := p.held(p.workCtx, msgs)
+	if err != nil {
+		return msgs
+	}
+	var panicked []seckill.OrderMessage
+	for _, m := range held {
+		panicked = append(panicked, p.settleGuarded([]seckill.OrderMessage{m})...)
+	}
+	return panicked
 }
 
 // settleBatch is persist's work.

@@ -19,13 +19,19 @@ func (p *Pool) reclaimAll() {
 	}
 }
 
+// reclaimCount bounds the messages one reclaim claims. The claim is one
+// script that looks at ten times as many pending entries, and admissions on
+// that Redis wait while it runs: with 1,000 (the batch size) one call took
+// 12.9 ms on a stream of 20,000 pending entries, with 100 2.5 ms.
+const reclaimCount = 100
+
 func (p *Pool) reclaim(voucherID int64) {
 	ctx := p.readCtx
 	log := p.logger.With("voucher", voucherID)
 	for ctx.Err() == nil {
 		var deleted []string
 		n, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
-			msgs, gone, err := p.stream.ClaimStale(ctx, voucherID, p.cfg.Consumer, p.cfg.Lease, p.cfg.BatchSize)
+			msgs, gone, err := p.stream.ClaimStale(ctx, voucherID, p.cfg.Consumer, p.cfg.Lease, min(p.cfg.BatchSize, reclaimCount))
 			deleted = gone
 			return msgs, err
 		})
