@@ -7,19 +7,15 @@ import (
 )
 
 // buyerSlots reads which order holds a buyer's slot of a voucher in the
-// cache ([OrderCache.BuyerOrders]).
+// cache ([OrderCache.BuyerOrder]).
 type buyerSlots interface {
-	BuyerOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
+	BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 
 // heldOrder returns the order the buyer's slot of the voucher holds in the
 // cache, or 0.
 func heldOrder(ctx context.Context, slots buyerSlots, userID, voucherID int64) (int64, error) {
-	found, err := slots.BuyerOrders(ctx, userID, voucherID)
-	if err != nil {
-		return 0, err
-	}
-	return found[voucherID], nil
+	return slots.BuyerOrder(ctx, userID, voucherID)
 }
 
 // admit runs the admission a (run: the cache's Admit, or Reserve in the

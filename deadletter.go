@@ -37,9 +37,9 @@ type DeadLetterCache interface {
 	// RemoveDeadLetters deletes entries of the voucher's dead-letter stream
 	// and returns how many it held.
 	RemoveDeadLetters(ctx context.Context, voucherID int64, entryIDs ...string) (int64, error)
-	// Admit and BuyerOrders are [OrderCache]'s.
+	// Admit and BuyerOrder are [OrderCache]'s.
 	Admit(ctx context.Context, a Admission) error
-	BuyerOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
+	BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 
 // DeadLetterService lists and settles dead letters: the order messages the

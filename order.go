@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -173,6 +175,9 @@ type OrderCache interface {
 	// Release gives back what an admission of orderID took, if the buyer's
 	// slot still holds it, and reports whether it did.
 	Release(ctx context.Context, voucherID, userID, orderID int64) (bool, error)
+	// BuyerOrder returns the user's order id in the voucher if the cache
+	// records one, else 0: BuyerOrders of one voucher, without a map.
+	BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 	// BuyerOrders returns the user's order id in each of the vouchers where
 	// the cache records one.
 	BuyerOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
@@ -216,7 +221,7 @@ type OrderService struct {
 	// admission (which confirms the order it names), never from the read.
 	Confirmed bool
 
-	soldOut sync.Map // voucher id → time.Time: sold out until then
+	soldOut soldOutMemory
 }
 
 // Buy takes the user's order of the voucher. In the stream and queue modes
@@ -224,6 +229,15 @@ type OrderService struct {
 // sync mode it is created. Asking again returns the same order, as
 // ErrDuplicateOrder with its id (G5).
 func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order, error) {
+	if s.Mode != ModeSync && s.knownSoldOut(voucherID) {
+		// Before taking an order id: most buyers of a flash sale come
+		// after the stock is gone, and need none.
+		err := s.soldOutAnswer(ctx, userID, voucherID)
+		if !s.Confirmed || !errors.Is(err, ErrDuplicateOrder) {
+			return nil, err
+		}
+		// A buyer with an order: the admission below confirms it.
+	}
 	id, err := s.IDs.Next()
 	if err != nil {
 		// No order id to admit with (the node lease is being renewed, after
@@ -243,13 +257,6 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 			return nil, fmt.Errorf("buy voucher %d: %w", voucherID, err)
 		}
 		return o, nil
-	}
-	if s.knownSoldOut(voucherID) {
-		err := s.soldOutAnswer(ctx, userID, voucherID)
-		if !s.Confirmed || !errors.Is(err, ErrDuplicateOrder) {
-			return nil, err
-		}
-		// A buyer with an order: the admission below confirms it.
 	}
 	if s.Backpressure != nil && s.Backpressure.Refusing(voucherID) {
 		return nil, &Error{Kind: ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}
@@ -272,17 +279,61 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 	return nil, err
 }
 
+// soldOutMemory remembers, per voucher id, until when it is known sold out
+// (Unix ns). It is a map replaced whole on each change and read without a
+// lock: it changes about once a second per voucher on sale, and is read
+// by every buy.
+type soldOutMemory struct {
+	mu sync.Mutex // held to change m
+	m  atomic.Pointer[map[int64]int64]
+}
+
+// until returns until when the voucher is known sold out, or 0.
+func (m *soldOutMemory) until(voucherID int64) int64 {
+	if p := m.m.Load(); p != nil {
+		return (*p)[voucherID]
+	}
+	return 0
+}
+
+// set makes the voucher known sold out until the time (Unix ns); 0
+// forgets it, if it is still until was. Expired entries are dropped.
+func (m *soldOutMemory) set(voucherID, until, was, now int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var old map[int64]int64
+	if p := m.m.Load(); p != nil {
+		old = *p
+	}
+	if until == 0 && old[voucherID] != was {
+		return // renewed meanwhile
+	}
+	next := make(map[int64]int64, len(old)+1)
+	for id, t := range old {
+		if t > now {
+			next[id] = t
+		}
+	}
+	if until != 0 {
+		next[voucherID] = until
+	} else {
+		delete(next, voucherID)
+	}
+	m.m.Store(&next)
+}
+
 // knownSoldOut reports whether the voucher was found sold out less than
 // SoldOutFor ago; an entry that has expired is dropped.
 func (s *OrderService) knownSoldOut(voucherID int64) bool {
-	v, ok := s.soldOut.Load(voucherID)
-	if !ok {
+	until := s.soldOut.until(voucherID)
+	if until == 0 {
 		return false
 	}
-	if time.Now().Before(v.(time.Time)) {
+	now := time.Now().UnixNano()
+	if now < until {
 		return true
 	}
-	s.soldOut.CompareAndDelete(voucherID, v)
+	s.soldOut.set(voucherID, 0, until, now)
 	return false
 }
 
@@ -293,7 +344,8 @@ func (s *OrderService) noteSoldOut(voucherID int64) {
 		wait = time.Second
 	}
 	if wait > 0 {
-		s.soldOut.Store(voucherID, time.Now().Add(wait))
+		now := time.Now().UnixNano()
+		s.soldOut.set(voucherID, now+int64(wait), 0, now)
 	}
 }
 
@@ -307,7 +359,7 @@ func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int6
 	case existing != 0:
 		return duplicate(existing)
 	}
-	return Errorf(ErrSoldOut, "voucher %d is sold out", voucherID)
+	return &Error{Kind: ErrSoldOut, Message: "voucher " + strconv.FormatInt(voucherID, 10) + " is sold out"}
 }
 
 // duplicate is the answer to a buyer who holds an order of the voucher

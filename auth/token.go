@@ -3,7 +3,9 @@
 package auth
 
 import (
-	"errors"
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"sync"
@@ -37,27 +39,16 @@ type claims struct {
 // Tokens mints and verifies tokens with one secret.
 type Tokens struct {
 	secret []byte
-	parser *jwt.Parser
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
 
+	// macs holds HMAC-SHA256 states keyed with the secret, with scratch
+	// space, so that verifying a token allocates nothing.
+	macs sync.Pool
 	// verified remembers tokens already verified, to their expiry: in a
-	// flash sale each buyer clicks again and again, and checking the
-	// signature each time would cost more than answering. The key is the
-	// whole token, signature included, so a forged token never hits.
-	mu       sync.RWMutex
-	verified map[string]verified
+	// flash sale each buyer clicks again and again.
+	verified verifiedCache
 }
-
-// verified is a token's identity and when it expires.
-type verified struct {
-	id  Identity
-	exp time.Time
-}
-
-// maxVerified bounds the memory of verified tokens (about 50 MB at most);
-// when full it is emptied and fills again.
-const maxVerified = 200_000
 
 // NewTokens returns Tokens that sign with secret, which must be at least
 // MinSecretLen bytes.
@@ -65,12 +56,10 @@ func NewTokens(secret []byte) (*Tokens, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("auth: the JWT secret is %d bytes; it must be at least %d", len(secret), MinSecretLen)
 	}
-	t := &Tokens{secret: secret, Now: time.Now, verified: map[string]verified{}}
-	t.parser = jwt.NewParser(
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-		jwt.WithTimeFunc(func() time.Time { return t.Now() }),
-	)
+	secret = bytes.Clone(secret)
+	t := &Tokens{secret: secret, Now: time.Now}
+	t.macs.New = func() any { return &macState{mac: hmac.New(sha256.New, secret)} }
+	t.verified.init()
 	return t, nil
 }
 
@@ -100,33 +89,32 @@ func (t *Tokens) Mint(id Identity, ttl time.Duration) (string, error) {
 
 // Verify checks the token's signature, algorithm (HS256 only), expiry and
 // subject, and returns whom it names. Every failure is ErrUnauthorized.
+//
+// A token verified before and not expired is answered from a bounded cache
+// (see verifiedCache); any other is parsed and checked in full by
+// parseToken, by hand for the one algorithm accepted: golang-jwt's general
+// parser cost more than the rest of a sold-out answer.
 func (t *Tokens) Verify(token string) (Identity, error) {
-	t.mu.RLock()
-	v, ok := t.verified[token]
-	t.mu.RUnlock()
-	if ok && t.Now().Before(v.exp) {
-		return v.id, nil
+	now := t.Now()
+	if id, ok := t.verified.get(token, now); ok {
+		return id, nil
 	}
-	var c claims
-	_, err := t.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return t.secret, nil })
+	c, err := t.parseToken(token)
 	switch {
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "token has expired")
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "token has no expiry")
 	case err != nil:
 		return Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "invalid token")
+	case !c.hasExp:
+		return Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "token has no expiry")
+	case !now.Before(c.exp):
+		return Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "token has expired")
+	case c.hasNbf && now.Before(c.nbf):
+		return Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "invalid token")
 	}
-	id, err := strconv.ParseInt(c.Subject, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Subject {
+	id, err := strconv.ParseInt(c.sub, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.sub {
 		return Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "token subject is not a user id")
 	}
-	ident := Identity{UserID: id, Admin: c.Role == RoleAdmin}
-	t.mu.Lock()
-	if len(t.verified) >= maxVerified {
-		clear(t.verified)
-	}
-	t.verified[token] = verified{id: ident, exp: c.ExpiresAt.Time}
-	t.mu.Unlock()
+	ident := Identity{UserID: id, Admin: c.role == RoleAdmin}
+	t.verified.put(token, ident, c.exp, now)
 	return ident, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
 )
 
 // The admin API of dead letters and reconciliation.
@@ -43,7 +44,7 @@ type deadLetterJSON struct {
 // is at most 19+1+20+1+20 characters.
 const maxDeadLetterID = 64
 
-func (s *Server) adminDeadLetters(w http.ResponseWriter, r *http.Request) {
+func (s *Server) adminDeadLetters(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
 	if s.ops.deadLetters == nil {
 		s.error(w, r, errNoDeadLetters)
 		return
@@ -63,7 +64,7 @@ func (s *Server) adminDeadLetters(w http.ResponseWriter, r *http.Request) {
 	}{out})
 }
 
-func (s *Server) adminRetryDeadLetter(w http.ResponseWriter, r *http.Request) {
+func (s *Server) adminRetryDeadLetter(w http.ResponseWriter, r *http.Request, who auth.Identity) {
 	id, err := deadLetterID(r)
 	if err == nil && s.ops.deadLetters == nil {
 		err = errNoDeadLetters
@@ -72,7 +73,7 @@ func (s *Server) adminRetryDeadLetter(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	o, err := s.ops.deadLetters.RetryDeadLetter(r.Context(), id, identity(r).UserID)
+	o, err := s.ops.deadLetters.RetryDeadLetter(r.Context(), id, who.UserID)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -83,13 +84,13 @@ func (s *Server) adminRetryDeadLetter(w http.ResponseWriter, r *http.Request) {
 	}{o.ID, string(o.Status)})
 }
 
-func (s *Server) adminDiscardDeadLetter(w http.ResponseWriter, r *http.Request) {
+func (s *Server) adminDiscardDeadLetter(w http.ResponseWriter, r *http.Request, who auth.Identity) {
 	id, err := deadLetterID(r)
 	if err == nil && s.ops.deadLetters == nil {
 		err = errNoDeadLetters
 	}
 	if err == nil {
-		err = s.ops.deadLetters.DiscardDeadLetter(r.Context(), id, identity(r).UserID)
+		err = s.ops.deadLetters.DiscardDeadLetter(r.Context(), id, who.UserID)
 	}
 	if err != nil {
 		s.error(w, r, err)
@@ -137,7 +138,7 @@ type reconciliationJSON struct {
 	Repaired    bool   `json:"repaired"`
 }
 
-func (s *Server) adminReconcile(w http.ResponseWriter, r *http.Request) {
+func (s *Server) adminReconcile(w http.ResponseWriter, r *http.Request, who auth.Identity) {
 	voucherID, err := parseID("voucher id", r.PathValue("id"))
 	if err != nil {
 		s.error(w, r, err)
@@ -159,7 +160,7 @@ func (s *Server) adminReconcile(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	s.logger.Info("voucher reconciled", "admin", identity(r).UserID, "voucher", voucherID, "repair", repair,
+	s.logger.Info("voucher reconciled", "admin", who.UserID, "voucher", voucherID, "repair", repair,
 		"repaired", rec.Repaired, "ok", rec.OK(), "drift", rec.Drift, "buyer_drift", rec.BuyerDrift)
 	out := reconciliationJSON{
 		VoucherID:    voucherID,

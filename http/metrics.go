@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +15,23 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// routes holds each route's series, found once (see routeMetrics); it
+	// is filled before the server serves and only read after.
+	routes map[string]*routeMetrics
 }
+
+// routeMetrics are one route's series, kept so that a request does not
+// hash its labels to find them.
+type routeMetrics struct {
+	duration prometheus.Observer
+	// codes holds the counter of each status code from 100 to 599, made
+	// on first use: a series per code the route never answers would show
+	// in every scrape.
+	codes [500]atomic.Pointer[prometheus.Counter]
+}
+
+// unmatched is the route label of requests that matched no route.
+const unmatched = "unmatched"
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -28,6 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			// Admission answers in about a millisecond; the tail matters.
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route"}),
+		routes: map[string]*routeMetrics{},
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.duration} {
 		if err := reg.Register(c); err != nil {
@@ -37,38 +55,76 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// addRoute finds the series of the route with the pattern.
+func (m *metrics) addRoute(pattern string) {
+	m.routes[pattern] = &routeMetrics{duration: m.duration.WithLabelValues(pattern)}
+}
+
+// observe counts and times one answer of the route with the pattern.
+func (m *metrics) observe(pattern string, status int, d time.Duration) {
+	if pattern == "" {
+		pattern = unmatched
+	}
+	rm := m.routes[pattern]
+	if rm == nil || status < 100 || status >= 600 {
+		// Not a route of the table (a test's mux): the slow way.
+		m.requests.WithLabelValues(pattern, strconv.Itoa(status)).Inc()
+		m.duration.WithLabelValues(pattern).Observe(d.Seconds())
+		return
+	}
+	c := rm.codes[status-100].Load()
+	if c == nil {
+		counter := m.requests.WithLabelValues(pattern, strconv.Itoa(status))
+		c = &counter
+		rm.codes[status-100].Store(c)
+	}
+	(*c).Inc()
+	rm.duration.Observe(d.Seconds())
+}
+
 // instrument counts and times every request under the pattern the mux
-// matched, or "unmatched". The mux records the pattern on the request it
+// matched, or "unmatched", and turns the mux's own 404 and 405 into JSON
+// errors (replaceFallback). The mux records the pattern on the request it
 // is given, which must be the one instrument passes on.
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, req: r}
 		next.ServeHTTP(sw, r)
-		route := r.Pattern
-		if route == "" {
-			route = "unmatched"
-		}
-		s.metrics.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
-		s.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		s.metrics.observe(r.Pattern, sw.status, time.Since(start))
 	})
 }
 
-// statusWriter remembers the status code written.
+// statusWriter remembers the status code written, and replaces the mux's
+// fallback answers.
 type statusWriter struct {
 	http.ResponseWriter
+	req         *http.Request
 	status      int
 	wroteHeader bool
+	// replaced: the answer is replaceFallback's; the mux's body is
+	// dropped.
+	replaced bool
 }
 
 func (w *statusWriter) WriteHeader(status int) {
+	if w.replaced {
+		return
+	}
 	if !w.wroteHeader {
 		w.status, w.wroteHeader = status, true
+		if replaceFallback(w.ResponseWriter, w.req, status) {
+			w.replaced = true
+			return
+		}
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.replaced {
+		return len(p), nil
+	}
 	w.wroteHeader = true
 	return w.ResponseWriter.Write(p)
 }

@@ -39,30 +39,29 @@ func (s *Server) limit(next http.Handler) http.Handler {
 		r = r.WithContext(ctx)
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 		h := w.Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Cache-Control", "no-store")
+		h["X-Content-Type-Options"] = nosniff
+		h["Cache-Control"] = noStore
 		next.ServeHTTP(w, r)
 	})
 }
 
-// jsonFallback makes the mux's own 404 and 405 answers JSON errors like
-// every other answer.
-func jsonFallback(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern == "" {
-			w = &fallbackWriter{ResponseWriter: w}
-		}
-		mux.ServeHTTP(w, r)
-	})
-}
+// Header values every answer, or many, carry: set as they are, shared and
+// never changed, rather than a slice allocated per answer by Header.Set.
+// (Header.Add appends to a copy: their capacity is their length.)
+var (
+	nosniff         = []string{"nosniff"}
+	noStore         = []string{"no-store"}
+	contentTypeJSON = []string{"application/json; charset=utf-8"}
+	retryAfterOne   = []string{"1"}
+)
 
-// fallbackWriter replaces the plain-text body of the mux's 404 and 405.
-type fallbackWriter struct {
-	http.ResponseWriter
-	replaced bool
-}
-
-func (f *fallbackWriter) WriteHeader(status int) {
+// replaceFallback makes the mux's own 404 and 405 answers, which it writes
+// as plain text for a request that matched no route (r.Pattern is empty),
+// JSON errors like every other answer. It reports whether it answered.
+func replaceFallback(w http.ResponseWriter, r *http.Request, status int) bool {
+	if r.Pattern != "" {
+		return false
+	}
 	var err error
 	switch status {
 	case http.StatusNotFound:
@@ -70,67 +69,54 @@ func (f *fallbackWriter) WriteHeader(status int) {
 	case http.StatusMethodNotAllowed:
 		err = seckill.Errorf(errMethodNotAllowed, "method not allowed on this route")
 	default:
-		f.ResponseWriter.WriteHeader(status)
-		return
+		return false
 	}
-	f.replaced = true
-	f.Header().Del("Content-Length")
-	writeError(f.ResponseWriter, err)
+	w.Header().Del("Content-Length")
+	writeError(w, err)
+	return true
 }
 
-func (f *fallbackWriter) Write(p []byte) (int, error) {
-	if f.replaced {
-		return len(p), nil
+// userHandler is the handler of a route for signed-in users: who is whom
+// the request acts for, as its token says.
+type userHandler func(w http.ResponseWriter, r *http.Request, who auth.Identity)
+
+// authenticate verifies the bearer token and returns whom it names.
+func (s *Server) authenticate(r *http.Request) (auth.Identity, error) {
+	var h string
+	// Indexed, not Get: the server has made the key canonical already.
+	if v := r.Header["Authorization"]; len(v) > 0 {
+		h = v[0]
 	}
-	return f.ResponseWriter.Write(p)
-}
-
-type identityKey struct{}
-
-// identity returns whom the request acts for, as set by authenticate.
-func identity(r *http.Request) auth.Identity {
-	id, _ := r.Context().Value(identityKey{}).(auth.Identity)
-	return id
-}
-
-// authenticate verifies the bearer token and puts its identity in the
-// request's context.
-func (s *Server) authenticate(r *http.Request) (*http.Request, error) {
-	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if h == "" {
-		return nil, seckill.Errorf(seckill.ErrUnauthorized, "missing Authorization: Bearer token")
+		return auth.Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "missing Authorization: Bearer token")
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return nil, seckill.Errorf(seckill.ErrUnauthorized, "Authorization must be a Bearer token")
+		return auth.Identity{}, seckill.Errorf(seckill.ErrUnauthorized, "Authorization must be a Bearer token")
 	}
-	id, err := s.tokens.Verify(strings.TrimSpace(token))
-	if err != nil {
-		return nil, err
-	}
-	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id)), nil
+	return s.tokens.Verify(strings.TrimSpace(token))
 }
 
 // user admits requests with a valid token.
-func (s *Server) user(next http.HandlerFunc) http.Handler {
+func (s *Server) user(next userHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		authed, err := s.authenticate(r)
+		who, err := s.authenticate(r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill"`)
 			s.error(w, r, err)
 			return
 		}
-		next(w, authed)
+		next(w, r, who)
 	})
 }
 
 // admin admits requests with a valid admin token.
-func (s *Server) admin(next http.HandlerFunc) http.Handler {
-	return s.user(func(w http.ResponseWriter, r *http.Request) {
-		if !identity(r).Admin {
+func (s *Server) admin(next userHandler) http.Handler {
+	return s.user(func(w http.ResponseWriter, r *http.Request, who auth.Identity) {
+		if !who.Admin {
 			s.error(w, r, seckill.Errorf(seckill.ErrForbidden, "this route is for admins"))
 			return
 		}
-		next(w, r)
+		next(w, r, who)
 	})
 }

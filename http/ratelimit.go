@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/ratelimit"
 )
 
@@ -47,33 +48,32 @@ func trustedProxies(cfg Config) []netip.Prefix {
 // limitRate limits buy requests per buyer and per client address, before
 // they cost Redis or the database anything. Over a limit the answer is 429
 // rate_limited with Retry-After.
-func (s *Server) limitRate(next http.HandlerFunc) http.HandlerFunc {
+func (s *Server) limitRate(next userHandler) userHandler {
 	return s.limitRateWith(newRateLimits(s.cfg, time.Now), next)
 }
 
 // limitRateWith is limitRate with limits of the caller's, for tests that
 // set the clock.
-func (s *Server) limitRateWith(l *rateLimits, next http.HandlerFunc) http.HandlerFunc {
+func (s *Server) limitRateWith(l *rateLimits, next userHandler) userHandler {
 	if l.users == nil && l.addrs == nil {
 		return next
 	}
-	return func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request, who auth.Identity) {
 		start := l.now()
-		if err := l.allow(r, start); err != nil {
+		if err := l.allow(r, who.UserID, start); err != nil {
 			s.admissions.record("rate_limited", l.now().Sub(start))
 			s.error(w, r, err)
 			return
 		}
-		next(w, r)
+		next(w, r, who)
 	}
 }
 
-// allow takes a token, at now, from the buyer's bucket, then from the
-// address's. The buyer comes first so that one buyer over their own limit
+// allow takes a token, at now, from the bucket of the buyer user, then
+// from the address's. The buyer comes first so that one buyer over their own limit
 // does not drain the budget of the neighbours behind the same NAT; a buyer
 // refused for the address's sake gets their token back.
-func (l *rateLimits) allow(r *http.Request, now time.Time) error {
-	user := identity(r).UserID
+func (l *rateLimits) allow(r *http.Request, user int64, now time.Time) error {
 	if ok, wait := l.users.AllowAt(user, now); !ok {
 		return refusal("too many buy requests from this buyer", wait)
 	}

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -37,7 +36,7 @@ type limitEnv struct {
 	t      *testing.T
 	clock  *rateClock
 	limits *rateLimits
-	h      http.HandlerFunc
+	h      userHandler
 	passed atomic.Int64
 }
 
@@ -51,7 +50,7 @@ func newLimitEnv(t *testing.T, cfg Config) *limitEnv {
 	}
 	e := &limitEnv{t: t, clock: newRateClock()}
 	e.limits = newRateLimits(s.cfg, e.clock.now)
-	e.h = s.limitRateWith(e.limits, func(w http.ResponseWriter, r *http.Request) {
+	e.h = s.limitRateWith(e.limits, func(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
 		e.passed.Add(1)
 		w.WriteHeader(http.StatusOK)
 	})
@@ -67,9 +66,8 @@ func (e *limitEnv) buy(user int64, remote string, xff ...string) *httptest.Respo
 	for _, v := range xff {
 		r.Header.Add("X-Forwarded-For", v)
 	}
-	r = r.WithContext(context.WithValue(r.Context(), identityKey{}, auth.Identity{UserID: user}))
 	w := httptest.NewRecorder()
-	e.h(w, r)
+	e.h(w, r, auth.Identity{UserID: user})
 	return w
 }
 
@@ -465,7 +463,7 @@ func BenchmarkLimitRate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			h := s.limitRate(func(http.ResponseWriter, *http.Request) {})
+			h := s.limitRate(func(http.ResponseWriter, *http.Request, auth.Identity) {})
 			const buyers = 4096
 			reqs := make([]*http.Request, buyers)
 			for i := range reqs {
@@ -475,7 +473,7 @@ func BenchmarkLimitRate(b *testing.B) {
 					r.RemoteAddr = "10.0.0.1:4711"
 					r.Header.Set("X-Forwarded-For", "198.51.100."+strconv.Itoa(i%256)+", 10.0.0.2")
 				}
-				reqs[i] = r.WithContext(context.WithValue(r.Context(), identityKey{}, auth.Identity{UserID: int64(i + 1)}))
+				reqs[i] = r
 			}
 			var seq atomic.Int64
 			b.ReportAllocs()
@@ -485,7 +483,7 @@ func BenchmarkLimitRate(b *testing.B) {
 				i := int(seq.Add(1) * 7919)
 				for pb.Next() {
 					i++
-					h(w, reqs[i%buyers])
+					h(w, reqs[i%buyers], auth.Identity{UserID: int64(i%buyers + 1)})
 				}
 			})
 		})

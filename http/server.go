@@ -167,8 +167,10 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	mux := http.NewServeMux()
 	for _, rt := range s.routes {
 		mux.Handle(rt.pattern, rt.handler)
+		m.addRoute(rt.pattern)
 	}
-	s.handler = s.limit(s.instrument(s.recover(jsonFallback(mux))))
+	m.addRoute(unmatched)
+	s.handler = s.limit(s.instrument(s.recover(mux)))
 	return s, nil
 }
 
@@ -249,7 +251,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // error answers with err, through the one error table. Only 5xx answers
 // are logged: those are ours to fix.
 func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
-	if status := writeError(w, err); status >= 500 {
+	s.errorCode(w, r, err, lookupError(err))
+}
+
+// errorCode is error with err's entry of the table, e, looked up already.
+func (s *Server) errorCode(w http.ResponseWriter, r *http.Request, err error, e *errorCode) {
+	if status := writeErrorCode(w, err, e); status >= 500 {
 		s.sampler.log(s.logger, r.Pattern+" "+strconv.Itoa(status), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 }

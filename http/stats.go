@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
 )
 
 // StatsSource is what the stats route calls: the same as
@@ -135,7 +136,7 @@ func (s *Server) stats(ctx context.Context) (*seckill.Stats, error) {
 	return st, nil
 }
 
-func (s *Server) adminStats(w http.ResponseWriter, r *http.Request) {
+func (s *Server) adminStats(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
 	st, err := s.stats(r.Context())
 	if err != nil {
 		s.error(w, r, err)

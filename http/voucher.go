@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
 )
 
 // VoucherService is what the voucher routes call; *seckill.VoucherService
@@ -96,7 +97,7 @@ func parseTime(field, s string) (time.Time, error) {
 	return t.UTC().Truncate(time.Microsecond), nil
 }
 
-func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request, who auth.Identity) {
 	v, err := decodeVoucher(r.Body)
 	if err != nil {
 		s.error(w, r, err)
@@ -107,7 +108,7 @@ func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	s.logger.Info("voucher created", "voucher", view.ID, "stock", view.Stock, "admin", identity(r).UserID)
+	s.logger.Info("voucher created", "voucher", view.ID, "stock", view.Stock, "admin", who.UserID)
 	w.Header().Set("Location", "/api/vouchers/"+strconv.FormatInt(view.ID, 10))
 	writeJSON(w, http.StatusCreated, newVoucherJSON(view))
 }

@@ -72,6 +72,9 @@ type Client struct {
 	// apart).
 	tls bool
 
+	// hot holds the keys of the vouchers being sold (see hotKeys).
+	hot hotKeys
+
 	// topo is the topology voucherNode read last, at topoAt.
 	topoMu sync.Mutex
 	topo   *Topology

@@ -1,6 +1,10 @@
 package redis
 
-import "strconv"
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
 
 // keyspace builds every key this package touches. All keys of one voucher
 // share the hash tag {v<id>}, all keys of one phone share {<phone>}, and the
@@ -20,17 +24,57 @@ type voucherKeys struct {
 	Buyers string // hash: user id -> order id
 	Orders string // stream: admitted orders, read by the workers' group
 	DLQ    string // stream: order messages that could not be persisted
+	// ID is the voucher id in decimal, as scripts take it.
+	ID string
 }
 
 func (k keyspace) voucher(id int64) voucherKeys {
-	tag := k.prefix + ":{v" + strconv.FormatInt(id, 10) + "}:"
+	s := strconv.FormatInt(id, 10)
+	tag := k.prefix + ":{v" + s + "}:"
 	return voucherKeys{
+		ID:     s,
 		Stock:  tag + "stock",
 		Meta:   tag + "meta",
 		Buyers: tag + "buyers",
 		Orders: tag + "orders",
 		DLQ:    tag + "dlq",
 	}
+}
+
+// hotKeys keeps the keys of the vouchers admitted to, so that each buy
+// does not build (and allocate) them again. It is a map replaced whole on
+// each new voucher, read without a lock; a sale has few vouchers, and past
+// maxHotKeys it starts over. Its zero value is empty and ready.
+type hotKeys struct {
+	mu sync.Mutex // held to add a voucher
+	m  atomic.Pointer[map[int64]*voucherKeys]
+}
+
+// maxHotKeys bounds hotKeys.
+const maxHotKeys = 1024
+
+// hotVoucher returns the keys of the voucher, as keyspace.voucher does.
+func (c *Client) hotVoucher(id int64) *voucherKeys {
+	if m := c.hot.m.Load(); m != nil {
+		if k := (*m)[id]; k != nil {
+			return k
+		}
+	}
+	k := c.keys.voucher(id)
+	c.hot.mu.Lock()
+	defer c.hot.mu.Unlock()
+	var next map[int64]*voucherKeys
+	if old := c.hot.m.Load(); old != nil && len(*old) < maxHotKeys {
+		next = make(map[int64]*voucherKeys, len(*old)+1)
+		for v, vk := range *old {
+			next[v] = vk
+		}
+	} else {
+		next = make(map[int64]*voucherKeys, 1)
+	}
+	next[id] = &k
+	c.hot.m.Store(&next)
+	return &k
 }
 
 // loginKeys are the keys of one phone's login code.

@@ -69,7 +69,7 @@ func (c *Client) release(ctx context.Context, voucherID, userID, orderID int64, 
 // admit runs admit.lua. This is the one place where the script's return
 // values become domain errors.
 func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) error {
-	k := c.keys.voucher(a.VoucherID)
+	k := c.hotVoucher(a.VoucherID)
 	appendFlag := "0"
 	if stream {
 		appendFlag = "1"
@@ -79,7 +79,7 @@ func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) er
 		waitFlag = "1"
 	}
 	cmd := c.rdb.B().Evalsha().Sha1(c.scripts.get("admit").sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).
-		Arg(strconv.FormatInt(a.UserID, 10), strconv.FormatInt(a.OrderID, 10), strconv.FormatInt(a.VoucherID, 10), appendFlag,
+		Arg(strconv.FormatInt(a.UserID, 10), strconv.FormatInt(a.OrderID, 10), k.ID, appendFlag,
 			strconv.FormatInt(a.Generation, 10), waitFlag).Build()
 	var res []rueidis.RedisMessage
 	var err error
@@ -124,6 +124,22 @@ func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) er
 		return fmt.Errorf("redis: voucher %d generation %d: %w", a.VoucherID, a.Generation, seckill.ErrVoucherNotLoaded)
 	}
 	return fmt.Errorf("redis: admit: unknown code %d", code)
+}
+
+// BuyerOrder returns the order id Redis holds for the user in the
+// voucher, or 0 if none: a sold-out answer reads it, so that a buyer who
+// holds an order is told of it (G5). Admission records the buyer and its
+// order in one script, so an order found here was admitted.
+func (c *Client) BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
+	cmd := c.rdb.B().Hget().Key(c.hotVoucher(voucherID).Buyers).Field(strconv.FormatInt(userID, 10)).Build()
+	id, err := c.rdb.Do(ctx, cmd).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, redisErr("read buyer", err)
+	}
+	return id, nil
 }
 
 // BuyerOrders returns the order id Redis holds for the user in each of the

@@ -369,7 +369,30 @@ func TestBuyerOrders(t *testing.T) {
 		if diff := cmp.Diff(map[int64]int64{}, got); diff != "" {
 			t.Errorf("BuyerOrders of no vouchers (-want +got):\n%s", diff)
 		}
+		// BuyerOrder: one voucher's slot, 0 when it holds none.
+		for _, tc := range []struct{ user, voucher, want int64 }{{7, 1, 1001}, {7, 2, 0}, {7, 3, 3001}, {8, 3, 3002}, {8, 1, 0}, {7, 99, 0}} {
+			if got, err := c.BuyerOrder(ctx, tc.user, tc.voucher); err != nil || got != tc.want {
+				t.Errorf("BuyerOrder(user %d, voucher %d) = %d, %v; want %d", tc.user, tc.voucher, got, err, tc.want)
+			}
+		}
 	})
+}
+
+// TestHotVoucherKeys: the keys kept for the vouchers being sold are
+// keyspace.voucher's, however many vouchers come and go.
+func TestHotVoucherKeys(t *testing.T) {
+	t.Parallel()
+	c := &Client{keys: keyspace{prefix: "p"}}
+	for round := range 3 {
+		for id := int64(1); id <= maxHotKeys+10; id += 7 {
+			if got, want := *c.hotVoucher(id), c.keys.voucher(id); got != want {
+				t.Fatalf("round %d: hotVoucher(%d) = %+v, want %+v", round, id, got, want)
+			}
+		}
+	}
+	if m := c.hot.m.Load(); m == nil || len(*m) > maxHotKeys {
+		t.Errorf("hotKeys holds more than %d vouchers", maxHotKeys)
+	}
 }
 
 // benchClient opens the real Redis under a prefix of the benchmark's own.

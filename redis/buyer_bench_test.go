@@ -1,0 +1,39 @@
+package redis
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seckill/seckill"
+)
+
+// BenchmarkBuyerSlot measures the read of a buyer's slot that answers a
+// sold-out voucher's buyers (one HGET), from many goroutines: winners and
+// others alike.
+func BenchmarkBuyerSlot(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	if _, err := c.LoadVoucher(ctx, onSale(1, 1000)); err != nil {
+		b.Fatal(err)
+	}
+	for u := int64(1); u <= 1000; u++ {
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: u, OrderID: u}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			u := next.Add(1) % 2000
+			id, err := c.BuyerOrder(ctx, u+1, 1)
+			if err != nil || (u < 1000) != (id == u+1) {
+				b.Errorf("buyer %d: %d, %v", u+1, id, err)
+				return
+			}
+		}
+	})
+}
