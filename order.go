@@ -229,26 +229,26 @@ type OrderService struct {
 // sync mode it is created. Asking again returns the same order, as
 // ErrDuplicateOrder with its id (G5).
 func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order, error) {
-	if s.Mode != ModeSync && s.knownSoldOut(voucherID) {
-		// Before taking an order id: most buyers of a flash sale come
-		// after the stock is gone, and need none.
-		err := s.soldOutAnswer(ctx, userID, voucherID)
-		if !s.Confirmed || !errors.Is(err, ErrDuplicateOrder) {
-			return nil, err
-		}
-		// A buyer with an order: the admission below confirms it.
-	}
 	id, err := s.IDs.Next()
 	if err != nil {
 		// No order id to admit with (the node lease is being renewed, after
 		// Redis lost it): a buyer who holds an order is told of it all the
-		// same; the others try again.
+		// same; the others try again. Not sold out from the memory below:
+		// Redis may have lost the slot of a buyer who holds an order, and
+		// sold_out is a final answer.
 		if s.Mode != ModeSync && !s.Confirmed {
 			if existing, err := heldOrder(ctx, s.Cache, userID, voucherID); err == nil && existing != 0 {
 				return nil, duplicate(existing)
 			}
 		}
 		return nil, &Error{Kind: ErrUnavailable, Message: "cannot take orders right now; try again", RetryAfter: time.Second}
+	}
+	if s.Mode != ModeSync && s.knownSoldOut(voucherID) {
+		err := s.soldOutAnswer(ctx, userID, voucherID)
+		if !s.Confirmed || !errors.Is(err, ErrDuplicateOrder) {
+			return nil, err
+		}
+		// A buyer with an order: the admission below confirms it.
 	}
 	if s.Mode == ModeSync {
 		o := s.pending(id, userID, voucherID)
