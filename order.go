@@ -352,7 +352,13 @@ func (s *OrderService) noteSoldOut(voucherID int64) {
 // soldOutAnswer answers a buyer of a voucher known sold out: their own
 // order if they have one (G5), read from their slot; else sold out.
 func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
-	existing, err := heldOrder(ctx, s.Cache, userID, voucherID)
+	var existing int64
+	var err error
+	if c, ok := s.Cache.(soldOutSlots); ok {
+		existing, err = c.SoldOutBuyerOrder(ctx, userID, voucherID)
+	} else {
+		existing, err = heldOrder(ctx, s.Cache, userID, voucherID)
+	}
 	switch {
 	case err != nil:
 		return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
@@ -360,6 +366,14 @@ func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int6
 		return duplicate(existing)
 	}
 	return &Error{Kind: ErrSoldOut, Message: "voucher " + strconv.FormatInt(voucherID, 10) + " is sold out"}
+}
+
+// soldOutSlots is an OrderCache that reads the slots of a voucher found
+// sold out from a copy it keeps true, without a round trip (redis.Client).
+type soldOutSlots interface {
+	// SoldOutBuyerOrder is BuyerOrder for a voucher the caller found sold
+	// out.
+	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 
 // duplicate is the answer to a buyer who holds an order of the voucher

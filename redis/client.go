@@ -47,6 +47,11 @@ type Config struct {
 	// is answered unavailable (the buyer's retry finds it, or admits
 	// afresh). Default DefaultWaitTimeout.
 	WaitTimeout time.Duration
+	// NoSoldOutCopy turns off the copies of sold-out vouchers' buyers
+	// (soldout.go): every sold-out answer then reads its buyer's slot.
+	// They need every instance to run this version's scripts: turn them
+	// off while instances of an earlier version still run.
+	NoSoldOutCopy bool
 }
 
 // DefaultWaitTimeout is Config.WaitTimeout's default.
@@ -74,6 +79,8 @@ type Client struct {
 
 	// hot holds the keys of the vouchers being sold (see hotKeys).
 	hot hotKeys
+	// soldOut holds the copies of sold-out vouchers' buyers.
+	soldOut *soldOutCopies
 
 	// topo is the topology voucherNode read last, at topoAt.
 	topoMu sync.Mutex
@@ -108,6 +115,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 		return nil, fmt.Errorf("redis: wait replicas %d: want 0 or more", cfg.WaitReplicas)
 	}
 	c.waitReplicas, c.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
+	c.soldOut.off = cfg.NoSoldOutCopy
 	if c.waitTimeout <= 0 {
 		c.waitTimeout = DefaultWaitTimeout
 	}
@@ -156,8 +164,11 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return &Client{rdb: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded,
-		tls: opt.TLSConfig != nil}, nil
+		tls: opt.TLSConfig != nil, soldOut: newSoldOutCopies()}, nil
 }
 
 // redactURL hides the password of a Redis URL for messages and logs.
@@ -196,6 +207,7 @@ func (c *Client) Addr() string {
 
 // Close closes the connections and stops the embedded server, if any.
 func (c *Client) Close() {
+	c.soldOut.close()
 	c.rdb.Close()
 	if c.server != nil {
 		c.server.Close()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -30,6 +31,7 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 			t.Fatalf("Open: %v", err)
 		}
 		t.Cleanup(c.Close)
+		urls.Store(c, url)
 		arm(t, c)
 		test(t, c)
 	})
@@ -43,6 +45,7 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 			t.Fatalf("Open: %v", err)
 		}
 		t.Cleanup(c.Close)
+		urls.Store(c, cl.URL)
 		arm(t, c)
 		test(t, c)
 	})
@@ -53,9 +56,30 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 			t.Fatalf("OpenEmbedded: %v", err)
 		}
 		t.Cleanup(c.Close)
+		urls.Store(c, "redis://"+c.Addr())
 		arm(t, c)
 		test(t, c)
 	})
+}
+
+// urls holds the URL of each Client that each made, for sibling.
+var urls sync.Map
+
+// sibling opens another Client on the server and prefix of c, made by
+// each: another instance of the service.
+func sibling(t *testing.T, c *Client) *Client {
+	t.Helper()
+	url, ok := urls.Load(c)
+	if !ok {
+		t.Fatal("sibling of a Client that each did not make")
+	}
+	s, err := Open(context.Background(), Config{URL: url.(string), Prefix: c.keys.prefix, Embedded: c.embedded}, testLogger(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	arm(t, s)
+	return s
 }
 
 // arm lets admissions run, as an instance does once it checked the server

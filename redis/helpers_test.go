@@ -46,6 +46,36 @@ func do(t testing.TB, c *Client, cmd ...string) rueidis.RedisResult {
 	return res
 }
 
+// passHold waits until the voucher's stock is no longer held (meta 'held',
+// set by a rebuild or by units given back to a sold-out voucher), by
+// Redis's clock, as the admission script reads it.
+func passHold(t testing.TB, c *Client, voucherID int64) {
+	t.Helper()
+	for {
+		held, err := do(t, c, "HGET", c.keys.voucher(voucherID).Meta, "held").AsInt64()
+		if rueidis.IsRedisNil(err) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := do(t, c, "TIME").AsStrSlice()
+		if err != nil || len(tm) != 2 {
+			t.Fatalf("TIME: %v %v", tm, err)
+		}
+		sec, _ := strconv.ParseInt(tm[0], 10, 64)
+		usec, _ := strconv.ParseInt(tm[1], 10, 64)
+		now := sec*1000 + usec/1000
+		if now >= held {
+			return
+		}
+		if held-now > Hold.Milliseconds() {
+			t.Fatalf("held %d ms more, longer than Hold", held-now)
+		}
+		time.Sleep(time.Duration(held-now) * time.Millisecond)
+	}
+}
+
 // stock returns the voucher's stock key's value, or -1 if it is absent.
 func stock(t *testing.T, c *Client, voucherID int64) int64 {
 	t.Helper()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -18,6 +19,7 @@ const (
 	admitNotStarted
 	admitEnded
 	admitNotLoaded
+	admitHeld
 )
 
 // Admit runs the admission script for a, appending the order to the
@@ -58,17 +60,40 @@ func (c *Client) Reassign(ctx context.Context, voucherID, userID, orderID, keep 
 
 func (c *Client) release(ctx context.Context, voucherID, userID, orderID int64, keep string) (bool, error) {
 	k := c.keys.voucher(voucherID)
-	n, err := c.scripts.get("release").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers},
-		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), keep}).AsInt64()
+	n, err := c.scripts.get("release").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers, k.Meta},
+		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), keep, holdMillis}).AsInt64()
 	if err != nil {
 		return false, redisErr(fmt.Sprintf("release order %d", orderID), err)
 	}
 	return n == 1, nil
 }
 
-// admit runs admit.lua. This is the one place where the script's return
-// values become domain errors.
+// heldWaits bounds how many times an admission waits out a hold (see
+// Hold) before it answers unavailable.
+const heldWaits = 3
+
+// admit runs admit.lua, waiting out a hold on units given back (it ends
+// in at most Hold) rather than answering unavailable at once.
 func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) error {
+	for waited := 0; ; waited++ {
+		held, err := c.admitOnce(ctx, a, stream)
+		if held <= 0 || waited == heldWaits {
+			return err
+		}
+		t := time.NewTimer(held)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// admitOnce runs admit.lua once. This is the one place where the script's
+// return values become domain errors. held is how long the stock is held
+// when the script says so (with an ErrUnavailable), else 0.
+func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool) (held time.Duration, _ error) {
 	k := c.hotVoucher(a.VoucherID)
 	appendFlag := "0"
 	if stream {
@@ -89,41 +114,46 @@ func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) er
 		res, err = c.rdb.Do(ctx, cmd).ToArray()
 	}
 	if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
-		return fmt.Errorf("redis: admit: %w", seckill.ErrCacheUnverified)
+		return 0, fmt.Errorf("redis: admit: %w", seckill.ErrCacheUnverified)
 	}
 	if err != nil {
-		return redisErr("admit", err)
+		return 0, redisErr("admit", err)
 	}
 	if len(res) != 2 {
-		return fmt.Errorf("redis: admit: %d values returned, want 2", len(res))
+		return 0, fmt.Errorf("redis: admit: %d values returned, want 2", len(res))
 	}
 	code, err := res[0].AsInt64()
 	if err != nil {
-		return fmt.Errorf("redis: admit: code: %w", err)
+		return 0, fmt.Errorf("redis: admit: code: %w", err)
 	}
 	switch code {
 	case admitted:
-		return nil
+		return 0, nil
 	case admitDuplicate:
 		s, err := res[1].ToString()
 		if err != nil {
-			return fmt.Errorf("redis: admit: existing order: %w", err)
+			return 0, fmt.Errorf("redis: admit: existing order: %w", err)
 		}
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return fmt.Errorf("redis: admit: existing order %q: %w", s, err)
+			return 0, fmt.Errorf("redis: admit: existing order %q: %w", s, err)
 		}
-		return &seckill.Error{Kind: seckill.ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: id}
+		return 0, &seckill.Error{Kind: seckill.ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: id}
 	case admitSoldOut:
-		return seckill.Errorf(seckill.ErrSoldOut, "voucher %d is sold out", a.VoucherID)
+		return 0, seckill.Errorf(seckill.ErrSoldOut, "voucher %d is sold out", a.VoucherID)
 	case admitNotStarted:
-		return seckill.Errorf(seckill.ErrNotStarted, "the sale of voucher %d has not started", a.VoucherID)
+		return 0, seckill.Errorf(seckill.ErrNotStarted, "the sale of voucher %d has not started", a.VoucherID)
 	case admitEnded:
-		return seckill.Errorf(seckill.ErrEnded, "the sale of voucher %d has ended", a.VoucherID)
+		return 0, seckill.Errorf(seckill.ErrEnded, "the sale of voucher %d has ended", a.VoucherID)
 	case admitNotLoaded:
-		return fmt.Errorf("redis: voucher %d generation %d: %w", a.VoucherID, a.Generation, seckill.ErrVoucherNotLoaded)
+		return 0, fmt.Errorf("redis: voucher %d generation %d: %w", a.VoucherID, a.Generation, seckill.ErrVoucherNotLoaded)
+	case admitHeld:
+		// Nothing was written: running the script again is safe.
+		ms, _ := res[1].AsInt64()
+		held = min(max(time.Duration(ms)*time.Millisecond, time.Millisecond), Hold)
+		return held, &seckill.Error{Kind: seckill.ErrUnavailable, Message: "units given back are about to be sold again; try again", RetryAfter: time.Second}
 	}
-	return fmt.Errorf("redis: admit: unknown code %d", code)
+	return 0, fmt.Errorf("redis: admit: unknown code %d", code)
 }
 
 // BuyerOrder returns the order id Redis holds for the user in the

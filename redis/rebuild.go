@@ -60,7 +60,7 @@ func (c *Client) rebuildOnce(ctx context.Context, v *seckill.Voucher, orders sec
 	op := fmt.Sprintf("rebuild voucher %d", v.ID)
 	gen := strconv.FormatInt(v.Generation, 10)
 	res, err := c.scripts.get("rebuild_begin").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ}, []string{gen, Group}).ToArray()
+		[]string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ}, []string{gen, Group, holdMillis}).ToArray()
 	if err != nil {
 		return seckill.Rebuilt{}, redisErr(op, err)
 	}

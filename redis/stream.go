@@ -128,7 +128,7 @@ func (c *Client) CountPersisted(ctx context.Context, voucherID int64, orders []*
 	for _, o := range orders {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 	}
-	n, err := c.scripts.get("count_persisted").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers}, args).AsInt64()
+	n, err := c.scripts.get("count_persisted").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers, k.Meta}, args).AsInt64()
 	if err != nil {
 		return redisErr(fmt.Sprintf("count persisted orders of voucher %d", voucherID), err)
 	}
@@ -379,9 +379,9 @@ func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl se
 		giveStock = "0"
 	}
 	n, err := c.scripts.get("dead_letter").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Buyers, k.Orders, k.DLQ},
+		[]string{k.Stock, k.Buyers, k.Orders, k.DLQ, k.Meta},
 		[]string{Group, msg.EntryID, num(msg.Order.ID), num(msg.Order.UserID), strconv.FormatInt(msg.VoucherID, 10),
-			dl.Reason, giveStock, num(dl.BuyerOrder)},
+			dl.Reason, giveStock, num(dl.BuyerOrder), holdMillis},
 	).AsInt64()
 	if err != nil {
 		return false, streamErr(fmt.Sprintf("dead-letter order message %s of voucher %d", msg.EntryID, msg.VoucherID), err)

@@ -23,6 +23,7 @@ type Config struct {
 	RedisURL          string        // empty with DBURL empty: embedded default
 	RedisPrefix       string        // starts every Redis key
 	RedisWaitReplicas int           // replicas that must have an admission before it is answered
+	SoldOutCopy       bool          // answer sold-out vouchers' buyers from a copy (redis.Config.NoSoldOutCopy)
 	RedisWaitTimeout  time.Duration // how long an admission waits for them
 	DBURL             string        // mysql://, postgres://, sqlite://
 	DBMaxConns        int           // database connection pool size
@@ -97,6 +98,7 @@ func (c *Config) redisFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", redis.DefaultPrefix, "prefix of every Redis key")
 	fs.IntVar(&c.RedisWaitReplicas, "redis-wait-replicas", 0, "replicas that must acknowledge an admission (Redis WAIT) before it is answered 200; fewer within --redis-wait-timeout answer 503 (0: answer once the master has it, and a failover to a lagging replica may lose it)")
 	fs.DurationVar(&c.RedisWaitTimeout, "redis-wait-timeout", redis.DefaultWaitTimeout, "how long an admission waits for --redis-wait-replicas")
+	fs.BoolVar(&c.SoldOutCopy, "sold-out-copy", true, "answer the buyers of a sold-out voucher from this instance's copy of its buyers, not one Redis read each; turn off while instances of a version before it still run")
 }
 
 func (c *Config) dbFlags(fs *flag.FlagSet) {

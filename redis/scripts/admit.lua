@@ -5,7 +5,8 @@
 -- even after the sale ended (G5).
 --
 -- KEYS[1] stock   string: units left to admit
--- KEYS[2] meta    hash: begin, end (unix milliseconds), gen (generation)
+-- KEYS[2] meta    hash: begin, end (unix milliseconds), gen (generation),
+--                 held (unix ms: units given back are not sold before it)
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the admitted orders, for the workers
 -- ARGV[1] user id
@@ -27,8 +28,10 @@
 --   {4, ''}       the sale has ended
 --   {5, ''}       the voucher is not loaded: no stock or window in Redis,
 --                 or the state of another generation of its id
+--   {6, ms}       stock is there but held for ms more: it was given back,
+--                 or rebuilt, a moment ago (see release.lua); ask again then
 local stock = redis.call('GET', KEYS[1])
-local meta = redis.call('HMGET', KEYS[2], 'begin', 'end', 'gen')
+local meta = redis.call('HMGET', KEYS[2], 'begin', 'end', 'gen', 'held')
 if not stock or not meta[1] or not meta[2] or (meta[3] or '0') ~= ARGV[5] then
   return {5, ''}
 end
@@ -49,6 +52,9 @@ if now >= tonumber(meta[2]) then
 end
 if tonumber(stock) <= 0 then
   return {2, ''}
+end
+if meta[4] and now < tonumber(meta[4]) then
+  return {6, tostring(tonumber(meta[4]) - now)}
 end
 redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])

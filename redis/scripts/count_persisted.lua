@@ -7,6 +7,7 @@
 --
 -- KEYS[1] stock   string: units left to admit
 -- KEYS[2] buyers  hash: user id -> order id
+-- KEYS[3] meta    hash: ver, bumped when a buyer is recorded (release.lua)
 -- ARGV    pairs of user id, order id
 --
 -- The stock may go below zero: Redis then admitted more than the database
@@ -22,5 +23,8 @@ for i = 1, #ARGV, 2 do
       redis.call('DECR', KEYS[1])
     end
   end
+end
+if recorded > 0 and has_stock then
+  redis.call('HINCRBY', KEYS[3], 'ver', 1)
 end
 return recorded

@@ -7,6 +7,7 @@
 -- KEYS[2] buyers  hash: user id -> order id
 -- KEYS[3] orders  stream: the order messages
 -- KEYS[4] dlq     stream: the dead letters
+-- KEYS[5] meta    hash: ver and held, kept as release.lua keeps them
 -- ARGV[1] consumer group
 -- ARGV[2] entry id of the message in KEYS[3]
 -- ARGV[3] order id ('' if the message has none)
@@ -16,6 +17,7 @@
 -- ARGV[7] '1' to give the stock back, '0' not to (the database has none:
 --         then only a stock below zero, Redis's oversell, is given back)
 -- ARGV[8] order id to leave as the buyer's, or '' to free the slot
+-- ARGV[9] how long a unit given back to a sold-out voucher is held, ms
 --
 -- The stock and slot go back only if the buyer's slot holds this very order:
 -- that proves the message took them, and a second call finds it freed. The
@@ -40,9 +42,17 @@ if owns then
     redis.call('HDEL', KEYS[2], ARGV[4])
   end
   local stock = redis.call('GET', KEYS[1])
+  if stock then
+    redis.call('HINCRBY', KEYS[5], 'ver', 1)
+  end
   if stock and (ARGV[7] == '1' or tonumber(stock) < 0) then
     redis.call('INCR', KEYS[1])
     returned = 1
+    if tonumber(stock) == 0 then
+      local t = redis.call('TIME')
+      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      redis.call('HSET', KEYS[5], 'held', tostring(now + tonumber(ARGV[9])))
+    end
   end
 end
 redis.call('XADD', KEYS[4], '*', 'entry', ARGV[2], 'id', ARGV[3], 'user', ARGV[4], 'voucher', ARGV[5],

@@ -32,6 +32,9 @@ local left = tonumber(ARGV[3]) - redis.call('HLEN', KEYS[3])
 if left < 0 then
   left = 0
 end
-redis.call('HSET', KEYS[2], 'begin', ARGV[4], 'end', ARGV[5])
+-- ver anew (the server's time, which no earlier ver reached): the copies of
+-- the buyers made before are stale (release.lua).
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[2], 'begin', ARGV[4], 'end', ARGV[5], 'ver', t[1] .. string.format('%06d', tonumber(t[2])))
 redis.call('SET', KEYS[1], left)
 return {1, tostring(left)}

@@ -13,6 +13,9 @@
 -- KEYS[5] dlq     stream: the dead letters
 -- ARGV[1] the voucher's generation in the database
 -- ARGV[2] consumer group
+-- ARGV[3] how long the stock is held (meta 'held', see release.lua) after
+--         a rebuild began, ms: copies of the buyers made before it must
+--         age out before anyone is admitted again
 --
 -- State of another generation is deleted first: its buyers and orders are
 -- those of another voucher that had the id. A stock without its window
@@ -22,6 +25,11 @@
 -- made at 0 if it was lost, so that its stream is read again from the
 -- start), else {1, epoch, replaced}: rebuild at epoch; replaced is 1 when
 -- state of another generation was deleted.
+local function hold()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('HSET', KEYS[2], 'held', tostring(now + tonumber(ARGV[3])))
+end
 local function ensure_group()
   local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[4], ARGV[2], '0', 'MKSTREAM')
   if not ok and not string.find(tostring(err.err or err), 'BUSYGROUP') then
@@ -33,6 +41,7 @@ if (redis.call('HGET', KEYS[2], 'gen') or '0') ~= ARGV[1] then
   local epoch = tostring(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1)
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
   redis.call('HSET', KEYS[2], 'gen', ARGV[1], 'epoch', epoch)
+  hold()
   local replaced = 0
   if stale > 0 then
     replaced = 1
@@ -47,4 +56,5 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[1], KEYS[3])
   redis.call('HINCRBY', KEYS[2], 'epoch', 1)
 end
+hold()
 return {1, redis.call('HGET', KEYS[2], 'epoch') or '0', 0}
