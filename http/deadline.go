@@ -24,9 +24,12 @@ type requestContext struct {
 	parent   context.Context
 	deadline time.Time
 
-	armed    atomic.Pointer[armedContext]
-	released atomic.Bool
-	mu       sync.Mutex // held to arm
+	armed atomic.Pointer[armedContext]
+	// ended is how it ended while not armed (the parent's error, the
+	// deadline, or release): set once, so that Err never changes its answer,
+	// and a context armed after takes the same end.
+	ended atomic.Pointer[error]
+	mu    sync.Mutex // held to arm or to end
 }
 
 // armedContext is the context.WithDeadline a requestContext defers.
@@ -52,17 +55,46 @@ func (c *requestContext) Err() error {
 	if a := c.armed.Load(); a != nil {
 		return a.ctx.Err()
 	}
-	if c.released.Load() {
-		return context.Canceled
+	if e := c.ended.Load(); e != nil {
+		return *e
 	}
-	if err := c.parent.Err(); err != nil {
-		return err
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a := c.armed.Load(); a != nil {
+		return a.ctx.Err()
 	}
-	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded
-	}
-	return nil
+	return c.endLocked(false)
 }
+
+// endLocked returns how the unarmed context ended, fixing it the first time
+// it has: the parent's error, else the deadline passed, else, if released,
+// context.Canceled; nil while none of these.
+func (c *requestContext) endLocked(released bool) error {
+	if e := c.ended.Load(); e != nil {
+		return *e
+	}
+	end := &canceled
+	switch err := c.parent.Err(); {
+	case err == context.Canceled:
+	case err == context.DeadlineExceeded:
+		end = &deadlineExceeded
+	case err != nil:
+		other := err // on the heap only in this case
+		end = &other
+	case !time.Now().Before(c.deadline):
+		end = &deadlineExceeded
+	case !released:
+		return nil
+	}
+	c.ended.Store(end)
+	return *end
+}
+
+// The usual ends, stored without allocating one per request.
+var (
+	canceled         = context.Canceled
+	deadlineExceeded = context.DeadlineExceeded
+)
 
 // Value returns the parent's value for key (the armed context's, once
 // armed: the context package finds its cancel state through Value).
@@ -73,8 +105,8 @@ func (c *requestContext) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-// arm makes the deferred context.WithDeadline, once; after release it is
-// made canceled.
+// arm makes the deferred context.WithDeadline, once; one that ended before
+// is made ended the same way.
 func (c *requestContext) arm() context.Context {
 	if a := c.armed.Load(); a != nil {
 		return a.ctx
@@ -84,19 +116,28 @@ func (c *requestContext) arm() context.Context {
 	if a := c.armed.Load(); a != nil {
 		return a.ctx
 	}
-	ctx, cancel := context.WithDeadline(c.parent, c.deadline)
-	if c.released.Load() {
-		cancel()
+	var a armedContext
+	switch err := c.endLocked(false); {
+	case err == nil:
+		a.ctx, a.cancel = context.WithDeadline(c.parent, c.deadline)
+	case err == context.DeadlineExceeded:
+		// Detached from the parent, which may end otherwise meanwhile.
+		a.ctx, a.cancel = context.WithDeadline(context.WithoutCancel(c.parent), c.deadline)
+	default:
+		a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(c.parent))
+		a.cancel()
 	}
-	c.armed.Store(&armedContext{ctx: ctx, cancel: cancel})
-	return ctx
+	c.armed.Store(&a)
+	return a.ctx
 }
 
 // release ends the request's context: its work is done.
 func (c *requestContext) release() {
 	c.mu.Lock()
-	c.released.Store(true)
 	a := c.armed.Load()
+	if a == nil {
+		c.endLocked(true)
+	}
 	c.mu.Unlock()
 	if a != nil {
 		a.cancel()

@@ -122,3 +122,42 @@ func TestRequestContextConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestContextErrStable: "After Err returns a non-nil error,
+// successive calls to Err return the same error" (context.Context), however
+// it ended and whatever happens after: a goroutine that outlives the request
+// and waits on it, the parent canceled after the deadline, a release after
+// the deadline. (Found by review: each of these changed Err.)
+func TestRequestContextErrStable(t *testing.T) {
+	t.Parallel()
+	t.Run("released, then Done after the deadline", func(t *testing.T) {
+		c := newRequestContext(context.Background(), time.Now().Add(20*time.Millisecond))
+		c.release()
+		before := c.Err()
+		time.Sleep(40 * time.Millisecond)
+		<-c.Done()
+		if after := c.Err(); after != before {
+			t.Errorf("Err was %v, is %v after Done", before, after)
+		}
+	})
+	t.Run("deadline passed, then the parent canceled", func(t *testing.T) {
+		p, cancel := context.WithCancel(context.Background())
+		c := newRequestContext(p, time.Now().Add(20*time.Millisecond))
+		defer c.release()
+		time.Sleep(40 * time.Millisecond)
+		before := c.Err()
+		cancel()
+		if after := c.Err(); after != before {
+			t.Errorf("Err was %v, is %v after the parent's cancel", before, after)
+		}
+	})
+	t.Run("deadline passed, then released", func(t *testing.T) {
+		c := newRequestContext(context.Background(), time.Now().Add(20*time.Millisecond))
+		time.Sleep(40 * time.Millisecond)
+		before := c.Err()
+		c.release()
+		if after := c.Err(); after != before {
+			t.Errorf("Err was %v, is %v after release", before, after)
+		}
+	})
+}
