@@ -40,11 +40,7 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 		// Cluster refuses the ones that are not (CROSSSLOT).
 		t.Parallel()
 		cl := testenv.SharedCluster(t)
-		c, err := Open(context.Background(), Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testLogger(t))
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(c.Close)
+		c := openCluster(t, cl)
 		urls.Store(c, cl.URL)
 		arm(t, c)
 		test(t, c)
@@ -60,6 +56,18 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 		arm(t, c)
 		test(t, c)
 	})
+}
+
+// openCluster opens a Client on the Cluster under a prefix of its own,
+// closed when the test ends.
+func openCluster(t *testing.T, cl *testenv.Cluster) *Client {
+	t.Helper()
+	c, err := Open(context.Background(), Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testLogger(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // urls holds the URL of each Client that each made, for sibling.

@@ -39,11 +39,7 @@ func TestTopologyCluster(t *testing.T) {
 	t.Parallel()
 	cl := testenv.SharedCluster(t)
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openCluster(t, cl)
 	if c.Kind() != KindCluster {
 		t.Fatalf("Kind() = %q, want %q", c.Kind(), KindCluster)
 	}
@@ -136,11 +132,7 @@ func TestArmAdmissionChecksIdentity(t *testing.T) {
 	t.Parallel()
 	cl := testenv.StartCluster(t)
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openCluster(t, cl)
 	checked, err := c.Identity(ctx)
 	if err != nil {
 		t.Fatal(err)
