@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -122,4 +123,39 @@ func TestVerifyRejects(t *testing.T) {
 
 func jwtEncode(s string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+// TestVerifiedTokenNotKeptWithItsHeader: a token verified as a piece of a
+// longer string (its request's Authorization header, padded with spaces up
+// to the header limit) is cached as a copy, so the cache does not keep the
+// whole header alive.
+func TestVerifiedTokenNotKeptWithItsHeader(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tk := newTestTokens(t, now)
+	s, err := tk.Mint(Identity{UserID: 7}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := "Bearer " + s + strings.Repeat(" ", 16<<10)
+	token := strings.TrimSpace(strings.TrimPrefix(header, "Bearer "))
+	if _, err := tk.Verify(token); err != nil {
+		t.Fatal(err)
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.StringData(header)))
+	hi := lo + uintptr(len(header))
+	found := false
+	for i := range tk.verified.slots {
+		e := tk.verified.slots[i].entry.Load()
+		if e == nil || e.token != s {
+			continue
+		}
+		found = true
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(e.token))); p >= lo && p < hi {
+			t.Error("the cached token points into its 16 KiB header")
+		}
+	}
+	if !found {
+		t.Fatal("the verified token is not in the cache")
+	}
 }

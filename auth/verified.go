@@ -2,6 +2,7 @@ package auth
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -88,6 +89,8 @@ func (c *verifiedCache) put(token string, id Identity, exp, now time.Time) {
 			victim, victimExp = i, e.exp
 		}
 	}
-	set[victim].entry.Store(&verifiedEntry{hash: h, token: token, id: id, exp: exp})
+	// A copy: the token is a piece of its request's Authorization header,
+	// which may be much longer (padding), and would be kept with it.
+	set[victim].entry.Store(&verifiedEntry{hash: h, token: strings.Clone(token), id: id, exp: exp})
 	set[victim].hash.Store(h)
 }
