@@ -43,7 +43,9 @@ const (
 //
 // A copy is made only while the voucher's stock is 0 or less, and is used
 // only while a read of its version sent less than copyTrust ago found it as
-// when the copy was made. The version (meta: stock, gen, epoch, ver) changes
+// when the copy was made, and only if it holds as many buyers as the version
+// counts (an HSCAN continued on another server skips some). The version
+// (the stock; meta's gen, epoch and ver; the number of buyers) changes
 // with every change of a slot other than an admission: ver is bumped by the
 // scripts that free, hand over or record a slot (release, dead_letter,
 // count_persisted), set anew by a rebuild, and a new generation changes gen.
