@@ -126,10 +126,7 @@ func TestVerifyRefusesTamperedSignature(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	tk := newTestTokens(t, now)
-	good, err := tk.Mint(Identity{UserID: 9}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := mustMint(t, tk, Identity{UserID: 9}, time.Hour)
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	for i := len(good) - sigLen; i < len(good); i++ {
 		for _, c := range []byte(alphabet) {
@@ -164,10 +161,7 @@ func TestVerifiedCacheExpiry(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	tk := newTestTokens(t, now)
-	s, err := tk.Mint(Identity{UserID: 5}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustMint(t, tk, Identity{UserID: 5}, time.Minute)
 	for _, tc := range []struct {
 		at time.Duration
 		ok bool
@@ -192,10 +186,7 @@ func TestVerifiedCacheBounded(t *testing.T) {
 	if len(tk.verified.slots) != verifiedSets*verifiedWays {
 		t.Fatalf("%d slots", len(tk.verified.slots))
 	}
-	first, err := tk.Mint(Identity{UserID: 1}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustMint(t, tk, Identity{UserID: 1}, time.Minute)
 	for i := range n {
 		// Later tokens expire later: the first is the first evicted.
 		s, err := tk.Mint(Identity{UserID: int64(i + 1)}, time.Hour+time.Duration(i)*time.Second)

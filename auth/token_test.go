@@ -25,6 +25,16 @@ func newTestTokens(t *testing.T, now time.Time) *Tokens {
 	return tk
 }
 
+// mustMint mints a token for id, lasting ttl, or fails the test.
+func mustMint(t testing.TB, tk *Tokens, id Identity, ttl time.Duration) string {
+	t.Helper()
+	s, err := tk.Mint(id, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestNewTokensRefusesShortSecret(t *testing.T) {
 	t.Parallel()
 	if _, err := NewTokens([]byte("0123456789abcdef0123456789abcde")); err == nil {
@@ -61,10 +71,7 @@ func TestVerifyExpiry(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	tk := newTestTokens(t, now)
-	s, err := tk.Mint(Identity{UserID: 5}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustMint(t, tk, Identity{UserID: 5}, time.Minute)
 	tk.Now = func() time.Time { return now.Add(59 * time.Second) }
 	if _, err := tk.Verify(s); err != nil {
 		t.Fatalf("Verify before expiry: %v", err)
@@ -133,10 +140,7 @@ func TestVerifiedTokenNotKeptWithItsHeader(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	tk := newTestTokens(t, now)
-	s, err := tk.Mint(Identity{UserID: 7}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustMint(t, tk, Identity{UserID: 7}, time.Hour)
 	header := "Bearer " + s + strings.Repeat(" ", 16<<10)
 	token := strings.TrimSpace(strings.TrimPrefix(header, "Bearer "))
 	if _, err := tk.Verify(token); err != nil {
