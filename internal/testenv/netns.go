@@ -163,6 +163,10 @@ func (n *Netns) Cut(t testing.TB) {
 
 // Heal brings the services link up again and waits until it carries
 // packets. Connections that outlived the cut go on.
+//
+// The neighbour entries of both ends are flushed: one that failed during
+// the cut (a connection tried then) could otherwise answer the first
+// connection after the heal "no route to host" at once, as CI saw once.
 func (n *Netns) Heal(t testing.TB) {
 	t.Helper()
 	if err := ipCmd("link", "set", n.HostServicesLink, "up"); err != nil {
@@ -170,6 +174,27 @@ func (n *Netns) Heal(t testing.TB) {
 	}
 	if err := waitOperstate(n.HostServicesLink, "up"); err != nil {
 		t.Fatalf("netns %s: heal: %v", n.Name, err)
+	}
+	err := poll(5*time.Second, func() error {
+		out, err := exec.Command("ip", "-n", n.Name, "-o", "link", "show", nsServicesLink).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip link inside: %v: %s", err, out)
+		}
+		if !strings.Contains(string(out), "state UP") {
+			return fmt.Errorf("inside, %s is not up: %s", nsServicesLink, out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("netns %s: heal: %v", n.Name, err)
+	}
+	for _, args := range [][]string{
+		{"neigh", "flush", "dev", n.HostServicesLink},
+		{"-n", n.Name, "neigh", "flush", "dev", nsServicesLink},
+	} {
+		if err := ipCmd(args...); err != nil {
+			t.Fatalf("netns %s: heal: %v", n.Name, err)
+		}
 	}
 }
 
