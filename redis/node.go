@@ -27,6 +27,10 @@ type Leaser interface {
 // NodeCount is how many node ids there are to lease (orderid.Nodes).
 const NodeCount = 1024
 
+// untilLost is the validity a renewal gives when Valid ≤ 0: longer than
+// any process lives.
+const untilLost = 100 * 365 * 24 * time.Hour
+
 // NodeLease keeps a node id leased in Redis for an order-id generator, so
 // that no two running instances make ids with one node id (docs/design.md, Order ids).
 //
@@ -40,7 +44,11 @@ const NodeCount = 1024
 type NodeLease struct {
 	// TTL, Renew and Valid: see the type's comment. Defaults 15s, 1s, 5s.
 	// Valid leaves room for renewals delayed by a loaded machine: a late
-	// one stops order ids until it lands.
+	// one stops order ids until it lands. Valid ≤ 0 keeps the lease valid
+	// until a renewal finds it lost: the default on the embedded server,
+	// which lives in this process and leases node ids to it alone, so a
+	// late renewal there (behind a sale's admissions on the server's one
+	// connection) cannot mean that another instance took the node id.
 	TTL, Renew, Valid time.Duration
 	// FreshWait is how long after the leases were written anew a newcomer
 	// waits before making ids. Default Valid; zero where no holder can be
@@ -71,6 +79,8 @@ func (c *Client) NewNodeLease(gen Leaser, logger *slog.Logger) *NodeLease {
 	l.node.Store(-1)
 	if c.server == nil {
 		l.FreshWait = l.Valid
+	} else {
+		l.Valid = 0
 	}
 	return l
 }
@@ -170,7 +180,11 @@ func (l *NodeLease) renew(ctx context.Context) (bool, error) {
 	if n != 1 {
 		return false, nil
 	}
-	l.gen.Extend(sent.Add(l.Valid))
+	valid := l.Valid
+	if valid <= 0 {
+		valid = untilLost
+	}
+	l.gen.Extend(sent.Add(valid))
 	return true, nil
 }
 

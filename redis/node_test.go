@@ -84,16 +84,47 @@ func ownRedis(t *testing.T) (*Client, func()) {
 	return c, kill
 }
 
+// TestNodeLeaseLateRenewal: with the default times, a lease last confirmed
+// longer ago than Valid stops making ids on a real Redis, where another
+// instance may hold the node id by then, and goes on on the embedded
+// server, where its renewals wait behind the sale's admissions on one
+// connection and no other instance leases.
+func TestNodeLeaseLateRenewal(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		var ahead atomic.Int64 // how far the generator's clock is ahead
+		gen := orderid.New()
+		gen.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+		l := c.NewNodeLease(gen, testLogger(t))
+		l.Renew, l.FreshWait = time.Hour, 0 // no renewal after the first
+		if err := l.Start(context.Background()); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		t.Cleanup(l.Stop)
+		next(t, gen)
+		ahead.Store(int64(time.Minute)) // the renewal is a minute late
+		_, err := gen.Next()
+		switch {
+		case c.server != nil && err != nil:
+			t.Fatalf("embedded server: Next after a late renewal: %v, want an id", err)
+		case c.server == nil && !errors.Is(err, orderid.ErrNoLease):
+			t.Fatalf("Next after a late renewal: %v, want ErrNoLease", err)
+		}
+	})
+}
+
 func TestNodeLeaseDefaults(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		l := c.NewNodeLease(orderid.New(), testLogger(t))
-		if !(l.Renew < l.Valid && l.Valid < l.TTL) {
-			t.Errorf("Renew %v, Valid %v, TTL %v: want Renew < Valid < TTL", l.Renew, l.Valid, l.TTL)
-		}
 		want := l.Valid // a Redis that lost its leases may have holders from before
 		if c.server != nil {
 			want = 0 // the embedded server lives and dies with its only holder
+			if l.Valid > 0 {
+				t.Errorf("Valid %v on the embedded server, want ≤ 0 (until lost)", l.Valid)
+			}
+		} else if !(l.Renew < l.Valid && l.Valid < l.TTL) {
+			t.Errorf("Renew %v, Valid %v, TTL %v: want Renew < Valid < TTL", l.Renew, l.Valid, l.TTL)
 		}
 		if l.FreshWait != want {
 			t.Errorf("FreshWait %v, want %v", l.FreshWait, want)
