@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,8 +81,13 @@ func TestRetire(t *testing.T) {
 		t.Errorf("the dead letter's order = %+v, %v; want failed in the database", o, err)
 	}
 	testenv.WaitFor(t, 5*time.Second, "the reader stopped", func() bool { return !contains(p.watched(), b.voucher.ID) })
-	// Nothing makes the keys again: no reader, and no rebuild of it.
+	// Nothing makes the keys again: no reader, and no rebuild of it, not
+	// even the one of a reader that raced the deletion and found its
+	// stream gone.
 	p.refresh()
+	if err := p.rebuild(ctx, b.voucher.ID); !errors.Is(err, seckill.ErrEnded) {
+		t.Errorf("a reader's rebuild of the retired voucher: %v, want ErrEnded", err)
+	}
 	if n := b.int(b.raw.B().Exists().Key(b.key("stock"), b.key("meta"), b.key("orders")).Build()); n != 0 {
 		t.Errorf("%d of the voucher's keys made again after it was retired", n)
 	}
