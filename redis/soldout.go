@@ -26,6 +26,10 @@ const (
 	// copyTrust is how long after it was sent a read that found the voucher
 	// unchanged lets its copy answer. It must stay below Hold.
 	copyTrust = 100 * time.Millisecond
+	// copyWaits bounds the polls an answer waits for when its copy's trust
+	// has lapsed (see awaitPoll): the second to end after it came was sent
+	// after it came.
+	copyWaits = 3
 	// copyIdle is how long a copy nobody asks for is kept (and polled).
 	copyIdle = 2 * time.Second
 	// copyRetry is how long after a copy could not be made (the voucher was
@@ -55,6 +59,13 @@ const (
 // changed; any answer given after that admission is given after a read that
 // saw the change, and the copy is no longer used. A copy never tells a buyer
 // who holds an order "sold out".
+//
+// Under thousands of connections at once a poll's round trip (its reply
+// waits in Go's run queue behind every request's goroutine) can take longer
+// than copyTrust, and the trust lapses between polls. An answer then waits
+// for a poll sent after it came to find the voucher unchanged (awaitPoll):
+// the copy is then the voucher's buyers as of a read made after the
+// question, which needs no clock and no hold.
 type soldOutCopies struct {
 	mu     sync.Mutex                            // held to change m
 	m      atomic.Pointer[map[int64]*buyersCopy] // read by every sold-out answer
@@ -81,6 +92,27 @@ type buyersCopy struct {
 	// retry: a failed copy, kept in the map so that no other is tried
 	// before this (mono); 0 for a live one.
 	retry int64
+	// polled is closed, and replaced, when a poll ends (for good once
+	// ended is set): what awaitPoll waits on.
+	polled atomic.Pointer[chan struct{}]
+	// ended: the poller stopped; the copy answers no more waits.
+	ended atomic.Bool
+	// wake asks the poller to poll now, not at its next tick.
+	wake chan struct{}
+}
+
+// newBuyersCopy returns a copy being made.
+func newBuyersCopy() *buyersCopy {
+	cp := &buyersCopy{wake: make(chan struct{}, 1)}
+	ch := make(chan struct{})
+	cp.polled.Store(&ch)
+	return cp
+}
+
+// pollEnded wakes the answers waiting for a poll.
+func (cp *buyersCopy) pollEnded() {
+	ch := make(chan struct{})
+	close(*cp.polled.Swap(&ch))
 }
 
 func newSoldOutCopies() *soldOutCopies {
@@ -159,18 +191,53 @@ func (c *Client) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64)
 		if now-cp.used.Load() > int64(copyPoll) {
 			cp.used.Store(now)
 		}
-		if now < cp.trusted.Load() {
+		trusted := cp.trusted.Load()
+		if now < trusted {
 			return cp.buyers[userID], nil
+		}
+		if trusted != 0 {
+			if order, ok := cp.awaitPoll(ctx, userID, now); ok {
+				return order, nil
+			}
 		}
 	}
 	return c.BuyerOrder(ctx, userID, voucherID)
+}
+
+// awaitPoll waits for a poll sent at or after came (mono) to find the
+// voucher unchanged, and answers from the copy: as of that read, made after
+// the question came. It reports false if the copy ended, ctx did, or
+// copyWaits polls ended without one (Redis did not answer).
+func (cp *buyersCopy) awaitPoll(ctx context.Context, userID, came int64) (int64, bool) {
+	for range copyWaits {
+		polled := *cp.polled.Load() // before the checks: no wake-up is missed
+		if cp.trusted.Load()-int64(copyTrust) >= came {
+			return cp.buyers[userID], true
+		}
+		if cp.ended.Load() {
+			return 0, false
+		}
+		select {
+		case cp.wake <- struct{}{}:
+		default:
+		}
+		select {
+		case <-polled:
+		case <-ctx.Done():
+			return 0, false
+		}
+	}
+	if cp.trusted.Load()-int64(copyTrust) >= came {
+		return cp.buyers[userID], true
+	}
+	return 0, false
 }
 
 // startCopy starts copying the voucher's buyers, unless another caller
 // replaced was first.
 func (c *Client) startCopy(voucherID int64, was *buyersCopy) {
 	s := c.soldOut
-	cp := &buyersCopy{}
+	cp := newBuyersCopy()
 	cp.used.Store(s.mono())
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -214,22 +281,29 @@ func (c *Client) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) 
 		return
 	}
 	cp.buyers = buyers
+	defer func() {
+		cp.ended.Store(true)
+		cp.pollEnded()
+	}()
 	t := time.NewTicker(copyPoll)
 	defer t.Stop()
 	for {
 		v, sent, err := c.copyVersion(ctx, &k)
+		same := err == nil && v.same(first)
+		if same {
+			if cp.trusted.Load() == 0 {
+				cp.used.Store(s.mono()) // idle from now, not from before the scan
+				c.logger.Debug("answering a sold-out voucher's buyers from a copy", "voucher", voucherID, "buyers", len(buyers), "took", time.Since(began))
+			}
+			cp.trusted.Store(sent + int64(copyTrust)) // before the wake-up
+		}
+		cp.pollEnded()
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
 			// Unheard: the trust lapses by itself; poll again.
-		case v.same(first):
-			if cp.trusted.Load() == 0 {
-				cp.used.Store(s.mono()) // idle from now, not from before the scan
-				c.logger.Debug("answering a sold-out voucher's buyers from a copy", "voucher", voucherID, "buyers", len(buyers), "took", time.Since(began))
-			}
-			cp.trusted.Store(sent + int64(copyTrust))
-		default:
+		case !same:
 			// Changed: drop it; the next sold-out answer starts another.
 			s.put(voucherID, nil, cp)
 			return
@@ -242,6 +316,7 @@ func (c *Client) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) 
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-cp.wake: // an answer waits
 		}
 	}
 }

@@ -117,6 +117,116 @@ func TestSoldOutCopy(t *testing.T) {
 // and must get their order back, never "no order" (which the service
 // answers as sold out). The hold on units given back is what makes this
 // true; without it a answers from a copy that is up to copyTrust old.
+// TestSoldOutCopyWaitsForAPoll: when polls take longer than copyTrust (a
+// link held up here; thousands of connections at once in a sale, whose
+// goroutines the polls' replies queue behind), a sold-out answer waits for
+// a poll sent after it came and answers from the copy, not with a read of
+// its own.
+func TestSoldOutCopyWaitsForAPoll(t *testing.T) {
+	t.Parallel()
+	for _, embedded := range []bool{false, true} {
+		t.Run(map[bool]string{false: "redis", true: "embedded"}[embedded], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			target, prefix := strings.TrimPrefix(testenv.RedisURL(t), "redis://"), testenv.RedisPrefix(t)
+			if embedded {
+				server, err := OpenEmbedded("", testLogger(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(server.Close)
+				target, prefix = server.Addr(), ""
+			}
+			target, _, _ = strings.Cut(target, "/")
+			proxy := testenv.StartProxy(t, target)
+			c, err := Open(ctx, Config{URL: "redis://" + proxy.Addr(), Prefix: prefix, Embedded: embedded}, testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			arm(t, c)
+			mustLoad(t, c, onSale(1, 3))
+			for u := int64(1); u <= 3; u++ {
+				mustAdmit(t, c, 1, u, 100+u)
+			}
+			if got := fromCopy(t, c, 2, 1); got != 102 {
+				t.Fatalf("buyer 2: order %d, want 102", got)
+			}
+			// Behind the scripts' back (no version change): Redis now says
+			// 999, the copy 102.
+			do(t, c, "HSET", c.keys.voucher(1).Buyers, "2", "999")
+			cp := c.soldOut.get(1)
+			proxy.Pause()
+			testenv.WaitFor(t, 5*time.Second, "the copy's trust to lapse", func() bool { return c.soldOut.mono() >= cp.trusted.Load() })
+			came := c.soldOut.mono()
+			answer := make(chan int64, 1)
+			go func() {
+				id, err := c.SoldOutBuyerOrder(ctx, 2, 1)
+				if err != nil {
+					t.Errorf("SoldOutBuyerOrder: %v", err)
+				}
+				answer <- id
+			}()
+			proxy.Resume()
+			if got := <-answer; got != 102 {
+				t.Errorf("buyer 2 while polls lag: order %d, want 102 from the copy (999 is a read of its own)", got)
+			}
+			if sent := cp.trusted.Load() - int64(copyTrust); sent < came {
+				t.Errorf("answered after a poll sent %v before the question came", time.Duration(came-sent))
+			}
+			if c.soldOut.get(1) != cp {
+				t.Error("the copy was dropped")
+			}
+		})
+	}
+}
+
+// TestAwaitPollTakesNoOlderPoll: an answer that waits for a poll is not
+// given from one sent before it came, even one that ends after: that read
+// may predate an admission the buyer was answered before asking. It is
+// given from the next, and not at all once the copy ended.
+func TestAwaitPollTakesNoOlderPoll(t *testing.T) {
+	t.Parallel()
+	type result struct {
+		order int64
+		ok    bool
+	}
+	const came = int64(time.Hour)
+	for _, ends := range []bool{false, true} {
+		cp := newBuyersCopy()
+		cp.buyers = map[int64]int64{2: 102}
+		cp.trusted.Store(came - 1 + int64(copyTrust)) // the last poll was sent just before
+		got := make(chan result, 1)
+		go func() {
+			order, ok := cp.awaitPoll(context.Background(), 2, came)
+			got <- result{order, ok}
+		}()
+		for i := range 2 {
+			select {
+			case r := <-got:
+				t.Fatalf("answered %+v from a poll sent before the question came", r)
+			case <-cp.wake: // it asks for a poll
+			}
+			if i == 0 {
+				cp.pollEnded() // one sent before it came ends
+			}
+		}
+		if ends {
+			cp.ended.Store(true)
+		} else {
+			cp.trusted.Store(came + int64(copyTrust)) // one sent after it came
+		}
+		cp.pollEnded()
+		want := result{102, true}
+		if ends {
+			want = result{}
+		}
+		if r := <-got; r != want {
+			t.Errorf("copy ended %v: answer %+v, want %+v", ends, r, want)
+		}
+	}
+}
+
 func TestSoldOutCopyNeverHidesABuyer(t *testing.T) {
 	t.Parallel()
 	const buyers, rounds = 2000, 12
