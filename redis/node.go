@@ -27,10 +27,6 @@ type Leaser interface {
 // NodeCount is how many node ids there are to lease (orderid.Nodes).
 const NodeCount = 1024
 
-// untilLost is the validity a renewal gives when Valid ≤ 0: longer than
-// any process lives.
-const untilLost = 100 * 365 * 24 * time.Hour
-
 // NodeLease keeps a node id leased in Redis for an order-id generator, so
 // that no two running instances make ids with one node id (docs/design.md, Order ids).
 //
@@ -42,13 +38,12 @@ const untilLost = 100 * 365 * 24 * time.Hour
 // stops at once; a newcomer then waits until FreshWait has passed since the
 // leases were first written again, so the two never overlap.
 type NodeLease struct {
-	// TTL, Renew and Valid: see the type's comment. Defaults 15s, 1s, 5s.
-	// Valid leaves room for renewals delayed by a loaded machine: a late
-	// one stops order ids until it lands. Valid ≤ 0 keeps the lease valid
-	// until a renewal finds it lost: the default on the embedded server,
-	// which lives in this process and leases node ids to it alone, so a
-	// late renewal there (behind a sale's admissions on the server's one
-	// connection) cannot mean that another instance took the node id.
+	// TTL, Renew and Valid: see the type's comment. Defaults 15s, 1s, 5s;
+	// on the embedded server 60s, 1s, 45s. Valid leaves room for renewals
+	// delayed by a loaded machine: a late one stops order ids until it
+	// lands. The embedded server's renewals wait behind the sale's
+	// admissions on its one connection, and that server lives and dies
+	// with this process, so its leases are long.
 	TTL, Renew, Valid time.Duration
 	// FreshWait is how long after the leases were written anew a newcomer
 	// waits before making ids. Default Valid; zero where no holder can be
@@ -80,7 +75,7 @@ func (c *Client) NewNodeLease(gen Leaser, logger *slog.Logger) *NodeLease {
 	if c.server == nil {
 		l.FreshWait = l.Valid
 	} else {
-		l.Valid = 0
+		l.TTL, l.Valid = time.Minute, 45*time.Second
 	}
 	return l
 }
@@ -180,11 +175,7 @@ func (l *NodeLease) renew(ctx context.Context) (bool, error) {
 	if n != 1 {
 		return false, nil
 	}
-	valid := l.Valid
-	if valid <= 0 {
-		valid = untilLost
-	}
-	l.gen.Extend(sent.Add(valid))
+	l.gen.Extend(sent.Add(l.Valid))
 	return true, nil
 }
 

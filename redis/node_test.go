@@ -85,10 +85,10 @@ func ownRedis(t *testing.T) (*Client, func()) {
 }
 
 // TestNodeLeaseLateRenewal: with the default times, a lease last confirmed
-// longer ago than Valid stops making ids on a real Redis, where another
-// instance may hold the node id by then, and goes on on the embedded
-// server, where its renewals wait behind the sale's admissions on one
-// connection and no other instance leases.
+// 20 s ago stops making ids on a real Redis, where another instance may
+// hold the node id by then, and goes on on the embedded server, whose
+// renewals wait behind the sale's admissions on its one connection (5 s
+// was not enough under the race detector in CI).
 func TestNodeLeaseLateRenewal(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
@@ -102,7 +102,7 @@ func TestNodeLeaseLateRenewal(t *testing.T) {
 		}
 		t.Cleanup(l.Stop)
 		next(t, gen)
-		ahead.Store(int64(time.Minute)) // the renewal is a minute late
+		ahead.Store(int64(20 * time.Second)) // the renewal is 20 s late
 		_, err := gen.Next()
 		switch {
 		case c.server != nil && err != nil:
@@ -117,14 +117,12 @@ func TestNodeLeaseDefaults(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		l := c.NewNodeLease(orderid.New(), testLogger(t))
+		if !(l.Renew < l.Valid && l.Valid < l.TTL) {
+			t.Errorf("Renew %v, Valid %v, TTL %v: want Renew < Valid < TTL", l.Renew, l.Valid, l.TTL)
+		}
 		want := l.Valid // a Redis that lost its leases may have holders from before
 		if c.server != nil {
 			want = 0 // the embedded server lives and dies with its only holder
-			if l.Valid > 0 {
-				t.Errorf("Valid %v on the embedded server, want ≤ 0 (until lost)", l.Valid)
-			}
-		} else if !(l.Renew < l.Valid && l.Valid < l.TTL) {
-			t.Errorf("Renew %v, Valid %v, TTL %v: want Renew < Valid < TTL", l.Renew, l.Valid, l.TTL)
 		}
 		if l.FreshWait != want {
 			t.Errorf("FreshWait %v, want %v", l.FreshWait, want)
