@@ -297,7 +297,6 @@ func (c *Client) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) 
 			}
 			cp.trusted.Store(sent + int64(copyTrust)) // before the wake-up
 		}
-		cp.pollEnded()
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -308,6 +307,7 @@ func (c *Client) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) 
 			s.put(voucherID, nil, cp)
 			return
 		}
+		cp.pollEnded() // (on a return, the deferred one, with ended set)
 		if s.mono()-cp.used.Load() > int64(copyIdle) {
 			s.put(voucherID, nil, cp)
 			return
