@@ -191,6 +191,24 @@ func TestServeEmbedded(t *testing.T) {
 	}
 	id := createAndRead(t, base, token)
 
+	// A second serve on the same directory would sell the stock again from
+	// a Redis of its own: it is refused, and the first one's Redis address
+	// stays for the tools.
+	addr, err := os.ReadFile(filepath.Join(dir, embeddedAddrFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // else serving until then
+	defer cancel()
+	var second bytes.Buffer
+	code := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dir}, environ{}.get, io.Discard, &second)
+	if code == 0 || !strings.Contains(second.String(), "another seckill serve") {
+		t.Errorf("a second serve on %s = %d, want refused as another serve's:\n%s", dir, code, second.String())
+	}
+	if again, err := os.ReadFile(filepath.Join(dir, embeddedAddrFile)); err != nil || string(again) != string(addr) {
+		t.Errorf("the first serve's Redis address after the second was refused: %q, %v; want %q", again, err, addr)
+	}
+
 	// The banner's token is an admin's, signed with the secret kept in the
 	// data directory, which `seckill token` uses too.
 	code, out, errOut := runCmd(environ{}, "token", "--data-dir", dir, "--user", "5")

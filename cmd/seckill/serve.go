@@ -120,6 +120,13 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 			svc.close()
 		}
 	}()
+	if embedded {
+		unlock, err := lockDataDir(c.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		svc.closers = append(svc.closers, unlock)
+	}
 
 	store, err := openStore(ctx, c, logger)
 	if err != nil {
