@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -984,15 +985,16 @@ func TestDeadLetterStreamLost(t *testing.T) {
 func TestClaimStaleBehindFreshEntries(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
-		if c.server == nil {
-		}
 		ctx := context.Background()
 		es := admitN(t, c, 1, 20, 12)
 		readOrders(t, c, 1, "live", 11) // e0..e10
 		readOrders(t, c, 1, "dead", 1)  // e11
-		const minIdle = 50 * time.Millisecond
+		// Long enough that the live consumer's entries, refreshed below,
+		// do not turn idle again before ClaimStale on a loaded machine
+		// (50 ms did, once, in CI).
+		const minIdle = time.Second
 		testenv.WaitFor(t, 5*time.Second, "the entries idle", func() bool {
-			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", "60", "-", "+", "100").ToArray()
+			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", strconv.FormatInt(minIdle.Milliseconds(), 10), "-", "+", "100").ToArray()
 			return err == nil && len(rows) == 12
 		})
 		ids := make([]string, 11)
