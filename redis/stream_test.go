@@ -252,7 +252,7 @@ func TestClaimStaleWaitsForIdle(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 1)
-		const minIdle = 200 * time.Millisecond
+		const minIdle = time.Second // the claim "at once" may come late on a loaded machine
 		read := time.Now()
 		readOrders(t, c, 1, "a", 10)
 		got, _, err := c.ClaimStale(ctx, 1, "b", minIdle, 10)
@@ -416,9 +416,11 @@ func TestGiveUp(t *testing.T) {
 			t.Errorf("pending entries after GiveUp (-want +got):\n%s", diff)
 		}
 
-		const lease = 200 * time.Millisecond
+		// Long enough that b's refreshed e1 does not turn stale before the
+		// claim on a loaded machine.
+		const lease = time.Second
 		testenv.WaitFor(t, 5*time.Second, "the abandoned entry stale", func() bool {
-			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", "200", "-", "+", "10", Abandoned("a")).ToArray()
+			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", strconv.FormatInt(lease.Milliseconds(), 10), "-", "+", "10", Abandoned("a")).ToArray()
 			return err == nil && len(rows) == 1
 		})
 		if err := c.RefreshClaims(ctx, 1, "b", es[1].ID); err != nil { // b is at work on e1
@@ -444,9 +446,14 @@ func TestRefreshClaims(t *testing.T) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)
 		readOrders(t, c, 1, "a", 10)
-		// Some idle time to reset; the lease below must outlast the time
-		// from the refresh to the claim, on a loaded machine too.
-		time.Sleep(300 * time.Millisecond)
+		// Some idle time to reset. The lease must outlast the time from the
+		// refresh to the claim, on a loaded machine too, and a's being alive
+		// counts for half of it (ClaimStale).
+		const lease = 2 * time.Second
+		testenv.WaitFor(t, 10*time.Second, "the entries idle a lease", func() bool {
+			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", strconv.FormatInt(lease.Milliseconds(), 10), "-", "+", "10").ToArray()
+			return err == nil && len(rows) == 2
+		})
 		if err := c.RefreshClaims(ctx, 1, "a", es[0].ID); err != nil {
 			t.Fatal(err)
 		}
@@ -460,7 +467,7 @@ func TestRefreshClaims(t *testing.T) {
 		// The refreshed message is fresh again; the other is not. Its
 		// consumer renewed a claim just now: alive, so the claim does not
 		// count a delivery.
-		got, _, err := c.ClaimStale(ctx, 1, "b", 250*time.Millisecond, 10)
+		got, _, err := c.ClaimStale(ctx, 1, "b", lease, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
