@@ -209,12 +209,12 @@ func (c *Client) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64)
 // the question came. It reports false if the copy ended, ctx did, or
 // copyWaits polls ended without one (Redis did not answer).
 func (cp *buyersCopy) awaitPoll(ctx context.Context, userID, came int64) (int64, bool) {
-	for range copyWaits {
+	for waits := 0; ; waits++ {
 		polled := *cp.polled.Load() // before the checks: no wake-up is missed
 		if cp.trusted.Load()-int64(copyTrust) >= came {
 			return cp.buyers[userID], true
 		}
-		if cp.ended.Load() {
+		if cp.ended.Load() || waits == copyWaits {
 			return 0, false
 		}
 		select {
@@ -227,10 +227,6 @@ func (cp *buyersCopy) awaitPoll(ctx context.Context, userID, came int64) (int64,
 			return 0, false
 		}
 	}
-	if cp.trusted.Load()-int64(copyTrust) >= came {
-		return cp.buyers[userID], true
-	}
-	return 0, false
 }
 
 // startCopy starts copying the voucher's buyers, unless another caller
