@@ -16,23 +16,47 @@ import (
 
 // MySQL and MariaDB error numbers the store acts on.
 const (
-	errTooManyConnections = 1040
-	errServerShutdown     = 1053
-	errDuplicateKey       = 1062
-	errLockWaitTimeout    = 1205
-	errDeadlock           = 1213
-	errNoReferencedRow    = 1452 // foreign key
-	errOutOfRange         = 1264
-	errDataTooLong        = 1406
-	errConnectionKilled   = 1927 // MariaDB
-	errCheckViolationSQL  = 3819 // MySQL 8
-	errCheckViolationDB   = 4025 // MariaDB
+	errDiskFull              = 1021
+	errOutOfMemory           = 1037
+	errOutOfSortMemory       = 1038
+	errTooManyConnections    = 1040
+	errOutOfResources        = 1041
+	errServerShutdown        = 1053
+	errDuplicateKey          = 1062
+	errTableFull             = 1114
+	errNetReadError          = 1158
+	errNetReadInterrupted    = 1159
+	errNetErrorOnWrite       = 1160
+	errNetWriteInterrupted   = 1161
+	errErrorDuringCommit     = 1180
+	errTooManyUserConns      = 1203
+	errLockWaitTimeout       = 1205
+	errDeadlock              = 1213
+	errUserLimitReached      = 1226
+	errOptionPrevents        = 1290 // read_only, super_read_only
+	errQueryInterrupted      = 1317
+	errNoReferencedRow       = 1452 // foreign key
+	errOutOfRange            = 1264
+	errDataTooLong           = 1406
+	errReadOnlyTransaction   = 1792 // a session or transaction READ ONLY
+	errReadOnlyMode          = 1836 // MySQL: innodb_read_only and the like
+	errConnectionKilled      = 1927 // MariaDB
+	errStatementTimeout      = 1969 // MariaDB max_statement_time
+	errQueryTimeout          = 3024 // MySQL max_execution_time
+	errCheckViolationSQL     = 3819 // MySQL 8
+	errClientInactiveTimeout = 4031 // MySQL 8: the server ended an idle session
+	errCheckViolationDB      = 4025 // MariaDB
 )
 
 // dbErr marks err with the domain error it stands for, keeping err in the
-// chain: a lost connection, a deadlock or a lock wait timeout is transient
-// (the statement or transaction may succeed as it is if tried again); a
-// failed CHECK or a value too large for its column is an invalid argument.
+// chain. Transient is every failure that is the database's state, not the
+// statement's: a lost connection, a deadlock or a lock wait timeout, and
+// also a server that refuses writes (read_only after a failover, a
+// read-only session), a statement timeout, a disk, table or memory full.
+// Such a statement may succeed as it is once the database is well, and a
+// worker retries it in place instead of blaming its orders
+// (docs/design.md, Dead letters). A failed CHECK or a value too large for
+// its column is an invalid argument: the row itself is bad.
 func dbErr(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		// The caller gave up; that is theirs to report, not a fault of the
@@ -42,7 +66,12 @@ func dbErr(err error) error {
 	var me *mysqldriver.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case errTooManyConnections, errServerShutdown, errLockWaitTimeout, errDeadlock, errConnectionKilled:
+		case errTooManyConnections, errServerShutdown, errLockWaitTimeout, errDeadlock, errConnectionKilled,
+			errOptionPrevents, errReadOnlyTransaction, errReadOnlyMode,
+			errStatementTimeout, errQueryTimeout, errQueryInterrupted,
+			errDiskFull, errTableFull, errOutOfMemory, errOutOfSortMemory, errOutOfResources,
+			errNetReadError, errNetReadInterrupted, errNetErrorOnWrite, errNetWriteInterrupted,
+			errErrorDuringCommit, errTooManyUserConns, errUserLimitReached, errClientInactiveTimeout:
 			return fmt.Errorf("%w: %w", seckill.ErrTransient, err)
 		case errCheckViolationSQL, errCheckViolationDB, errOutOfRange, errDataTooLong:
 			return fmt.Errorf("%w: %w", seckill.ErrInvalidArgument, err)
@@ -71,6 +100,19 @@ func errNumber(err error) uint16 {
 		return me.Number
 	}
 	return 0
+}
+
+// isReadOnly reports whether err is the server refusing a write: read_only
+// (a replica, or a writer demoted by a failover), or a read-only session.
+// A connection that says so may go on saying it after the failover (it
+// still reaches the demoted writer), so the store closes its connections
+// (Store.closeReadOnly).
+func isReadOnly(err error) bool {
+	switch errNumber(err) {
+	case errOptionPrevents, errReadOnlyTransaction, errReadOnlyMode:
+		return true
+	}
+	return false
 }
 
 // isUniqueViolation reports whether err is a duplicate primary or unique key.

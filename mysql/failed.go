@@ -31,7 +31,8 @@ VALUES (?, ?, ?, ?, ?, ?)`
 // FailOrder/RacingSaveOrders met one in every run). A SaveOrders of the id
 // committing between the two statements leaves the id in both tables,
 // which reads as created.
-func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) error {
+func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) (err error) {
+	defer s.closeReadOnly(&err)
 	if o == nil {
 		return fmt.Errorf("mysql: fail order: %w: nil order", seckill.ErrInvalidArgument)
 	}
@@ -42,7 +43,7 @@ func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) error {
 	if created {
 		return nil
 	}
-	_, err := s.db.ExecContext(ctx, insertFailedOrderSQL,
+	_, err = s.db.ExecContext(ctx, insertFailedOrderSQL,
 		o.ID, o.UserID, o.VoucherID, orderbatch.Reason(o.Reason), createdAt(o), now())
 	switch {
 	case err == nil, isUniqueViolation(err):

@@ -54,11 +54,12 @@ var placeRetry = retry.Policy{
 // anyway. A buyer's concurrent request then meets the committed order at
 // the unique key, and gets it back (G5). A deadlock or a lock wait
 // timeout starts the transaction over, as placeRetry says.
-func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time) error {
+func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time) (err error) {
+	defer s.closeReadOnly(&err)
 	if o == nil {
 		return fmt.Errorf("mysql: place order: %w: nil order", seckill.ErrInvalidArgument)
 	}
-	err := retry.Do(ctx, placeRetry, func() error { return s.placeOrder(ctx, o, now) })
+	err = retry.Do(ctx, placeRetry, func() error { return s.placeOrder(ctx, o, now) })
 	var refusal *seckill.Error
 	switch {
 	case err == nil, errors.As(err, &refusal):

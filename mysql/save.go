@@ -65,7 +65,8 @@ var saveRetry = retry.Policy{
 // deadlock when both tried to update its stock. A batch can still meet an
 // order inserted meanwhile for another voucher (a clashing id), or a
 // deadlock; it then starts over, as saveRetry says.
-func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) (_ []seckill.SaveOutcome, err error) {
+	defer s.closeReadOnly(&err)
 	if slices.Contains(orders, nil) {
 		return nil, fmt.Errorf("mysql: save orders: %w: nil order", seckill.ErrInvalidArgument)
 	}

@@ -20,6 +20,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/sqlrows"
 )
 
 // DefaultMaxConns is the size of the connection pool when Open is given
@@ -36,7 +37,8 @@ const defaultPageLimit = 1000
 
 // Store is a [seckill.Store] on one MySQL or MariaDB database.
 type Store struct {
-	db *sql.DB
+	db       *sql.DB
+	maxConns int
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -68,7 +70,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	// Below the session's wait_timeout (parseURL): the pool drops an idle
 	// connection before the server does.
 	db.SetConnMaxIdleTime(sessionIdle / 2)
-	s := &Store{db: db}
+	s := &Store{db: db, maxConns: maxConns}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mysql: open %s: %w", redact(rawURL), err)
@@ -149,6 +151,32 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("mysql: ping: %w", dbErr(err))
 	}
 	return nil
+}
+
+// probeWriteSQL is Writable's write: an update of no row (ids start at 1).
+// read_only and a read-only transaction refuse it as any write.
+const probeWriteSQL = `UPDATE vouchers SET stock = stock WHERE id = 0`
+
+// Writable checks that the database takes writes now; see [seckill.Store].
+func (s *Store) Writable(ctx context.Context) (err error) {
+	defer s.closeReadOnly(&err)
+	if err := sqlrows.ProbeWrite(ctx, s.db, probeWriteSQL); err != nil {
+		return fmt.Errorf("mysql: probe a write: %w", dbErr(err))
+	}
+	return nil
+}
+
+// closeReadOnly closes the pool's idle connections if *err says the server
+// refused a write as read-only. After a failover the pool's connections may
+// reach a writer that was demoted, which refuses writes on them until they
+// are closed, while a new connection reaches the new writer. The write
+// methods defer it: by then the connection that was refused is back among
+// the idle ones; one in use elsewhere is closed when its own write is
+// refused (TestReadOnlyConnectionsClosed).
+func (s *Store) closeReadOnly(err *error) {
+	if isReadOnly(*err) {
+		sqlrows.CloseIdle(s.db, s.maxConns)
+	}
 }
 
 // Close closes the connection pool; it is safe to call more than once.

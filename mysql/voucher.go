@@ -24,7 +24,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`
 // CreateVoucher inserts v as it is, and sets its ID and CreatedAt. It does
 // not validate v: the service does. The database refuses a negative stock
 // with an error wrapping [seckill.ErrInvalidArgument].
-func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
+func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
+	defer s.closeReadOnly(&err)
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
 		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation)

@@ -28,15 +28,33 @@ const (
 	codeAdminShutdown       = "57P01"
 	codeCrashShutdown       = "57P02"
 	codeCannotConnectNow    = "57P03"
+	codeIdleSessionTimeout  = "57P05"
+	codeQueryCanceled       = "57014" // statement_timeout, or a cancel
+	codeReadOnly            = "25006" // a standby, or default_transaction_read_only
+	codeIdleInTxTimeout     = "25P03"
+	codeTransactionTimeout  = "25P04" // PostgreSQL 17
+	codeCompletionUnknown   = "40003"
+	codeSnapshotTooOld      = "72000"
 	// classConnection is the class of connection exceptions, 08xxx.
 	classConnection = "08"
+	// classResources is the class of insufficient resources, 53xxx: disk
+	// full (53100), out of memory (53200), too many connections (53300),
+	// a configuration limit (53400).
+	classResources = "53"
+	// classSystem is the class of system errors outside PostgreSQL, 58xxx:
+	// an I/O error (58030) among them.
+	classSystem = "58"
 )
 
 // dbErr marks err with the domain error it stands for, keeping err in the
-// chain: a lost connection, a serialization failure or a deadlock is
-// transient (the statement or transaction may succeed as it is if tried
-// again); a failed CHECK or a value too large for its column is an invalid
-// argument.
+// chain. Transient is every failure that is the database's state, not the
+// statement's: a lost connection, a serialization failure or a deadlock,
+// and also a server that refuses writes (a standby after a failover), a
+// statement or transaction timeout, a disk or memory full, an I/O error.
+// Such a statement may succeed as it is once the database is well, and a
+// worker retries it in place instead of blaming its orders
+// (docs/design.md, Dead letters). A failed CHECK or a value too large for
+// its column is an invalid argument: the row itself is bad.
 func dbErr(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		// The caller gave up: nothing to retry.
@@ -46,8 +64,11 @@ func dbErr(err error) error {
 	if errors.As(err, &pgErr) {
 		switch code := pgErr.Code; {
 		case code == codeSerialization, code == codeDeadlock, code == codeLockNotAvailable,
-			code == codeTooManyConnections, code == codeAdminShutdown, code == codeCrashShutdown,
-			code == codeCannotConnectNow, strings.HasPrefix(code, classConnection):
+			code == codeAdminShutdown, code == codeCrashShutdown, code == codeCannotConnectNow,
+			code == codeIdleSessionTimeout, code == codeQueryCanceled, code == codeReadOnly,
+			code == codeIdleInTxTimeout, code == codeTransactionTimeout, code == codeCompletionUnknown,
+			code == codeSnapshotTooOld, strings.HasPrefix(code, classConnection),
+			strings.HasPrefix(code, classResources), strings.HasPrefix(code, classSystem):
 			return fmt.Errorf("%w: %w", seckill.ErrTransient, err)
 		case code == codeCheckViolation, code == codeStringTooLong, code == codeOutOfRange:
 			return fmt.Errorf("%w: %w", seckill.ErrInvalidArgument, err)
@@ -71,6 +92,12 @@ func dbErr(err error) error {
 	}
 	return err
 }
+
+// isReadOnly reports whether err is the server refusing a write: a
+// standby, or a session made read-only. A connection that says so goes on
+// saying it after a failover (a writer demoted under the pool's
+// connections), so the store closes its connections (Store.with).
+func isReadOnly(err error) bool { return sqlState(err) == codeReadOnly }
 
 // sqlState is the SQLSTATE of a PostgreSQL error, "" for other errors.
 func sqlState(err error) string {

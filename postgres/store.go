@@ -117,6 +117,27 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// probeWriteSQL is Writable's write: an update of no row (ids start at 1).
+// A read-only session refuses it as it would any write.
+const probeWriteSQL = `UPDATE vouchers SET stock = stock WHERE id = 0`
+
+// Writable checks that the database takes writes now; see [seckill.Store].
+func (s *Store) Writable(ctx context.Context) error {
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		_, err = tx.Exec(ctx, probeWriteSQL)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: probe a write: %w", dbErr(err))
+	}
+	return nil
+}
+
 // Close closes the connection pool, waiting for connections in use to be
 // returned; it is safe to call more than once.
 func (s *Store) Close() error {
@@ -126,8 +147,18 @@ func (s *Store) Close() error {
 
 // with runs fn on a connection of the pool held for the call. A connection
 // that fn leaves broken or inside a transaction is closed, not reused.
+//
+// If the server refused a write as read-only, every connection of the pool
+// is closed, this one when it is returned: after a failover the pool's
+// connections may reach a writer that was demoted, which refuses writes on
+// them until they are closed, while a new connection reaches the new
+// writer (TestReadOnlyConnectionsClosed).
 func (s *Store) with(ctx context.Context, fn func(conn *pgx.Conn) error) error {
-	return s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
+	err := s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
+	if isReadOnly(err) {
+		s.pool.Reset()
+	}
+	return err
 }
 
 // utc is how the store writes a time: in UTC, to the microsecond that

@@ -21,11 +21,12 @@ ON CONFLICT (id) DO NOTHING`
 // unless an order with its id is already recorded, created or failed: then
 // it changes nothing, so that the first reason stays. It does not touch the
 // stock: a failed order never took any in the database.
-func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) error {
+func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) (err error) {
+	defer s.closeReadOnly(&err)
 	if o == nil {
 		return fmt.Errorf("sqlite: fail order: %w: nil order", seckill.ErrInvalidArgument)
 	}
-	_, err := s.db.ExecContext(ctx, insertFailedOrderSQL,
+	_, err = s.db.ExecContext(ctx, insertFailedOrderSQL,
 		o.ID, o.UserID, o.VoucherID, orderbatch.Reason(o.Reason), micros(createdAt(o)), micros(now()))
 	switch {
 	case err == nil:

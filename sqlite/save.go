@@ -44,7 +44,8 @@ var saveRetry = retry.Policy{Attempts: 3, Retryable: isUniqueViolation}
 // their number from each voucher's stock, in one transaction; see
 // [seckill.OrderStore]. Writers are serialized by SQLite's write lock, taken
 // as the transaction begins, so the orders found stored are all there are.
-func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) (_ []seckill.SaveOutcome, err error) {
+	defer s.closeReadOnly(&err)
 	if slices.Contains(orders, nil) {
 		return nil, fmt.Errorf("sqlite: save orders: %w: nil order", seckill.ErrInvalidArgument)
 	}
@@ -52,7 +53,7 @@ func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 		return []seckill.SaveOutcome{}, nil
 	}
 	var outcomes []seckill.SaveOutcome
-	err := retry.Do(ctx, saveRetry, func() (err error) {
+	err = retry.Do(ctx, saveRetry, func() (err error) {
 		outcomes, err = s.saveOrders(ctx, orders)
 		return err
 	})

@@ -22,6 +22,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/sqlrows"
 )
 
 // DefaultMaxConns is the size of the connection pool when Open is given
@@ -42,7 +43,8 @@ const defaultPageLimit = 1000
 
 // Store is a [seckill.Store] on one SQLite database file.
 type Store struct {
-	db *sql.DB
+	db       *sql.DB
+	maxConns int
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -67,7 +69,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db}
+	s := &Store{db: db, maxConns: maxConns}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", rawURL, err)
@@ -129,6 +131,29 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("sqlite: ping: %w", dbErr(err))
 	}
 	return nil
+}
+
+// probeWriteSQL is Writable's write: an update of no row (ids start at 1),
+// in a transaction that takes the write lock as it begins.
+const probeWriteSQL = `UPDATE vouchers SET stock = stock WHERE id = 0`
+
+// Writable checks that the database takes writes now; see [seckill.Store].
+func (s *Store) Writable(ctx context.Context) (err error) {
+	defer s.closeReadOnly(&err)
+	if err := sqlrows.ProbeWrite(ctx, s.db, probeWriteSQL); err != nil {
+		return fmt.Errorf("sqlite: probe a write: %w", dbErr(err))
+	}
+	return nil
+}
+
+// closeReadOnly closes the pool's idle connections if *err says SQLite
+// refused a write as read-only: a connection that opened the file so goes
+// on refusing writes after it is writable again. The write methods defer
+// it: by then the connection that was refused is back among the idle ones.
+func (s *Store) closeReadOnly(err *error) {
+	if isReadOnly(*err) {
+		sqlrows.CloseIdle(s.db, s.maxConns)
+	}
 }
 
 // Close closes the connection pool; it is safe to call more than once.

@@ -18,7 +18,8 @@ const (
 // EnsureUser returns the user with the phone number, creating one if there
 // is none. When concurrent calls race to create it, the unique phone lets
 // one insert win; the others find its row.
-func (s *Store) EnsureUser(ctx context.Context, phone string) (*seckill.User, bool, error) {
+func (s *Store) EnsureUser(ctx context.Context, phone string) (_ *seckill.User, _ bool, err error) {
+	defer s.closeReadOnly(&err)
 	u, err := scanUser(s.db.QueryRowContext(ctx, selectUserByPhoneSQL, phone))
 	if err == nil {
 		return u, false, nil

@@ -24,9 +24,10 @@ VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`
 // CreateVoucher inserts v as it is, and sets its ID and CreatedAt. It does
 // not validate v: the service does. The database refuses a negative stock
 // with an error wrapping [seckill.ErrInvalidArgument].
-func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
+func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
+	defer s.closeReadOnly(&err)
 	created := now()
-	err := s.db.QueryRowContext(ctx, insertVoucherSQL,
+	err = s.db.QueryRowContext(ctx, insertVoucherSQL,
 		v.Title, v.Stock, v.InitialStock, micros(v.BeginTime), micros(v.EndTime), micros(created), v.Generation,
 	).Scan(&v.ID)
 	if err != nil {

@@ -98,6 +98,28 @@ func (s suite) testVersionsBeforeMigrate(t *testing.T) {
 	}
 }
 
+// testWritable: a migrated database takes the probe's write, and the probe
+// changes nothing; a closed store fails it.
+func (s suite) testWritable(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	v := newVoucher(t, st, 10)
+	for range 2 {
+		if err := st.Writable(ctx); err != nil {
+			t.Fatalf("Writable: %v", err)
+		}
+	}
+	if got, err := st.Voucher(ctx, v.ID); err != nil || got.Stock != 10 {
+		t.Errorf("the voucher after Writable = %+v, %v; want its stock 10 unchanged", got, err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Writable(ctx); err == nil {
+		t.Error("Writable after Close succeeded; want an error")
+	}
+}
+
 func (s suite) testPingAfterClose(t *testing.T) {
 	open := s.newDB(t)
 	st := open(t)

@@ -49,6 +49,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Migrate/Concurrent", s.testMigrateConcurrent},
 		{"Migrate/VersionsBeforeMigrate", s.testVersionsBeforeMigrate},
 		{"Ping/AfterClose", s.testPingAfterClose},
+		{"Writable", s.testWritable},
 		{"Voucher/RoundTrip", s.testVoucherRoundTrip},
 		{"Voucher/LongUnicodeTitle", s.testVoucherLongUnicodeTitle},
 		{"Voucher/NotFound", s.testVoucherNotFound},
