@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill/seckill"
@@ -71,13 +72,76 @@ func (p *Pool) settleBatch(msgs []seckill.OrderMessage) {
 	p.metrics.batchSize.Observe(float64(len(msgs)))
 }
 
-// save writes msgs in one transaction, retrying transient failures. A batch
-// that fails otherwise is saved again one message at a time, so that one bad
-// message does not hold the others back.
+// save writes batch in one transaction, retrying in place the failures
+// that are the database's state (blame). A batch the database refuses
+// otherwise is saved again one order at a time, each once, so that an
+// order that fails alone is told from a database that fails them all
+// (docs/design.md, Dead letters): an order the database refuses as bad is
+// dead-lettered; one that fails for no known reason while other orders of
+// its voucher save counts a delivery (failed), as does a message read
+// alone that fails so while the database takes writes. If none of the
+// batch saves, the failure is the database's state though it does not say
+// so: what is left is saved again, in place, after a backoff, and counts
+// nothing.
 func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
+	voucher := batch[0].VoucherID
+	b := p.backoff()
+	for round := 0; ; round++ {
+		mark := p.savedSoFar(voucher)
+		msgs, err := p.saveOnce(ctx, batch)
+		if err == nil {
+			return
+		}
+		type failure struct {
+			m   seckill.OrderMessage
+			err error
+		}
+		var left []failure
+		switch {
+		case len(msgs) == 1 && round == 0:
+			p.failed(ctx, msgs[0], err)
+			return
+		case len(msgs) == 1:
+			left = []failure{{msgs[0], err}}
+		default:
+			p.logger.Warn("batch failed; saving its orders one at a time", "voucher", voucher, "orders", len(msgs), "err", err)
+			for _, m := range msgs {
+				if _, err := p.saveOnce(ctx, []seckill.OrderMessage{m}); err != nil {
+					left = append(left, failure{m, err})
+				}
+			}
+		}
+		var unknown []seckill.OrderMessage
+		for _, f := range left {
+			if refused(f.err) || p.savedSoFar(voucher) != mark {
+				// The database refuses the row, or takes other orders of
+				// the voucher meanwhile: this order fails alone.
+				p.failed(ctx, f.m, f.err)
+			} else {
+				unknown = append(unknown, f.m)
+			}
+		}
+		if len(unknown) == 0 {
+			return
+		}
+		p.metrics.retries.Inc()
+		p.logger.Warn("orders fail for no known reason and none of their voucher's saves: taken for the database's state; retrying",
+			"voucher", voucher, "orders", len(unknown), "err", left[0].err)
+		if !b.wait(ctx) {
+			return
+		}
+		batch = unknown
+	}
+}
+
+// saveOnce writes batch in one transaction, retrying in place the failures
+// that are the database's state, and settles what it wrote. It returns nil
+// when batch is done with: settled, held by another consumer, or left
+// pending (stopping, Redis unreadable); else the messages the database
+// refused, and why.
+func (p *Pool) saveOnce(ctx context.Context, batch []seckill.OrderMessage) ([]seckill.OrderMessage, error) {
 	var (
 		msgs     = batch
-		orders   []*seckill.Order
 		outcomes []seckill.SaveOutcome
 	)
 	err := p.retryDB(ctx, "save orders", func() (err error) {
@@ -88,13 +152,15 @@ func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
 		if msgs, err = p.held(ctx, batch); err != nil || len(msgs) == 0 {
 			return err
 		}
-		orders = make([]*seckill.Order, len(msgs))
+		orders := make([]*seckill.Order, len(msgs))
 		for i := range msgs {
 			o := msgs[i].Order
 			orders[i] = &o
 		}
-		outcomes, err = p.store.SaveOrders(ctx, orders)
-		return err
+		return blame(ctx, p.store, func() (err error) {
+			outcomes, err = p.store.SaveOrders(ctx, orders)
+			return err
+		})
 	})
 	switch {
 	case err == nil && len(msgs) == 0:
@@ -106,14 +172,67 @@ func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
 		// Stopping: the messages stay pending for another consumer.
 	case len(msgs) == 0:
 		p.logger.Error("could not tell which order messages this consumer holds; they stay pending", "voucher", batch[0].VoucherID, "err", err)
-	case len(msgs) > 1:
-		p.logger.Warn("batch failed; saving its orders one at a time", "voucher", msgs[0].VoucherID, "orders", len(msgs), "err", err)
-		for _, m := range msgs {
-			p.save(ctx, []seckill.OrderMessage{m})
-		}
 	default:
-		p.failed(ctx, msgs[0], err)
+		return msgs, err
 	}
+	return nil, nil
+}
+
+// savedSoFar counts the batches of the voucher this pool has saved: a
+// change tells that the database takes the voucher's orders.
+func (p *Pool) savedSoFar(voucherID int64) int64 {
+	if n, ok := p.saves.Load(voucherID); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// countSaved adds a saved batch to the voucher's count.
+func (p *Pool) countSaved(voucherID int64) {
+	n, _ := p.saves.LoadOrStore(voucherID, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+}
+
+// refused reports whether err is the database refusing an order itself:
+// no stock for it, no such voucher, an invalid row.
+func refused(err error) bool {
+	return errors.Is(err, seckill.ErrSoldOut) || errors.Is(err, seckill.ErrVoucherNotFound) ||
+		errors.Is(err, seckill.ErrInvalidArgument)
+}
+
+// blame runs write, and tells a failure that is the database's state from
+// one that may be its orders': it returns the error marked ErrTransient if
+// it is the database's, and then the write is retried in place, behind the
+// circuit breaker, and counts no delivery (docs/design.md, Dead letters).
+//
+// The stores mark the failures they know as the database's state
+// (transient: a lost connection, a server that refuses writes, a timeout,
+// a disk full) or as the orders' (refused). An error of no known kind is
+// the database's if it refuses a write that changes nothing
+// (Store.Writable): after a failover a standby refuses writes with errors
+// a store may not know, and blaming the orders for them sent good orders
+// to the dead letters. If it takes that write, the write is tried once more
+// (the connection that failed may be gone since, closed as read-only), and
+// a second failure of no known kind is returned as it is, for the caller
+// to tell whether the orders fail alone.
+func blame(ctx context.Context, store interface{ Writable(context.Context) error }, write func() error) error {
+	err := write()
+	for try := 0; try < 2 && unknown(ctx, err); try++ {
+		if werr := store.Writable(ctx); werr != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w: %w (and the database refuses writes: %w)", seckill.ErrTransient, err, werr)
+		}
+		if try == 0 {
+			err = write()
+		}
+	}
+	return err
+}
+
+// unknown reports whether err is a failure of no kind a store knows: not
+// the database's state, not a refusal of the orders.
+func unknown(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && !refused(err) &&
+		!errors.Is(err, seckill.ErrTransient) && !errors.Is(err, seckill.ErrUnavailable)
 }
 
 // held returns the messages of msgs that this consumer still holds.
@@ -178,15 +297,20 @@ func (p *Pool) giveUp(ctx context.Context, msgs []seckill.OrderMessage) {
 // dead-letters those the database refused as conflicts.
 func (p *Pool) settle(ctx context.Context, msgs []seckill.OrderMessage, outcomes []seckill.SaveOutcome) {
 	ack := make([]string, 0, len(msgs))
-	var saved []*seckill.Order
+	var (
+		saved []*seckill.Order
+		saves bool
+	)
 	for i, m := range msgs {
 		switch outcomes[i] {
 		case seckill.Saved:
 			p.metrics.persisted.Inc()
+			saves = true
 			ack = append(ack, m.EntryID)
 			saved = append(saved, &m.Order)
 		case seckill.AlreadySaved:
 			p.metrics.redelivered.Inc()
+			saves = true
 			ack = append(ack, m.EntryID)
 			saved = append(saved, &m.Order)
 		case seckill.BuyerConflict:
@@ -204,6 +328,9 @@ func (p *Pool) settle(ctx context.Context, msgs []seckill.OrderMessage, outcomes
 			p.logger.Error("ALERT: an order id is used by another order", "voucher", m.VoucherID, "order", m.Order.ID)
 			p.deadLetter(ctx, m, seckill.DeadLetter{Reason: "order id already used by another order"})
 		}
+	}
+	if saves {
+		p.countSaved(msgs[0].VoucherID)
 	}
 	p.ack(ctx, msgs[0].VoucherID, ack, saved)
 }

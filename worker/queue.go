@@ -200,17 +200,77 @@ func (q *Queue) saveGuarded(batch []*seckill.Order) {
 	q.logger.Error("queued order lost to a panic; run seckill reconcile", "voucher", batch[0].VoucherID, "order", batch[0].ID)
 }
 
-// save writes a batch, retrying transient failures; one that fails
-// otherwise is written one order at a time, and an order the database
-// refuses is recorded failed with its reservation given back.
+// save writes a batch, retrying in place the failures that are the
+// database's state (blame). A batch the database refuses otherwise is
+// written again one order at a time, each once, as the stream mode's
+// Pool.save does: an order the database refuses as bad, or that fails for
+// no known reason while others save (or read alone), fails; if none saves,
+// the failure is the database's state, and what is left is written again,
+// in place, after a backoff.
 func (q *Queue) save(batch []*seckill.Order) {
-	b := &backoff{min: q.cfg.BackoffMin, max: q.cfg.BackoffMax, next: q.cfg.BackoffMin}
+	b := q.backoff()
+	for round := 0; ; round++ {
+		err := q.saveOnce(batch)
+		switch {
+		case err == nil:
+			return
+		case len(batch) == 1 && round == 0:
+			q.fail(batch[0], err)
+			return
+		}
+		var (
+			unknown []*seckill.Order
+			saved   bool
+			last    = err
+		)
+		if len(batch) == 1 {
+			unknown = batch
+		} else {
+			for _, o := range batch {
+				switch err := q.saveOnce([]*seckill.Order{o}); {
+				case err == nil:
+					saved = true
+				case refused(err):
+					q.fail(o, err)
+				default:
+					unknown, last = append(unknown, o), err
+				}
+			}
+		}
+		if saved {
+			for _, o := range unknown {
+				q.fail(o, last)
+			}
+			return
+		}
+		if len(unknown) == 0 {
+			return
+		}
+		q.logger.Warn("queued orders fail for no known reason and none saves: taken for the database's state; retrying", "orders", len(unknown), "err", last)
+		if !b.wait(q.ctx) {
+			q.logger.Error("queued orders lost at shutdown; run seckill reconcile", "orders", len(unknown))
+			return
+		}
+		batch = unknown
+	}
+}
+
+// saveOnce writes a batch in one transaction, retrying in place the
+// failures that are the database's state, and settles the outcomes. It
+// returns nil when the batch is done with (written, settled, or lost at
+// shutdown), else why the database refused it.
+func (q *Queue) saveOnce(batch []*seckill.Order) error {
+	b := q.backoff()
 	for {
-		outcomes, err := q.store.SaveOrders(q.ctx, batch)
+		var outcomes []seckill.SaveOutcome
+		err := blame(q.ctx, q.store, func() (err error) {
+			outcomes, err = q.store.SaveOrders(q.ctx, batch)
+			return err
+		})
 		switch {
 		case q.ctx.Err() != nil:
 			q.logger.Error("queued orders lost at shutdown; run seckill reconcile", "orders", len(batch))
-			return
+			return nil
 		case err == nil:
 			for i, o := range batch {
 				switch outcomes[i] {
@@ -219,31 +279,43 @@ func (q *Queue) save(batch []*seckill.Order) {
 				case seckill.BuyerConflict:
 					q.failTwice(o)
 				case seckill.IDConflict:
-					q.fail(o, "conflicts with an order in the database: "+outcomes[i].String())
+					q.fail(o, errors.New("conflicts with an order in the database: "+outcomes[i].String()))
 				}
 			}
-			return
+			return nil
 		case errors.Is(err, seckill.ErrTransient):
 			q.logger.Warn("transient failure writing queued orders; retrying", "err", err)
 			if !b.wait(q.ctx) {
 				q.logger.Error("queued orders lost at shutdown; run seckill reconcile", "orders", len(batch))
-				return
+				return nil
 			}
-		case len(batch) > 1:
-			for _, o := range batch {
-				q.save([]*seckill.Order{o})
-			}
-			return
 		default:
-			q.fail(batch[0], err.Error())
-			return
+			return err
 		}
 	}
 }
 
-// fail records o as failed and gives its reservation back.
-func (q *Queue) fail(o *seckill.Order, reason string) {
-	q.recordFailed(o, reason)
+func (q *Queue) backoff() *backoff {
+	return &backoff{min: q.cfg.BackoffMin, max: q.cfg.BackoffMax, next: q.cfg.BackoffMin}
+}
+
+// fail records o as failed for cause, and gives its reservation back: its
+// unit and its buyer's slot. An order the database has no stock for, or
+// whose voucher it does not know, keeps both, as the stream mode keeps its
+// unit: giving the unit back would sell it again to a buyer the database
+// refuses too. Its buyer's slot keeps the failed order, which a buyer who
+// asks again is told of. If the failure cannot be recorded the reservation
+// is kept: released, the order would be answered and gone, in neither
+// table, and its buyer free to buy again.
+func (q *Queue) fail(o *seckill.Order, cause error) {
+	reason := cause.Error()
+	if !q.recordFailed(o, reason) {
+		return
+	}
+	if errors.Is(cause, seckill.ErrSoldOut) || errors.Is(cause, seckill.ErrVoucherNotFound) {
+		q.logger.Error("the database refused a queued order its voucher has no stock for; its unit stays taken; run seckill reconcile", "voucher", o.VoucherID, "order", o.ID, "reason", reason)
+		return
+	}
 	if _, err := q.slots.Release(q.ctx, o.VoucherID, o.UserID, o.ID); err != nil {
 		q.logger.Error("could not give back a failed order's reservation; run seckill reconcile", "order", o.ID, "err", err)
 	}
@@ -256,7 +328,9 @@ func (q *Queue) fail(o *seckill.Order, reason string) {
 // stock stays taken and the buyer's slot goes to the database's order.
 func (q *Queue) failTwice(o *seckill.Order) {
 	existing := buyerOrder(q.ctx, q.store, o)
-	q.recordFailed(o, fmt.Sprintf("buyer already has order %d", existing))
+	if !q.recordFailed(o, fmt.Sprintf("buyer already has order %d", existing)) {
+		return
+	}
 	if existing == 0 {
 		// Not found after all: give the reservation back as for any failure.
 		if _, err := q.slots.Release(q.ctx, o.VoucherID, o.UserID, o.ID); err != nil {
@@ -270,10 +344,22 @@ func (q *Queue) failTwice(o *seckill.Order) {
 	q.logger.Error("ALERT: Redis admitted a buyer twice; the second order failed", "voucher", o.VoucherID, "user", o.UserID, "order", o.ID, "kept_order", existing)
 }
 
-func (q *Queue) recordFailed(o *seckill.Order, reason string) {
+// recordFailed records o as failed for reason, retrying the failures that
+// are the database's state until it stops, and reports whether it did.
+func (q *Queue) recordFailed(o *seckill.Order, reason string) bool {
 	f := *o
 	f.Status, f.Reason = seckill.OrderFailed, reason
-	if err := q.store.FailOrder(q.ctx, &f); err != nil {
-		q.logger.Error("could not record a failed order", "order", o.ID, "err", err)
+	b := q.backoff()
+	for {
+		err := blame(q.ctx, q.store, func() error { return q.store.FailOrder(q.ctx, &f) })
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, seckill.ErrTransient) && b.wait(q.ctx):
+			q.logger.Warn("transient failure recording a failed order; retrying", "order", o.ID, "err", err)
+			continue
+		}
+		q.logger.Error("could not record a failed order; its reservation stays taken; run seckill reconcile", "voucher", o.VoucherID, "order", o.ID, "reason", reason, "err", err)
+		return false
 	}
 }

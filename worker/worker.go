@@ -29,6 +29,7 @@ type Store interface {
 	OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error)
 	UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error)
 	UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Voucher, error)
+	Writable(ctx context.Context) error
 }
 
 // Config configures a Pool. Zero fields take the defaults in their comments.
@@ -159,6 +160,8 @@ type Pool struct {
 
 	// refusing holds the vouchers whose admission is paused (high water).
 	refusing sync.Map // voucher id → struct{}
+	// saves counts the batches saved per voucher (savedSoFar).
+	saves sync.Map // voucher id → *atomic.Int64
 
 	// readCtx ends when Stop begins: no more reads. workCtx ends when the
 	// batches in flight have had DrainTimeout to finish.

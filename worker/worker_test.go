@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/postgres"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/sqlite"
 )
 
 func TestMain(m *testing.M) {
@@ -43,16 +44,30 @@ type rig struct {
 
 func newRig(t *testing.T, backend string, stock int64) *rig {
 	t.Helper()
+	return newRigOn(t, backend, "", stock)
+}
+
+// newRigOn is newRig on the database of dbURL, or on a new one of the
+// test's own if dbURL is "". The sqlite backend needs dbURL.
+func newRigOn(t *testing.T, backend, dbURL string, stock int64) *rig {
+	t.Helper()
 	ctx := context.Background()
-	b := &rig{t: t, logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	b := &rig{t: t, logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), dbURL: dbURL}
 	b.nextID.Store(time.Now().UnixMilli() << 22)
 	var err error
 	switch backend {
 	case "mysql":
-		b.dbURL = testenv.MySQLURL(t)
+		if b.dbURL == "" {
+			b.dbURL = testenv.MySQLURL(t)
+		}
 		b.store, err = mysql.Open(ctx, b.dbURL, 8)
 	case "postgres":
-		b.store, err = postgres.Open(ctx, testenv.PostgresURL(t), 8)
+		if b.dbURL == "" {
+			b.dbURL = testenv.PostgresURL(t)
+		}
+		b.store, err = postgres.Open(ctx, b.dbURL, 8)
+	case "sqlite":
+		b.store, err = sqlite.Open(ctx, b.dbURL, 8)
 	}
 	if err != nil {
 		t.Fatal(err)

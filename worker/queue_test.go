@@ -1,0 +1,158 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/postgres"
+)
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// manyOrders returns n new orders of the voucher, of buyers of their own.
+func (b *rig) manyOrders(n int) []*seckill.Order {
+	orders := make([]*seckill.Order, n)
+	for i := range orders {
+		orders[i] = &seckill.Order{ID: b.nextID.Add(1), UserID: 900_000 + int64(i), VoucherID: b.voucher.ID,
+			Status: seckill.OrderPending, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	}
+	return orders
+}
+
+// slot returns the order id the buyer's slot holds in Redis, 0 if none.
+func (b *rig) slot(user int64) int64 {
+	b.t.Helper()
+	n, _ := b.raw.Do(context.Background(), b.raw.B().Hget().Key(b.key("buyers")).Field(itoa(user)).Build()).AsInt64()
+	return n
+}
+
+// TestQueueDatabaseReadOnly: the queue mode's queued orders meet a database
+// that refuses writes (read-only, as after a failover) for a while. That is
+// the database's state: they must wait in place and be created once it
+// takes writes, never recorded failed with their buyers' slots given back,
+// answered 200 and gone.
+func TestQueueDatabaseReadOnly(t *testing.T) {
+	t.Parallel()
+	b := newRig(t, "postgres", 100)
+	ctx := context.Background()
+	ro := testenv.PostgresReadOnly(t, b.dbURL)
+	store, err := postgres.Open(ctx, ro.URL, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	q := b.queue(QueueConfig{BackoffMax: 100 * time.Millisecond}, unclassified{store}, prometheus.NewRegistry(), true)
+	ro.Set(true)
+	var queued []*seckill.Order
+	for u := range int64(10) {
+		o, err := b.reserve(u + 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offer(t, q, o)
+		queued = append(queued, o)
+	}
+	time.Sleep(2 * time.Second) // the length of the outage, not a wait for an event
+	if n, _ := b.store.CountFailedOrders(ctx, b.voucher.ID); n != 0 {
+		t.Errorf("%d orders recorded failed while the database was read-only", n)
+	}
+	ro.Set(false)
+	testenv.WaitFor(t, 30*time.Second, "the queued orders created", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == int64(len(queued))
+	})
+	for _, o := range queued {
+		if got := b.slot(o.UserID); got != o.ID {
+			t.Errorf("buyer %d's slot holds %d, want their order %d", o.UserID, got, o.ID)
+		}
+	}
+	if n, _ := b.store.CountFailedOrders(ctx, b.voucher.ID); n != 0 {
+		t.Errorf("%d orders failed, want none", n)
+	}
+	if got := b.redisStock(); got != 90 {
+		t.Errorf("Redis stock %d, want 90", got)
+	}
+}
+
+// TestQueueSoldOutInDatabase: Redis admits ten buyers the database has
+// stock for one of (their stocks disagree). The nine the database refuses
+// as sold out fail, and their units stay taken, as the stream mode keeps
+// them: given back, Redis would sell them again to buyers the database
+// refuses too.
+func TestQueueSoldOutInDatabase(t *testing.T) {
+	t.Parallel()
+	b := newRig(t, "mysql", 10)
+	ctx := context.Background()
+	// The database's stock is 1; Redis's 10.
+	if _, err := b.store.SaveOrders(ctx, b.manyOrders(9)); err != nil {
+		t.Fatal(err)
+	}
+	q := b.queue(QueueConfig{BackoffMax: 100 * time.Millisecond}, nil, prometheus.NewRegistry(), true)
+	var queued []*seckill.Order
+	for u := range int64(10) {
+		o, err := b.reserve(1000 + u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offer(t, q, o)
+		queued = append(queued, o)
+	}
+	testenv.WaitFor(t, 20*time.Second, "the queued orders settled", func() bool {
+		created, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		failed, _ := b.store.CountFailedOrders(ctx, b.voucher.ID)
+		return created == 10 && failed == 9
+	})
+	if got := b.redisStock(); got != 0 {
+		t.Errorf("Redis stock %d, want 0: units the database refused as sold out were given back", got)
+	}
+	for _, o := range queued {
+		if got := b.slot(o.UserID); got != o.ID {
+			t.Errorf("buyer %d's slot holds %d, want their order %d, created or failed", o.UserID, got, o.ID)
+		}
+	}
+	if _, err := b.reserve(2000); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Errorf("a new buyer after = %v, want sold out", err)
+	}
+}
+
+// failingFailures is a store that refuses every order as invalid and
+// cannot record a failure.
+type failingFailures struct{ Store }
+
+func (failingFailures) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+	return nil, seckill.Errorf(seckill.ErrInvalidArgument, "refused")
+}
+
+func (failingFailures) FailOrder(ctx context.Context, o *seckill.Order) error {
+	return errors.New("cannot record it")
+}
+
+// TestQueueFailureNotRecorded: an order the database refuses, whose
+// failure it cannot record either, keeps its reservation: given back, it
+// would be answered 200 and gone, in neither table, its buyer free to buy
+// again.
+func TestQueueFailureNotRecorded(t *testing.T) {
+	t.Parallel()
+	b := newRig(t, "mysql", 10)
+	q := b.queue(QueueConfig{BackoffMax: 50 * time.Millisecond}, failingFailures{b.store}, prometheus.NewRegistry(), true)
+	o, err := b.reserve(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offer(t, q, o)
+	// Stop drains the queue: the order has been handled once it returns.
+	q.Stop()
+	if got := b.slot(7); got != o.ID {
+		t.Errorf("the buyer's slot holds %d, want their order %d kept", got, o.ID)
+	}
+	if got := b.redisStock(); got != 9 {
+		t.Errorf("Redis stock %d, want 9: the unit given back", got)
+	}
+}

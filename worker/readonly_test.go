@@ -1,0 +1,173 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/mysql"
+	"github.com/seckill/seckill/postgres"
+)
+
+// unclassified hides what the database's errors are from the worker, as a
+// database error the store does not know would: a save fails with an error
+// of no known kind.
+type unclassified struct{ Store }
+
+func (s unclassified) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+	out, err := s.Store.SaveOrders(ctx, orders)
+	if err != nil {
+		return nil, errors.New(err.Error())
+	}
+	return out, nil
+}
+
+// TestDatabaseRefusesWrites: the database refuses writes for longer than
+// six leases while buyers buy, then takes them again: read-only, as after a
+// failover (the service's connections reach a standby, or a writer demoted
+// under them), or with its disk full. The refusal is the database's state,
+// not the orders': no delivery may count, so every order must be created in
+// the end, none dead-lettered or failed; and connections that were
+// read-only must be closed, or they go on refusing writes after the
+// database takes them again. The unclassified cases hide the error's kind
+// from the worker: it must find out that the database refuses writes, not
+// blame the orders. (A disk full is known to every store: a database that
+// takes a write that changes nothing and some orders but not others, for
+// no reason it gives, cannot be told from orders that fail.)
+func TestDatabaseRefusesWrites(t *testing.T) {
+	t.Parallel()
+	readOnly := func(mode testenv.ReadOnlyMode) func(t *testing.T, b *rig) (Store, func(bool)) {
+		return func(t *testing.T, b *rig) (Store, func(bool)) {
+			ctx := context.Background()
+			if strings.HasPrefix(b.dbURL, "mysql:") {
+				ro := testenv.MySQLReadOnly(t, b.dbURL, mode)
+				s, err := mysql.Open(ctx, ro.URL, 8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return s, ro.Set
+			}
+			ro := testenv.PostgresReadOnly(t, b.dbURL)
+			s, err := postgres.Open(ctx, ro.URL, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, ro.Set
+		}
+	}
+	// The disk fills up: on PostgreSQL the orders' tablespace, on SQLite
+	// the database file's.
+	full := func(disk **testenv.Disk) func(t *testing.T, b *rig) (Store, func(bool)) {
+		return func(t *testing.T, b *rig) (Store, func(bool)) {
+			if strings.HasPrefix(b.dbURL, "postgres:") {
+				*disk = testenv.MountDisk(t, 4<<20, "postgres")
+				testenv.PostgresTablespace(t, b.dbURL, *disk, "orders")
+			}
+			return b.store, (*disk).Set
+		}
+	}
+	type setup func(t *testing.T, b *rig) (Store, func(on bool))
+	cases := []struct {
+		name, backend string
+		setup         setup
+		unclassified  bool
+		// sqliteDisk: the SQLite file lives on a disk of the test's own.
+		sqliteDisk bool
+	}{
+		{name: "mysql/read-only", backend: "mysql", setup: readOnly(testenv.ServerReadOnly)},
+		{name: "mysql/read-only-sessions", backend: "mysql", setup: readOnly(testenv.SessionsReadOnly)},
+		{name: "mysql/read-only-sessions/unclassified", backend: "mysql", setup: readOnly(testenv.SessionsReadOnly), unclassified: true},
+		{name: "postgres/read-only", backend: "postgres", setup: readOnly(0)},
+		{name: "postgres/read-only/unclassified", backend: "postgres", setup: readOnly(0), unclassified: true},
+		{name: "postgres/disk-full", backend: "postgres"},
+		{name: "sqlite/disk-full", backend: "sqlite", sqliteDisk: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			const lease = time.Second
+			var (
+				dbURL string
+				disk  *testenv.Disk
+			)
+			if c.sqliteDisk {
+				disk = testenv.MountDisk(t, 4<<20, "")
+				dbURL = "sqlite://" + filepath.Join(disk.Dir, "seckill.db")
+			}
+			b := newRigOn(t, c.backend, dbURL, 10_000)
+			ctx := context.Background()
+			setup := c.setup
+			if setup == nil {
+				setup = full(&disk)
+			}
+			store, refuse := setup(t, b)
+			if c.unclassified {
+				store = unclassified{store}
+			}
+			var admitted int64
+			admit := func(n int) {
+				for range n {
+					b.admit(100_000 + admitted)
+					admitted++
+				}
+			}
+			b.poolWith(Config{
+				Consumer: "w", Workers: 2, BatchSize: 50,
+				Lease: lease, ReclaimEvery: 50 * time.Millisecond,
+				Block: 50 * time.Millisecond, WatchEvery: 100 * time.Millisecond,
+				BreakerMin: 10 * time.Millisecond, BreakerMax: 100 * time.Millisecond,
+				BackoffMax: 100 * time.Millisecond,
+			}, nil, store, prometheus.NewRegistry(), true).Watch(b.voucher.ID)
+			admit(100)
+			testenv.WaitFor(t, 20*time.Second, "the first orders created", func() bool {
+				n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+				return n == admitted
+			})
+
+			refuse(true)
+			outage := time.After(8 * lease)
+			for down := true; down; {
+				select {
+				case <-outage:
+					down = false
+				case <-time.After(50 * time.Millisecond):
+					admit(5)
+				}
+			}
+			// A full disk may still take orders into the pages it has.
+			if created, _ := b.store.CountOrders(ctx, b.voucher.ID); created == admitted {
+				t.Errorf("all %d orders created while the database refused writes: the test did not make it refuse them", created)
+			}
+			if id, n := b.mostDelivered(); n > 2 {
+				t.Errorf("order message %s delivered %d times while the database refused writes, want at most 2", id, n)
+			}
+			if dl := b.dlqLen(); dl != 0 {
+				t.Errorf("%d dead letters while the database refused writes, want none", dl)
+			}
+			refuse(false)
+
+			testenv.WaitFor(t, 60*time.Second, "every order settled", func() bool {
+				created, _ := b.store.CountOrders(ctx, b.voucher.ID)
+				return created+b.dlqLen() == admitted && b.pending() == 0
+			})
+			created, _ := b.store.CountOrders(ctx, b.voucher.ID)
+			failed, _ := b.store.CountFailedOrders(ctx, b.voucher.ID)
+			if dl := b.dlqLen(); created != admitted || dl != 0 || failed != 0 {
+				t.Errorf("%d orders created, %d dead-lettered, %d failed; want all %d created", created, dl, failed, admitted)
+			}
+			if v := b.dbVoucher(); v.Stock != v.InitialStock-admitted {
+				t.Errorf("database stock %d, want %d", v.Stock, v.InitialStock-admitted)
+			}
+			t.Logf("%d orders admitted, %d while the database refused writes for %v", admitted, admitted-100, 8*lease)
+		})
+	}
+}
