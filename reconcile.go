@@ -58,12 +58,23 @@ type Reconciler struct {
 // from the database and its queued orders, then compared again. Orders are
 // read while the sale may go on: a busy sale can show a passing drift that
 // a second look clears.
+//
+// In the queue mode the repair keeps the buyers the cache holds, as the
+// fence recovery does (VoucherService.reloadOpen): the orders waiting in
+// the instances' memory are in no stream and no database, only in their
+// buyers' slots, and deleting those let their buyers buy again and sold
+// their units twice. The units of orders a crash lost then stay taken: an
+// undersell, never an oversell (TestRepairQueueModeKeepsBuyers).
 func (r *Reconciler) Reconcile(ctx context.Context, voucherID int64, repair bool) (*Reconciliation, error) {
 	rec, err := r.compare(ctx, voucherID)
 	if err != nil || !repair || rec.OK() || rec.Estimated {
 		return rec, err
 	}
-	if err := r.Cache.Unload(ctx, voucherID); err != nil {
+	unload := r.Cache.Unload
+	if r.Vouchers.InMemoryQueue {
+		unload = r.Cache.UnloadStock
+	}
+	if err := unload(ctx, voucherID); err != nil {
 		return nil, fmt.Errorf("repair voucher %d: %w", voucherID, err)
 	}
 	if err := r.Vouchers.Rebuild(ctx, voucherID); err != nil {

@@ -81,7 +81,22 @@ func (c *Config) workerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BatchSize, "batch-size", worker.DefaultBatchSize, "orders per stream read and per database transaction")
 	fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "how long an order message may sit unacknowledged with a consumer before another takes it over")
 	fs.Int64Var(&c.MaxDeliveries, "max-deliveries", 5, "deliveries of an order message before it goes to the dead letters")
+	c.retentionFlag(fs)
+}
+
+func (c *Config) retentionFlag(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Retention, "retention", seckill.Recent, "how long after its sale ends a voucher is kept: its orders still read and shown as pending, its keys kept in Redis (then deleted once its stream is drained); a late buy is answered ended")
+}
+
+// saleFlags are the flags a command line tool shares with the serve whose
+// sale it reads, and must be given the same values (as SECKILL_MODE and
+// SECKILL_RETENTION give them to both): the mode says how a voucher is
+// rebuilt (the queue mode's keeps its buyers), the retention which
+// vouchers are kept. A tool that took the defaults instead rebuilt a
+// voucher serve had retired, or missed one it still kept.
+func (c *Config) saleFlags(fs *flag.FlagSet, modeUsage string) {
+	fs.StringVar(&c.Mode, "mode", "stream", modeUsage)
+	c.retentionFlag(fs)
 }
 
 func (c *Config) httpFlags(fs *flag.FlagSet) {

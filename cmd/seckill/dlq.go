@@ -14,7 +14,7 @@ import (
 
 const dlqUsage = `Usage: seckill dlq list | retry ID | discard ID [flags]
 
-  list         print the dead letters of the vouchers on sale or ended within a day, oldest first
+  list         print the dead letters of the vouchers on sale or ended within --retention, oldest first
   retry ID     admit the dead letter's order again, with its own id; the workers then write it
   discard ID   remove the dead letter; its order stays failed
 
@@ -81,7 +81,7 @@ func newDLQFlags(c *Config, adminID *int64) *flag.FlagSet {
 	c.redisFlags(fs)
 	c.dbFlags(fs)
 	c.logFlags(fs)
-	fs.StringVar(&c.Mode, "mode", "stream", "how the service takes orders; retry needs stream, whose workers read the order streams")
+	c.saleFlags(fs, "how the service takes orders; retry needs stream, whose workers read the order streams")
 	fs.Int64Var(adminID, "admin-id", 0, "the admin the log names as acting (0: the command line)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), dlqUsage)
@@ -93,7 +93,7 @@ func newDLQFlags(c *Config, adminID *int64) *flag.FlagSet {
 // printDeadLetters prints the dead letters as a table.
 func printDeadLetters(w io.Writer, entries []seckill.DeadLetterEntry) {
 	if len(entries) == 0 {
-		fmt.Fprintln(w, "no dead letters in the vouchers on sale or ended within a day")
+		fmt.Fprintln(w, "no dead letters in the vouchers on sale or ended within the retention (--retention)")
 		return
 	}
 	orNone := func(n int64) string {

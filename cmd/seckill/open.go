@@ -124,7 +124,7 @@ func openTool(ctx context.Context, c *Config, stderr io.Writer) (*tool, error) {
 	if mode == "" {
 		mode = seckill.ModeStream
 	}
-	return &tool{logger: logger, store: store, cache: cache, Ops: app.NewOps(mode, store, cache, logger.With("via", "cli"))}, nil
+	return &tool{logger: logger, store: store, cache: cache, Ops: app.NewOps(mode, c.Retention, store, cache, logger.With("via", "cli"))}, nil
 }
 
 // close closes what openTool opened.

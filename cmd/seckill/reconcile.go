@@ -18,8 +18,9 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	c.redisFlags(fs)
 	c.dbFlags(fs)
 	c.logFlags(fs)
+	c.saleFlags(fs, "how the service takes orders: stream, queue or sync (the queue mode's repair keeps the buyers Redis holds: their orders may wait in an instance's memory)")
 	fs.BoolVar(&repair, "repair", false, "rebuild in Redis, from the database and the queued orders, each voucher that disagrees")
-	fs.Int64Var(&voucher, "voucher", 0, "reconcile this voucher only (default: every voucher on sale or ended within a day)")
+	fs.Int64Var(&voucher, "voucher", 0, "reconcile this voucher only (default: every voucher on sale or ended within --retention)")
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
@@ -63,7 +64,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	tw.Flush()
 	switch {
 	case len(ids) == 0:
-		fmt.Fprintln(stdout, "no vouchers on sale or ended within a day")
+		fmt.Fprintf(stdout, "no vouchers on sale or ended within %v\n", c.Retention)
 	case bad == 0:
 		fmt.Fprintln(stdout, "Redis and the database agree: remaining + orders + pending = initial stock for every voucher")
 	default:

@@ -28,7 +28,7 @@ func runStats(ctx context.Context, args []string, getenv func(string) string, st
 	c.dbFlags(fs)
 	c.secretFlags(fs)
 	c.logFlags(fs)
-	fs.StringVar(&c.Mode, "mode", "stream", "how the service takes orders: stream, queue or sync (in the sync mode the database's stock is what remains)")
+	c.saleFlags(fs, "how the service takes orders: stream, queue or sync (in the sync mode the database's stock is what remains)")
 	fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "the service's claim lease: a consumer idle for twice as long no longer counts")
 	fs.StringVar(&url, "url", "", "read a running server's GET /api/admin/stats instead, with its admissions per second and its workers (signs an admin token with --jwt-secret, or the embedded default's in --data-dir)")
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
@@ -189,7 +189,7 @@ func decodeStats(body []byte) (*seckill.Stats, error) {
 func printStats(w io.Writer, st *seckill.Stats, source string, server bool) {
 	fmt.Fprintf(w, "seckill stats at %s, from %s\n\n", st.Time.UTC().Format(time.RFC3339), source)
 	if len(st.Vouchers) == 0 {
-		fmt.Fprintln(w, "no vouchers on sale or ended within a day")
+		fmt.Fprintln(w, "no vouchers on sale or ended within the retention (--retention)")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "voucher\ttitle\tinitial\tdb stock\tremaining\tcreated\tfailed\tpending\tdrift\tstream\tdelivered\tundelivered\toldest pending\tconsumers\tdead letters\tredis master\t")

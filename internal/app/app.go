@@ -135,9 +135,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}()
 
-	ops := NewOps(cfg.Mode, cfg.Store, cfg.Cache, logger)
+	ops := NewOps(cfg.Mode, cfg.Retention, cfg.Store, cfg.Cache, logger)
 	a.Vouchers, a.DeadLetters, a.Reconciler = ops.Vouchers, ops.DeadLetters, ops.Reconciler
-	a.Vouchers.Retention = cfg.Retention
 	if err := a.Vouchers.Restore(ctx); err != nil {
 		// Not fatal: the vouchers that could be loaded are on sale, and
 		// admission checks Redis again before it admits.
@@ -245,10 +244,11 @@ type Ops struct {
 	Reconciler  *seckill.Reconciler
 }
 
-// NewOps builds the services of Ops for mode on store and cache. It loads
-// nothing into Redis and starts nothing.
-func NewOps(mode seckill.Mode, store seckill.Store, cache *redis.Client, logger *slog.Logger) *Ops {
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now,
+// NewOps builds the services of Ops for mode and retention (0: the
+// default, seckill.Recent) on store and cache. It loads nothing into Redis
+// and starts nothing.
+func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cache *redis.Client, logger *slog.Logger) *Ops {
+	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now, Retention: retention,
 		DatabaseOnly: mode == seckill.ModeSync, InMemoryQueue: mode == seckill.ModeQueue}
 	return &Ops{
 		Vouchers: vouchers,
