@@ -18,7 +18,11 @@ import (
 // connection until it returns: on the shared, pipelined connections it
 // would cover other requests' writes and stall every admission queued
 // behind it. A dedicated connection (rueidis' pool of them, one per
-// command in flight) gives each admission its own.
+// command in flight) gives each admission its own, from a client of their
+// own (c.confirm, Config.WaitPoolSize): in rdb's pool they waited for a
+// connection behind the stream readers' blocking reads, up to the workers'
+// Block each, once as many readers as the pool holds were waiting on idle
+// streams (TestWaitAdmissionBesideIdleReaders).
 //
 // A duplicate answer names an order the buyer holds, which may be an
 // admission no replica has yet (one answered unavailable below): with
@@ -39,7 +43,7 @@ func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]
 		scripted error
 		waited   error
 	)
-	err := c.rdb.Dedicated(func(dc rueidis.DedicatedClient) error {
+	err := c.confirm.Dedicated(func(dc rueidis.DedicatedClient) error {
 		out, scripted = dc.Do(ctx, cmd).ToArray()
 		if scripted != nil || len(out) == 0 {
 			return nil
