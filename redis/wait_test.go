@@ -66,6 +66,11 @@ func TestWaitReplicas(t *testing.T) {
 	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable || e.RetryAfter <= 0 {
 		t.Fatalf("Admit with the replica paused = %v; want a final *seckill.Error of ErrUnavailable with RetryAfter", err)
 	}
+	// The admission stands on the master: the buyer must look for it
+	// before buying elsewhere.
+	if !strings.Contains(e.Message, "GET /api/orders") {
+		t.Errorf("the answer's message is %q: want it to send the buyer to GET /api/orders", e.Message)
+	}
 	// A duplicate names an order the buyer is told they hold: it waits for
 	// the replica too, since the order it names (102 here) may be one the
 	// replica never had.
