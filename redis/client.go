@@ -96,6 +96,9 @@ type Client struct {
 	// tls: the connections use TLS (a Cluster names its nodes' TLS ports
 	// apart).
 	tls bool
+	// opt is what Open connected with: CheckReplicas connects to replicas
+	// and sentinels with its credentials.
+	opt rueidis.ClientOption
 
 	// hot holds the keys of the vouchers being sold (see hotKeys).
 	hot hotKeys
@@ -145,6 +148,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 			return nil, fmt.Errorf("redis: connect to %s for admissions that wait for replicas: %w", strings.Join(opt.InitAddress, ","), err)
 		}
 	}
+	c.opt = opt
 	c.waitReplicas, c.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
 	c.soldOut.off = cfg.NoSoldOutCopy
 	if c.waitTimeout <= 0 {
