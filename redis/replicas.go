@@ -56,10 +56,10 @@ func (c *Client) CheckReplicas(ctx context.Context) []string {
 		replicas := infoReplicas(info)
 		switch {
 		case len(replicas) < n:
-			warn(fmt.Sprintf("a Redis master has %d replicas connected, fewer than --redis-wait-replicas: "+
+			warn(fmt.Sprintf("a Redis master has %d replica(s) connected, fewer than --redis-wait-replicas: "+
 				"its admissions are answered 503 until more are attached", len(replicas)), "master", addr, "replicas", replicas)
 		case len(replicas) > n:
-			warn(fmt.Sprintf("--redis-wait-replicas is below the %d replicas of a Redis master: a failover may promote one "+
+			warn(fmt.Sprintf("--redis-wait-replicas is below the %d replica(s) of a Redis master: a failover may promote one "+
 				"that did not acknowledge an admission answered 200, and lose it; set it to every replica", len(replicas)),
 				"master", addr, "replicas", replicas)
 			if c.Kind() != KindCluster {
