@@ -412,7 +412,7 @@ func (s *OrderService) Order(ctx context.Context, userID, id int64) (*Order, err
 	case !errors.Is(err, ErrOrderNotFound):
 		return nil, fmt.Errorf("get order %d: %w", id, err)
 	}
-	pending, err := s.pendingOrders(ctx, userID)
+	pending, _, err := s.pendingOrders(ctx, userID)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +435,7 @@ func (s *OrderService) Orders(ctx context.Context, userID int64, limit int) ([]*
 	if err != nil {
 		return nil, fmt.Errorf("list orders: %w", err)
 	}
-	pending, err := s.pendingOrders(ctx, userID)
+	pending, persisted, err := s.pendingOrders(ctx, userID)
 	if err != nil {
 		return nil, err
 	}
@@ -449,6 +449,21 @@ func (s *OrderService) Orders(ctx context.Context, userID int64, limit int) ([]*
 			all = append(all, p)
 		}
 	}
+	for _, id := range persisted {
+		if have[id] || (limit > 0 && len(stored) >= limit && id < stored[len(stored)-1].ID) {
+			continue // listed, or older than every order listed
+		}
+		// Persisted between the two reads: pending in neither, and stored
+		// after the first. A buyer told to check their orders (an
+		// admission not confirmed by replicas) must find it.
+		o, err := s.Store.Order(ctx, id)
+		switch {
+		case err == nil && o.UserID == userID:
+			all = append(all, o)
+		case err != nil && !errors.Is(err, ErrOrderNotFound):
+			return nil, fmt.Errorf("list orders: %w", err)
+		}
+	}
 	slices.SortFunc(all, func(a, b *Order) int { return cmp.Compare(b.ID, a.ID) })
 	if limit > 0 && len(all) > limit {
 		all = all[:limit]
@@ -457,19 +472,20 @@ func (s *OrderService) Orders(ctx context.Context, userID int64, limit int) ([]*
 }
 
 // pendingOrders returns the orders Redis holds for the user in the vouchers
-// on sale that the database does not hold yet. It reads only: nothing on
-// the admission path writes for it.
-func (s *OrderService) pendingOrders(ctx context.Context, userID int64) ([]*Order, error) {
+// on sale that the database does not hold yet, and the ids of those it
+// does (persisted). It reads only: nothing on the admission path writes
+// for it.
+func (s *OrderService) pendingOrders(ctx context.Context, userID int64) (pending []*Order, persisted []int64, _ error) {
 	ids, err := s.Vouchers.OpenIDs(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	found, err := s.Cache.BuyerOrders(ctx, userID, ids...)
 	if err != nil {
-		return nil, fmt.Errorf("read pending orders: %w", err)
+		return nil, nil, fmt.Errorf("read pending orders: %w", err)
 	}
 	if len(found) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	orderIDs := make([]int64, 0, len(found))
 	for _, id := range found {
@@ -477,13 +493,14 @@ func (s *OrderService) pendingOrders(ctx context.Context, userID int64) ([]*Orde
 	}
 	stored, err := s.Store.OrderStatuses(ctx, orderIDs)
 	if err != nil {
-		return nil, fmt.Errorf("read pending orders: %w", err)
+		return nil, nil, fmt.Errorf("read pending orders: %w", err)
 	}
-	var out []*Order
 	for voucherID, id := range found {
-		if _, ok := stored[id]; !ok {
-			out = append(out, s.pending(id, userID, voucherID))
+		if _, ok := stored[id]; ok {
+			persisted = append(persisted, id)
+		} else {
+			pending = append(pending, s.pending(id, userID, voucherID))
 		}
 	}
-	return out, nil
+	return pending, persisted, nil
 }

@@ -393,3 +393,60 @@ func TestBuyNoIDsNotSoldOut(t *testing.T) {
 		t.Fatalf("the buyer with an order, Redis's data and the order ids lost = %v, want unavailable (try again)", err)
 	}
 }
+
+// persistAfterList is an order store where a worker persists an order
+// just after the buyer's stored orders are read, before the pending ones
+// are checked against the database: the order is in neither read as
+// pending nor stored.
+type persistAfterList struct {
+	seckill.OrderStore
+	t     *testing.T
+	order *seckill.Order // persisted after the next UserOrders
+}
+
+func (s *persistAfterList) UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error) {
+	orders, err := s.OrderStore.UserOrders(ctx, userID, limit)
+	if o := s.order; err == nil && o != nil {
+		s.order = nil
+		saved := *o
+		saved.Status = seckill.OrderCreated
+		if _, err := s.OrderStore.SaveOrders(ctx, []*seckill.Order{&saved}); err != nil {
+			s.t.Fatalf("persist order %d: %v", o.ID, err)
+		}
+	}
+	return orders, err
+}
+
+// TestOrdersPersistedBetweenReads: a buyer's order list shows an order
+// that a worker persists while the list is read: it was pending in Redis
+// when the database's orders were read, and in the database when Redis's
+// pending ones were checked against it. It must show, created.
+func TestOrdersPersistedBetweenReads(t *testing.T) {
+	t.Parallel()
+	vs, store, _ := services(t, "")
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("persisted between reads", 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	racy := &persistAfterList{OrderStore: store, t: t}
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: racy, Vouchers: vs, IDs: &counter{n: 500},
+		Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	const user = 7
+	o, err := s.Buy(ctx, user, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	racy.order = o
+	orders, err := s.Orders(ctx, user, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(orders) != 1 || orders[0].ID != o.ID || orders[0].Status != seckill.OrderCreated {
+		var got []string
+		for _, x := range orders {
+			got = append(got, fmt.Sprintf("%d %s", x.ID, x.Status))
+		}
+		t.Fatalf("Orders = %v; want order %d, created (persisted while the list was read)", got, o.ID)
+	}
+}

@@ -93,6 +93,8 @@ type envOptions struct {
 	// holdWorkers leaves the workers stopped until the test calls
 	// startPool (to make dead letters first, say).
 	holdWorkers bool
+	// waitReplicas is redis.Config.WaitReplicas (with redisURL).
+	waitReplicas int
 }
 
 func newEnv(t *testing.T, opts ...envOptions) *env {
@@ -155,7 +157,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 			if opt.redisURL != "" {
 				prefix = "t" + testenv.Random() // a shared Cluster or Sentinel
 			}
-			cache, err = redis.Open(ctx, redis.Config{URL: redisURL, Prefix: prefix}, logger)
+			cache, err = redis.Open(ctx, redis.Config{URL: redisURL, Prefix: prefix, WaitReplicas: opt.waitReplicas}, logger)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -47,6 +47,15 @@ type Config struct {
 	// is answered unavailable (the buyer's retry finds it, or admits
 	// afresh). Default DefaultWaitTimeout.
 	WaitTimeout time.Duration
+	// WaitPoolSize is how many connections, per master, admissions that
+	// wait for replicas may hold at once: each holds one for its script and
+	// its WAIT, a round trip to a replica, up to WaitTimeout when replicas
+	// lag; more wait for one. They are a pool of their own, apart from the
+	// one that the stream readers' blocking reads share (one per voucher
+	// watched, each blocked up to the workers' Block on an idle stream),
+	// so that neither waits behind the other. Used only with WaitReplicas;
+	// default DefaultWaitPoolSize.
+	WaitPoolSize int
 	// NoSoldOutCopy turns off the copies of sold-out vouchers' buyers
 	// (soldout.go): every sold-out answer then reads its buyer's slot.
 	// They need every instance to run this version's scripts: turn them
@@ -57,10 +66,21 @@ type Config struct {
 // DefaultWaitTimeout is Config.WaitTimeout's default.
 const DefaultWaitTimeout = 500 * time.Millisecond
 
+// DefaultWaitPoolSize is Config.WaitPoolSize's default, the size of
+// rueidis' own pool: at a millisecond per admission on a local network, a
+// million admissions a second; at the default WaitTimeout, while the
+// replicas do not answer, two thousand a second before they queue.
+const DefaultWaitPoolSize = rueidis.DefaultPoolSize
+
 // Client is seckill's connection to Redis. It implements
 // [seckill.VoucherCache] and [seckill.LoginCodes].
 type Client struct {
-	rdb     rueidis.Client
+	rdb rueidis.Client
+	// confirm runs the admissions that wait for replicas (admitReplicated),
+	// each on a dedicated connection of its pool (Config.WaitPoolSize):
+	// rdb's pool of those is the one its blocking stream reads share. It is
+	// rdb when admissions do not wait.
+	confirm rueidis.Client
 	keys    keyspace
 	scripts scripts
 	logger  *slog.Logger
@@ -76,6 +96,9 @@ type Client struct {
 	// tls: the connections use TLS (a Cluster names its nodes' TLS ports
 	// apart).
 	tls bool
+	// opt is what Open connected with: CheckReplicas connects to replicas
+	// and sentinels with its credentials.
+	opt rueidis.ClientOption
 
 	// hot holds the keys of the vouchers being sold (see hotKeys).
 	hot hotKeys
@@ -110,10 +133,22 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.WaitReplicas < 0 {
+	if cfg.WaitReplicas < 0 || cfg.WaitPoolSize < 0 {
 		c.Close()
-		return nil, fmt.Errorf("redis: wait replicas %d: want 0 or more", cfg.WaitReplicas)
+		return nil, fmt.Errorf("redis: wait replicas %d, wait pool size %d: want 0 or more", cfg.WaitReplicas, cfg.WaitPoolSize)
 	}
+	if cfg.WaitReplicas > 0 && !cfg.Embedded {
+		opt.DisableCache, opt.DisableRetry = true, true // as open does
+		opt.BlockingPoolSize = cfg.WaitPoolSize
+		if opt.BlockingPoolSize == 0 {
+			opt.BlockingPoolSize = DefaultWaitPoolSize
+		}
+		if c.confirm, err = rueidis.NewClient(opt); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("redis: connect to %s for admissions that wait for replicas: %w", strings.Join(opt.InitAddress, ","), err)
+		}
+	}
+	c.opt = opt
 	c.waitReplicas, c.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
 	c.soldOut.off = cfg.NoSoldOutCopy
 	if c.waitTimeout <= 0 {
@@ -167,7 +202,7 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{rdb: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded,
+	return &Client{rdb: rdb, confirm: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded,
 		tls: opt.TLSConfig != nil, soldOut: newSoldOutCopies()}, nil
 }
 
@@ -208,6 +243,9 @@ func (c *Client) Addr() string {
 // Close closes the connections and stops the embedded server, if any.
 func (c *Client) Close() {
 	c.soldOut.close()
+	if c.confirm != c.rdb {
+		c.confirm.Close()
+	}
 	c.rdb.Close()
 	if c.server != nil {
 		c.server.Close()

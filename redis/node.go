@@ -37,6 +37,15 @@ const NodeCount = 1024
 // loses its data, a holder learns it at its next renewal (within Renew) and
 // stops at once; a newcomer then waits until FreshWait has passed since the
 // leases were first written again, so the two never overlap.
+//
+// Redis may also come back with leases older than what their holders hold
+// (a restart from an older snapshot, a failover to a lagging replica): a
+// node id in use may show free. So the leases record the identity of the
+// server they are written on (run_id/master_replid, as for the fence), and
+// leases found written on another server are new for a newcomer as lost
+// ones are: it waits FreshWait. A holder whose lease did not come back
+// fails its next renewal, and one whose lease did keeps it: no one else
+// can take it meanwhile (docs/design.md, Order ids).
 type NodeLease struct {
 	// TTL, Renew and Valid: see the type's comment. Defaults 15s, 1s, 5s;
 	// on the embedded server 60s, 1s, 45s. Valid leaves room for renewals
@@ -183,7 +192,7 @@ func (l *NodeLease) renew(ctx context.Context) (bool, error) {
 func (l *NodeLease) acquire(ctx context.Context) error {
 	first, _ := rand.Int(rand.Reader, big.NewInt(NodeCount))
 	res, err := l.c.scripts.get("node_acquire").Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
-		[]string{l.token, strconv.FormatInt(l.TTL.Milliseconds(), 10), first.String(), strconv.Itoa(NodeCount)},
+		[]string{l.token, strconv.FormatInt(l.TTL.Milliseconds(), 10), first.String(), strconv.Itoa(NodeCount), l.c.nodeServer()},
 	).ToArray()
 	if err != nil {
 		return redisErr("take a node id", err)
@@ -200,11 +209,13 @@ func (l *NodeLease) acquire(ctx context.Context) error {
 		}
 	}
 	last, epoch, now := nums[0], nums[1], nums[2]
-	// Leases written anew less than FreshWait ago: a holder from before
-	// Redis lost them may still be making ids with this node id. Wait until
-	// it has stopped.
+	// Leases written anew, or found written on another server, less than
+	// FreshWait ago: a holder from before may still be making ids with
+	// this node id, which showed free. Wait until it has stopped: its last
+	// confirmed renewal ran before the epoch (one since would have kept the
+	// node id from being free), so it stops within Valid of it.
 	if wait := time.Duration(epoch-now)*time.Millisecond + l.FreshWait; l.FreshWait > 0 && wait > 0 {
-		l.logger.Info("Redis's node leases are new; waiting before making order ids", "wait", wait.String())
+		l.logger.Info("Redis's node leases are new (first written, or Redis restarted or failed over since they were): waiting before making order ids", "wait", wait.String())
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -222,4 +233,14 @@ func (l *NodeLease) acquire(ctx context.Context) error {
 	}
 	l.logger.Info("node id leased for order ids", "node", node)
 	return nil
+}
+
+// nodeServer is the server identity node_acquire is given: "" (it reads it
+// from INFO), or the embedded server's, which lives and dies with this
+// process and whose INFO does not name it.
+func (c *Client) nodeServer() string {
+	if c.embedded {
+		return embeddedIdentity
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -348,4 +349,129 @@ func TestNodeLeasePanic(t *testing.T) {
 			t.Fatal("Stop did not return")
 		}
 	})
+}
+
+// idLog collects the ids a generator makes in the background, one about
+// every 100 µs (slower than the clock, so the generator never runs ahead
+// of it), until stop.
+type idLog struct {
+	ids  []int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func makeIDs(g *orderid.Generator) *idLog {
+	l := &idLog{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			if id, err := g.Next(); err == nil {
+				l.ids = append(l.ids, id)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	return l
+}
+
+// end stops the generation and returns the ids made.
+func (l *idLog) end() []int64 {
+	close(l.stop)
+	<-l.done
+	return l.ids
+}
+
+// TestNodeLeaseRedisRollback: Redis restarts from a snapshot older than a
+// lease, as after a restart from an old RDB or a failover to a lagging
+// replica: the leases come back with the holder's node id free and the
+// leases' epoch old. A newcomer must not make ids with that node id while
+// the holder, which has not renewed since, still may: two generators
+// never make the same id.
+func TestNodeLeaseRedisRollback(t *testing.T) {
+	t.Parallel()
+	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	ctx := context.Background()
+	open := func() *Client {
+		c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	ca := open()
+	// Every node id but one held for a day, the leases written long ago:
+	// both leases must take the free one, and nothing new makes anyone wait.
+	const free = 7
+	held := strconv.FormatInt(time.Now().Add(24*time.Hour).UnixMilli(), 10)
+	args := []string{"HSET", ca.keys.nodes(), "epoch", "1"}
+	for n := range NodeCount {
+		if n != free {
+			args = append(args, strconv.Itoa(n), "other "+held+" 0")
+		}
+	}
+	do(t, ca, args...)
+	do(t, ca, "SAVE") // the snapshot Redis comes back with: the node id free
+
+	// The holder does not renew within the test: its lease stays valid
+	// for Valid after it was taken, whatever Redis says meanwhile.
+	const valid = 3 * time.Second
+	lease := func(c *Client, g Leaser) *NodeLease {
+		l := c.NewNodeLease(g, testLogger(t))
+		l.TTL, l.Renew, l.Valid, l.FreshWait = 10*time.Second, time.Hour, valid, valid
+		t.Cleanup(l.Stop)
+		return l
+	}
+	ga := orderid.New()
+	a := lease(ca, ga)
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.Node() != free {
+		t.Fatalf("the holder took node %d, want %d", a.Node(), free)
+	}
+	aIDs := makeIDs(ga)
+
+	rp.Kill()
+	rp.Restart(t) // from the snapshot, which has no lease on the node id
+	restarted := time.Now()
+	gb := orderid.New()
+	b := lease(open(), gb)
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the newcomer took node %d %v after the restart", b.Node(), time.Since(restarted).Round(time.Millisecond))
+	bIDs := makeIDs(gb)
+	// Until the holder's lease has run out, and a little more.
+	testenv.WaitFor(t, 2*valid, "the holder stops making ids", func() bool {
+		_, ok := ga.Node()
+		return !ok
+	})
+	time.Sleep(100 * time.Millisecond)
+	fromA, fromB := aIDs.end(), bIDs.end()
+	if len(fromA) == 0 || len(fromB) == 0 {
+		t.Fatalf("the holder made %d ids, the newcomer %d: want both some", len(fromA), len(fromB))
+	}
+	seen := make(map[int64]bool, len(fromA))
+	for _, id := range fromA {
+		seen[id] = true
+	}
+	dups := 0
+	for _, id := range fromB {
+		if seen[id] {
+			dups++
+		}
+	}
+	if dups > 0 {
+		t.Errorf("%d of the newcomer's %d ids were also made by the holder (node %d, both)", dups, len(fromB), free)
+	}
+	if b.Node() == a.Node() && slices.Min(fromB) <= slices.Max(fromA) {
+		t.Errorf("the newcomer made id %d with node %d, not after the holder's last, %d: they made ids at once",
+			slices.Min(fromB), b.Node(), slices.Max(fromA))
+	}
 }

@@ -103,7 +103,11 @@ func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool
 	if c.waitReplicas > 0 {
 		waitFlag = "1"
 	}
-	cmd := c.rdb.B().Evalsha().Sha1(c.scripts.get("admit").sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).
+	b := c.rdb.B()
+	if c.waitReplicas > 0 {
+		b = c.confirm.B() // run on its connections (admitReplicated)
+	}
+	cmd := b.Evalsha().Sha1(c.scripts.get("admit").sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).
 		Arg(strconv.FormatInt(a.UserID, 10), strconv.FormatInt(a.OrderID, 10), k.ID, appendFlag,
 			strconv.FormatInt(a.Generation, 10), waitFlag).Build()
 	var res []rueidis.RedisMessage

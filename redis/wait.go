@@ -18,7 +18,11 @@ import (
 // connection until it returns: on the shared, pipelined connections it
 // would cover other requests' writes and stall every admission queued
 // behind it. A dedicated connection (rueidis' pool of them, one per
-// command in flight) gives each admission its own.
+// command in flight) gives each admission its own, from a client of their
+// own (c.confirm, Config.WaitPoolSize): in rdb's pool they waited for a
+// connection behind the stream readers' blocking reads, up to the workers'
+// Block each, once as many readers as the pool holds were waiting on idle
+// streams (TestWaitAdmissionBesideIdleReaders).
 //
 // A duplicate answer names an order the buyer holds, which may be an
 // admission no replica has yet (one answered unavailable below): with
@@ -39,7 +43,7 @@ func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]
 		scripted error
 		waited   error
 	)
-	err := c.rdb.Dedicated(func(dc rueidis.DedicatedClient) error {
+	err := c.confirm.Dedicated(func(dc rueidis.DedicatedClient) error {
 		out, scripted = dc.Do(ctx, cmd).ToArray()
 		if scripted != nil || len(out) == 0 {
 			return nil
@@ -82,15 +86,22 @@ func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]
 // notConfirmed is the answer to an admission that may have been made but
 // is not known to be on enough replicas: a final ErrUnavailable (an
 // *seckill.Error, which the service answers as it is, without reading the
-// buyer's slot back).
+// buyer's slot back). The admission stands on the master unless a failover
+// loses it, and a worker persists it: the buyer, answered 503, must look
+// at their orders before buying elsewhere (docs/guarantees.md).
 func notConfirmed(why string, cause error) error {
-	msg := "your order is not confirmed yet; try again, you will not buy twice"
+	msg := notConfirmedMessage
 	e := &seckill.Error{Kind: seckill.ErrUnavailable, Message: msg, RetryAfter: time.Second}
 	if cause != nil {
 		return fmt.Errorf("redis: admit: %s: %w (%w)", why, e, cause)
 	}
 	return fmt.Errorf("redis: admit: %s: %w", why, e)
 }
+
+// notConfirmedMessage tells a buyer whose admission was not confirmed
+// that it may have been made: it shows in their orders if it was.
+const notConfirmedMessage = "your order may have been taken but is not confirmed yet: check your orders (GET /api/orders) " +
+	"before you buy elsewhere; trying again here never buys twice"
 
 // WaitReplicas reports how many replicas must acknowledge an admission
 // (Config.WaitReplicas).

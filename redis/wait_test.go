@@ -3,10 +3,14 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/testenv"
@@ -61,6 +65,11 @@ func TestWaitReplicas(t *testing.T) {
 	var e *seckill.Error
 	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable || e.RetryAfter <= 0 {
 		t.Fatalf("Admit with the replica paused = %v; want a final *seckill.Error of ErrUnavailable with RetryAfter", err)
+	}
+	// The admission stands on the master: the buyer must look for it
+	// before buying elsewhere.
+	if !strings.Contains(e.Message, "GET /api/orders") {
+		t.Errorf("the answer's message is %q: want it to send the buyer to GET /api/orders", e.Message)
 	}
 	// A duplicate names an order the buyer is told they hold: it waits for
 	// the replica too, since the order it names (102 here) may be one the
@@ -120,5 +129,60 @@ func TestWaitDoesNotStall(t *testing.T) {
 	}
 	if err := <-blocked; !errors.Is(err, seckill.ErrUnavailable) {
 		t.Errorf("the waiting admission = %v, want ErrUnavailable", err)
+	}
+}
+
+// TestWaitAdmissionBesideIdleReaders: stream readers waiting on idle
+// streams (one per voucher an instance watches, each blocked in XREAD up
+// to the workers' Block), as many as rueidis' pool of blocking connections
+// holds, do not hold up an admission that waits for its replicas: such
+// admissions have connections of their own.
+func TestWaitAdmissionBesideIdleReaders(t *testing.T) {
+	t.Parallel()
+	c, _ := replicated(t, 10*time.Second)
+	ctx := context.Background()
+	mustLoad(t, c, onSale(1, 10))
+	mustLoad(t, c, onSale(2, 10))
+
+	// Readers block far longer than the test waits for the admission.
+	rctx, cancel := context.WithCancel(ctx)
+	var readers sync.WaitGroup
+	defer func() {
+		cancel()
+		readers.Wait()
+	}()
+	blocked := func() int {
+		info, _ := do(t, c, "INFO", "clients").ToString()
+		n, _ := strconv.Atoi(testenvField(info, "blocked_clients"))
+		return n
+	}
+	// A hundred at a time: a thousand connections dialled at once overflow
+	// the server's listen backlog, and the dials retried take long.
+	for started := 0; started < rueidis.DefaultPoolSize; {
+		batch := min(100, rueidis.DefaultPoolSize-started)
+		for range batch {
+			// As a worker's reader does, each waits again after an error.
+			readers.Go(func() {
+				for rctx.Err() == nil {
+					if _, err := c.WaitOrders(rctx, 2, time.Minute); err != nil && rctx.Err() == nil {
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+			})
+		}
+		started += batch
+		testenv.WaitFor(t, defaultWait, fmt.Sprintf("%d readers blocked in Redis", started), func() bool { return blocked() >= started })
+	}
+
+	admitted := make(chan error, 1)
+	go func() { admitted <- c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 101}) }()
+	select {
+	case err := <-admitted:
+		if err != nil {
+			t.Fatalf("Admit beside idle readers = %v, want admitted", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the admission waiting for its replica was not answered within 15s: it waits for a connection behind %d idle readers",
+			rueidis.DefaultPoolSize)
 	}
 }

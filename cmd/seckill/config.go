@@ -25,6 +25,7 @@ type Config struct {
 	RedisWaitReplicas int           // replicas that must have an admission before it is answered
 	SoldOutCopy       bool          // answer sold-out vouchers' buyers from a copy (redis.Config.NoSoldOutCopy)
 	RedisWaitTimeout  time.Duration // how long an admission waits for them
+	RedisWaitPool     int           // connections per master for admissions that wait for replicas
 	DBURL             string        // mysql://, postgres://, sqlite://
 	DBMaxConns        int           // database connection pool size
 	DataDir           string        // the embedded default's files
@@ -113,6 +114,7 @@ func (c *Config) redisFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", redis.DefaultPrefix, "prefix of every Redis key")
 	fs.IntVar(&c.RedisWaitReplicas, "redis-wait-replicas", 0, "replicas that must acknowledge an admission (Redis WAIT) before it is answered 200; fewer within --redis-wait-timeout answer 503 (0: answer once the master has it, and a failover to a lagging replica may lose it)")
 	fs.DurationVar(&c.RedisWaitTimeout, "redis-wait-timeout", redis.DefaultWaitTimeout, "how long an admission waits for --redis-wait-replicas")
+	fs.IntVar(&c.RedisWaitPool, "redis-wait-pool", redis.DefaultWaitPoolSize, "connections per master that admissions waiting for --redis-wait-replicas may hold at once (one each, for its script and its WAIT), apart from those of the stream readers' blocking reads; more wait for one")
 	fs.BoolVar(&c.SoldOutCopy, "sold-out-copy", true, "answer the buyers of a sold-out voucher from this instance's copy of its buyers, not one Redis read each; turn off while instances of a version before it still run")
 }
 

@@ -66,6 +66,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if openFiles > 0 && openFiles < minOpenFiles {
 		svc.Logger.Warn("the open-file limit is low for a flash sale: raise the hard limit (ulimit -Hn, LimitNOFILE=)", "open_files", openFiles, "want", minOpenFiles)
 	}
+	// With --redis-wait-replicas: warn where the conditions under which it
+	// holds through a failover do not (docs/guarantees.md). Warnings only.
+	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	svc.Cache.CheckReplicas(checkCtx)
+	cancel()
 
 	<-ctx.Done()
 	svc.Logger.Info("shutting down: finishing requests in flight", "grace", c.ShutdownTimeout.String())

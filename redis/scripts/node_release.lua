@@ -2,7 +2,8 @@
 -- node_release: give a node id back at shutdown, keeping the newest order-id
 -- time used for its next holder.
 --
--- KEYS[1] nodes  hash: node id -> "token expiry_ms last_ms" (see node_acquire)
+-- KEYS[1] nodes  hash: node id -> "token expiry_ms last_ms" (see node_acquire;
+--                its "server" and "epoch" are not touched here)
 -- ARGV[1] node id
 -- ARGV[2] token of the caller
 -- ARGV[3] newest order-id time used, unix milliseconds

@@ -2,7 +2,8 @@
 -- node_renew: extend the caller's lease of a node id and record the newest
 -- order-id time it used.
 --
--- KEYS[1] nodes  hash: node id -> "token expiry_ms last_ms" (see node_acquire)
+-- KEYS[1] nodes  hash: node id -> "token expiry_ms last_ms" (see node_acquire;
+--                its "server" and "epoch" are not touched here)
 -- ARGV[1] node id
 -- ARGV[2] token of the caller
 -- ARGV[3] lease, milliseconds
