@@ -52,6 +52,14 @@ type Config struct {
 	// mobile NAT.
 	RateAddr      float64
 	RateAddrBurst int
+	// OrderRateUser and OrderRateUserBurst limit the order reads (GET
+	// /api/orders and /api/orders/{id}) of each buyer; OrderRateAddr and
+	// OrderRateAddrBurst, those of each client address. Each on buckets
+	// of its own, apart from the buy route's. Zero is off.
+	OrderRateUser      float64
+	OrderRateUserBurst int
+	OrderRateAddr      float64
+	OrderRateAddrBurst int
 	// LoginRateAddr and LoginRateAddrBurst limit each login route's
 	// requests per client address; LoginRateGlobal and
 	// LoginRateGlobalBurst, those of all clients together. Zero is off.
@@ -206,6 +214,7 @@ type route struct {
 // routeTable returns every route the server serves; the OpenAPI document
 // (openapi.json) describes each of them, and a test holds the two equal.
 func (s *Server) routeTable(reg *prometheus.Registry) []route {
+	reads := s.limitOrderReads()
 	routes := []route{
 		{"POST /api/auth/code", s.limitLogin(s.sendCode)},
 		{"POST /api/auth/login", s.limitLogin(s.logIn)},
@@ -213,8 +222,8 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"GET /api/vouchers", http.HandlerFunc(s.listVouchers)},
 		{"GET /api/vouchers/{id}", http.HandlerFunc(s.getVoucher)},
 		{buyPattern, s.user(s.limitRate(s.seckill))},
-		{"GET /api/orders/{id}", s.user(s.getOrder)},
-		{"GET /api/orders", s.user(s.listOrders)},
+		{"GET /api/orders/{id}", s.user(reads(s.getOrder))},
+		{"GET /api/orders", s.user(reads(s.listOrders))},
 		{"GET /api/admin/stats", s.admin(s.adminStats)},
 		{"GET /api/admin/dlq", s.admin(s.adminDeadLetters)},
 		{"POST /api/admin/dlq/{id}/retry", s.admin(s.adminRetryDeadLetter)},
