@@ -11,23 +11,36 @@ import (
 	"github.com/seckill/seckill/ratelimit"
 )
 
-// rateLimits are the buy route's limits: a token bucket per buyer and one
-// per client address. Either is nil when off.
+// rateLimits are a route's limits: a token bucket per buyer and one per
+// client address. Either is nil when off.
 type rateLimits struct {
 	users   *ratelimit.Limiter[int64]
 	addrs   *ratelimit.Limiter[netip.Addr]
 	proxies []netip.Prefix
 	now     func() time.Time
+	// what names the requests limited, in the refusals ("buy requests").
+	what string
 }
 
-// newRateLimits returns the limits of cfg, on the clock now.
+// newRateLimits returns the buy route's limits of cfg, on the clock now.
 func newRateLimits(cfg Config, now func() time.Time) *rateLimits {
+	return newLimits(cfg, "buy requests", cfg.RateUser, cfg.RateUserBurst, cfg.RateAddr, cfg.RateAddrBurst, now)
+}
+
+// newOrderReadLimits returns the order reads' limits of cfg, on the clock
+// now.
+func newOrderReadLimits(cfg Config, now func() time.Time) *rateLimits {
+	return newLimits(cfg, "order reads", cfg.OrderRateUser, cfg.OrderRateUserBurst, cfg.OrderRateAddr, cfg.OrderRateAddrBurst, now)
+}
+
+func newLimits(cfg Config, what string, user float64, userBurst int, addr float64, addrBurst int, now func() time.Time) *rateLimits {
 	return &rateLimits{
-		users: ratelimit.New(ratelimit.Config{Rate: cfg.RateUser, Burst: cfg.RateUserBurst, Now: now}, ratelimit.HashInt64),
-		addrs: ratelimit.New(ratelimit.Config{Rate: cfg.RateAddr, Burst: cfg.RateAddrBurst, Now: now},
+		users: ratelimit.New(ratelimit.Config{Rate: user, Burst: userBurst, Now: now}, ratelimit.HashInt64),
+		addrs: ratelimit.New(ratelimit.Config{Rate: addr, Burst: addrBurst, Now: now},
 			func(a netip.Addr) uint64 { return ratelimit.HashBytes16(a.As16()) }),
 		proxies: trustedProxies(cfg),
 		now:     now,
+		what:    what,
 	}
 }
 
@@ -69,13 +82,37 @@ func (s *Server) limitRateWith(l *rateLimits, next userHandler) userHandler {
 	}
 }
 
+// limitOrderReads limits the order reads (both routes on the same
+// buckets) per buyer and per client address, on buckets apart from the
+// buy route's, so that a buyer polling their order spends none of their
+// buys. Each read costs a database read and a Redis read per open voucher
+// (OrderService.Orders looks for the buyer's pending orders in each): the
+// limit bounds what one token, or one address, can make Redis and the
+// database do. Over a limit the answer is 429 rate_limited with
+// Retry-After.
+func (s *Server) limitOrderReads() func(userHandler) userHandler {
+	l := newOrderReadLimits(s.cfg, time.Now)
+	return func(next userHandler) userHandler {
+		if l.users == nil && l.addrs == nil {
+			return next
+		}
+		return func(w http.ResponseWriter, r *http.Request, who auth.Identity) {
+			if err := l.allow(r, who.UserID, l.now()); err != nil {
+				s.error(w, r, err)
+				return
+			}
+			next(w, r, who)
+		}
+	}
+}
+
 // allow takes a token, at now, from the bucket of the buyer user, then
 // from the address's. The buyer comes first so that one buyer over their own limit
 // does not drain the budget of the neighbours behind the same NAT; a buyer
 // refused for the address's sake gets their token back.
 func (l *rateLimits) allow(r *http.Request, user int64, now time.Time) error {
 	if ok, wait := l.users.AllowAt(user, now); !ok {
-		return refusal("too many buy requests from this buyer", wait)
+		return refusal("too many "+l.what+" from this buyer", wait)
 	}
 	if l.addrs == nil {
 		return nil
@@ -88,7 +125,7 @@ func (l *rateLimits) allow(r *http.Request, user int64, now time.Time) error {
 	}
 	if ok, wait := l.addrs.AllowAt(addrKey(addr), now); !ok {
 		l.users.Refund(user)
-		return refusal("too many buy requests from this address", wait)
+		return refusal("too many "+l.what+" from this address", wait)
 	}
 	return nil
 }

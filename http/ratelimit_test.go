@@ -489,3 +489,82 @@ func BenchmarkLimitRate(b *testing.B) {
 		})
 	}
 }
+
+// TestLimitOrderReads: the order reads, which look up the buyer in every
+// open voucher, are limited per buyer and per address, on buckets apart
+// from the buy route's. The requests let through end as 400 in the
+// handler (a bad id, a bad limit) before any service.
+func TestLimitOrderReads(t *testing.T) {
+	t.Parallel()
+	tokens, err := auth.NewTokens(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(cfg Config) string {
+		s, err := New(cfg, Services{Tokens: tokens}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(s.Handler())
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	do := func(method, url string, user int64, xff string) (int, http.Header) {
+		t.Helper()
+		token, err := tokens.Mint(auth.Identity{UserID: user}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest(method, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode, res.Header
+	}
+	// A token every ~17 minutes: none comes back during the test.
+	url := start(Config{OrderRateUser: 0.001, OrderRateUserBurst: 3, RateUser: 0.001, RateUserBurst: 1})
+	reads := []string{url + "/api/orders/x", url + "/api/orders?limit=0", url + "/api/orders/x"}
+	for i, u := range reads {
+		if status, _ := do("GET", u, 1, ""); status != http.StatusBadRequest {
+			t.Fatalf("read %d: status %d, want 400 from the handler", i+1, status)
+		}
+	}
+	for _, u := range []string{url + "/api/orders/x", url + "/api/orders"} {
+		status, h := do("GET", u, 1, "")
+		if n, _ := strconv.Atoi(h.Get("Retry-After")); status != http.StatusTooManyRequests || n < 1 {
+			t.Errorf("GET %s past the limit: %d with Retry-After %q, want 429 with whole seconds", u, status, h.Get("Retry-After"))
+		}
+	}
+	if status, _ := do("GET", url+"/api/orders/x", 2, ""); status != http.StatusBadRequest {
+		t.Errorf("another buyer: status %d, want 400", status)
+	}
+	// The buy route's bucket is its own: buyer 1 may still buy.
+	if status, _ := do("POST", url+"/api/vouchers/x/seckill", 1, ""); status != http.StatusBadRequest {
+		t.Errorf("a buy after the reads: status %d, want 400 from the handler", status)
+	}
+
+	// Per address, through a trusted proxy: each client has its own bucket
+	// whichever buyer it reads for.
+	url = start(Config{OrderRateAddr: 0.001, OrderRateAddrBurst: 2, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+	for user := range int64(2) {
+		if status, _ := do("GET", url+"/api/orders/x", user+1, "198.51.100.1"); status != http.StatusBadRequest {
+			t.Fatalf("read %d from 198.51.100.1: status %d, want 400", user+1, status)
+		}
+	}
+	if status, _ := do("GET", url+"/api/orders/x", 3, "198.51.100.1"); status != http.StatusTooManyRequests {
+		t.Errorf("third read from 198.51.100.1: status %d, want 429", status)
+	}
+	if status, _ := do("GET", url+"/api/orders/x", 3, "198.51.100.2"); status != http.StatusBadRequest {
+		t.Errorf("a read from 198.51.100.2: status %d, want 400", status)
+	}
+}

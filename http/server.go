@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
@@ -53,6 +52,14 @@ type Config struct {
 	// mobile NAT.
 	RateAddr      float64
 	RateAddrBurst int
+	// OrderRateUser and OrderRateUserBurst limit the order reads (GET
+	// /api/orders and /api/orders/{id}) of each buyer; OrderRateAddr and
+	// OrderRateAddrBurst, those of each client address. Each on buckets
+	// of its own, apart from the buy route's. Zero is off.
+	OrderRateUser      float64
+	OrderRateUserBurst int
+	OrderRateAddr      float64
+	OrderRateAddrBurst int
 	// LoginRateAddr and LoginRateAddrBurst limit each login route's
 	// requests per client address; LoginRateGlobal and
 	// LoginRateGlobalBurst, those of all clients together. Zero is off.
@@ -63,6 +70,15 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client's address; without them the connection's address is used.
 	TrustedProxies []netip.Prefix
+	// MetricsAddr, if set, is a TCP address of its own for /metrics (a
+	// private interface, or a port the load balancer does not forward):
+	// Start listens there too, and Addr no longer serves /metrics.
+	// Default "": /metrics is served on Addr, as it always was.
+	MetricsAddr string
+	// MetricsToken, if set, is a secret /metrics requires as a bearer
+	// token (Authorization: Bearer <token>), wherever it is served.
+	// Default "": none.
+	MetricsToken string
 }
 
 func (c Config) withDefaults() Config {
@@ -133,6 +149,11 @@ type Server struct {
 
 	srv *http.Server
 	ln  net.Listener
+	// metricsHandler serves /metrics alone on Config.MetricsAddr, with
+	// metricsSrv and metricsLn once started; nil without it.
+	metricsHandler http.Handler
+	metricsSrv     *http.Server
+	metricsLn      net.Listener
 }
 
 // New returns a server of the services. It registers its metrics on reg and
@@ -175,6 +196,12 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	}
 	m.addRoute(unmatched)
 	s.handler = s.limit(s.instrument(s.recover(routeBuys(mux, buy))))
+	if s.cfg.MetricsAddr != "" {
+		metrics := http.NewServeMux()
+		metrics.Handle(metricsPattern, s.metricsRoute(reg))
+		m.addRoute(metricsPattern)
+		s.metricsHandler = s.limit(s.instrument(s.recover(metrics)))
+	}
 	return s, nil
 }
 
@@ -187,15 +214,16 @@ type route struct {
 // routeTable returns every route the server serves; the OpenAPI document
 // (openapi.json) describes each of them, and a test holds the two equal.
 func (s *Server) routeTable(reg *prometheus.Registry) []route {
-	return []route{
+	reads := s.limitOrderReads()
+	routes := []route{
 		{"POST /api/auth/code", s.limitLogin(s.sendCode)},
 		{"POST /api/auth/login", s.limitLogin(s.logIn)},
 		{"POST /api/admin/vouchers", s.admin(s.createVoucher)},
 		{"GET /api/vouchers", http.HandlerFunc(s.listVouchers)},
 		{"GET /api/vouchers/{id}", http.HandlerFunc(s.getVoucher)},
 		{buyPattern, s.user(s.limitRate(s.seckill))},
-		{"GET /api/orders/{id}", s.user(s.getOrder)},
-		{"GET /api/orders", s.user(s.listOrders)},
+		{"GET /api/orders/{id}", s.user(reads(s.getOrder))},
+		{"GET /api/orders", s.user(reads(s.listOrders))},
 		{"GET /api/admin/stats", s.admin(s.adminStats)},
 		{"GET /api/admin/dlq", s.admin(s.adminDeadLetters)},
 		{"POST /api/admin/dlq/{id}/retry", s.admin(s.adminRetryDeadLetter)},
@@ -206,22 +234,44 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently)},
 		{"GET /healthz", http.HandlerFunc(s.healthz)},
 		{"GET /readyz", http.HandlerFunc(s.readyz)},
-		{"GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelError)})},
 	}
+	if s.cfg.MetricsAddr == "" {
+		routes = append(routes, route{metricsPattern, s.metricsRoute(reg)})
+	}
+	return routes
 }
 
 // Handler returns the server's handler, for tests and for embedding.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Start listens on the configured address and serves in the background.
+// MetricsHandler returns the handler of Config.MetricsAddr, which serves
+// /metrics alone; nil without it (Handler serves /metrics).
+func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
+
+// Start listens on the configured address, and on the metrics address if
+// one is set, and serves in the background.
 func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("http: listen on %s: %w", s.cfg.Addr, err)
 	}
-	s.ln = ln
-	s.srv = &http.Server{
-		Handler:           s.handler,
+	if s.metricsHandler != nil {
+		mln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("http: listen on %s for /metrics: %w", s.cfg.MetricsAddr, err)
+		}
+		s.metricsLn, s.metricsSrv = mln, s.newHTTPServer(s.metricsHandler)
+		go s.serve(s.metricsSrv, mln)
+	}
+	s.ln, s.srv = ln, s.newHTTPServer(s.handler)
+	go s.serve(s.srv, ln)
+	return nil
+}
+
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
@@ -229,27 +279,39 @@ func (s *Server) Start() error {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
-	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.logger.Error("http server stopped", "err", err)
-		}
-	}()
-	return nil
+}
+
+func (s *Server) serve(srv *http.Server, ln net.Listener) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.logger.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
+	}
 }
 
 // Addr returns the address the server listens on, once started.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
+// MetricsAddr returns the address /metrics is served on alone, once
+// started; nil without Config.MetricsAddr.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.metricsLn == nil {
+		return nil
+	}
+	return s.metricsLn.Addr()
+}
+
 // Shutdown stops accepting connections and waits, until ctx ends, for the
 // requests in flight to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.srv == nil {
-		return nil
+	var errs []error
+	for _, srv := range []*http.Server{s.srv, s.metricsSrv} {
+		if srv == nil {
+			continue
+		}
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http: shutdown: %w", err))
+		}
 	}
-	if err := s.srv.Shutdown(ctx); err != nil {
-		return fmt.Errorf("http: shutdown: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // error answers with err, through the one error table. Only 5xx answers

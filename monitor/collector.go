@@ -10,7 +10,8 @@ import (
 )
 
 // gauges are the descriptions of the state the monitor exports. Each is
-// read from Redis and the database at scrape time, per open voucher.
+// read from Redis and the database per open voucher, at most once per
+// MetricsCacheFor, at a cost that does not grow with the backlog.
 type gauges struct {
 	up, streamLength, streamPending, streamLag, oldestPending, consumers, deadLetters,
 	remaining, created, failed, pending, initialStock, drift *prometheus.Desc
@@ -22,17 +23,17 @@ func newGauges() gauges {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return gauges{
-		up:            desc("seckill_stats_up", "1 if this scrape could read the open vouchers in Redis and the database, else 0 (and no voucher series).", nil),
+		up:            desc("seckill_stats_up", "1 if the last read of the open vouchers in Redis and the database (shared by the scrapes of a few seconds) succeeded, else 0 (and no voucher series).", nil),
 		streamLength:  desc("seckill_stream_length", "Entries in the voucher's order stream: not yet delivered, delivered and not acknowledged, and settled but not yet trimmed.", voucher),
 		streamPending: desc("seckill_stream_pending", "Order messages delivered to a worker and not yet acknowledged.", voucher),
 		streamLag:     desc("seckill_stream_lag", "Order messages not yet delivered to the workers; absent when Redis cannot tell.", voucher),
-		oldestPending: desc("seckill_stream_oldest_pending_age_seconds", "The longest a pending order message has gone since its delivery or claim refresh; above the claim lease no live worker holds it.", voucher),
+		oldestPending: desc("seckill_stream_oldest_pending_age_seconds", "The longest a pending order message has gone since its delivery or claim refresh (of the first 100 pending and the consumers holding any: the true figure or less); above the claim lease no live worker holds it.", voucher),
 		consumers:     desc("seckill_stream_consumers", "Consumers (service instances) that read the voucher's order stream within the last minute.", voucher),
 		deadLetters:   desc("seckill_dead_letters", "Entries in the voucher's dead-letter stream, waiting for an operator.", voucher),
 		remaining:     desc("seckill_voucher_remaining", "Stock left to admit, in Redis (the database's in the sync mode); absent when Redis does not hold the voucher.", voucher),
-		created:       desc("seckill_voucher_orders_created", "The voucher's created orders in the database.", voucher),
+		created:       desc("seckill_voucher_orders_created", "The voucher's created orders in the database (its initial stock less the database's stock).", voucher),
 		failed:        desc("seckill_voucher_orders_failed", "The voucher's failed orders in the database (dead-lettered, or refused by the database).", voucher),
-		pending:       desc("seckill_voucher_orders_pending", "The voucher's admitted orders queued and not yet in the database.", voucher),
+		pending:       desc("seckill_voucher_orders_pending", "The voucher's admitted orders queued and not yet acknowledged (an order just committed counts here and in created until its acknowledgement).", voucher),
 		initialStock:  desc("seckill_voucher_initial_stock", "The voucher's stock when created.", voucher),
 		drift:         desc("seckill_voucher_drift", "Initial stock - (remaining + created + pending): stock Redis and the database disagree about; 0 when they agree.", voucher),
 	}
@@ -47,12 +48,12 @@ func (m *Monitor) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads the open vouchers (or takes the read of the last CacheFor)
-// and sends their gauges. A failed read sends seckill_stats_up 0 and no
+// Collect reads the open vouchers' counts (or takes the read of the last
+// MetricsCacheFor, or shares the read under way) and sends their gauges. A failed read sends seckill_stats_up 0 and no
 // voucher series, rather than failing the whole scrape: the service's other
 // metrics matter most when Redis or the database is in trouble.
 func (m *Monitor) Collect(ch chan<- prometheus.Metric) {
-	r, err := m.read(context.Background())
+	r, err := m.read(context.Background(), &m.counts)
 	if err != nil {
 		m.cfg.Logger.Warn("metrics: could not read the open vouchers", "err", err)
 		ch <- prometheus.MustNewConstMetric(m.gauges.up, prometheus.GaugeValue, 0)

@@ -1,9 +1,11 @@
 // Package monitor watches a sale for its operators. A Monitor reads, for
 // each open voucher, the database's record and counts and Redis's stock and
 // order stream, and serves them two ways: as a seckill.Stats snapshot (the
-// admin API, the admin page, `seckill stats`) and as Prometheus gauges read
-// at scrape time (the state of the sale; the events are counted where they
-// happen, in the http and worker packages).
+// admin API, the admin page, `seckill stats`), exact, which looks up the
+// order of every pending stream entry; and as Prometheus gauges (the state
+// of the sale; the events are counted where they happen, in the http and
+// worker packages), from reads whose cost does not grow with the backlog,
+// made at most once per Config.MetricsCacheFor however many scrape.
 //
 // Every instance of the service reads the same Redis and database, so each
 // reports the same sale-wide gauges: aggregate them with max by (voucher).
@@ -40,7 +42,12 @@ type Store interface {
 // Streams reads what Redis holds of a voucher's sale: its stock and order
 // stream (redis.Client).
 type Streams interface {
+	// State lists the orders of the pending entries, for Stats.
 	State(ctx context.Context, voucherID int64) (*seckill.CacheState, error)
+	// Summary reads only what Redis counts, at a cost that does not grow
+	// with the backlog, for the gauges: PendingOrders is empty and every
+	// pending entry is Unlisted.
+	Summary(ctx context.Context, voucherID int64) (*seckill.CacheState, error)
 }
 
 // WorkerInfo tells how this instance's workers are doing.
@@ -72,10 +79,15 @@ type Config struct {
 	ActiveWithin time.Duration
 	// Timeout bounds a read of Redis and the database. Default 5s.
 	Timeout time.Duration
-	// CacheFor is how long a read serves again: several scrapes, or a page
-	// refreshed by several admins, cost one read. Default 1s; negative: no
-	// cache.
+	// CacheFor is how long a read of Stats serves again: a page refreshed
+	// by several admins costs one read. Default 1s; negative: no cache.
 	CacheFor time.Duration
+	// MetricsCacheFor is how long a read of the gauges serves scrapes: any
+	// number of scrapers, or a flood of requests to /metrics, cost one
+	// read per MetricsCacheFor. Default 10s, below Prometheus's usual
+	// scrape interval (15s in deploy/prometheus), so that each scrape of
+	// one Prometheus still sees a fresh read; negative: no cache.
+	MetricsCacheFor time.Duration
 	// Now returns the current time; tests replace it. Default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -93,6 +105,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheFor == 0 {
 		c.CacheFor = time.Second
+	}
+	if c.MetricsCacheFor == 0 {
+		c.MetricsCacheFor = DefaultMetricsCacheFor
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -120,14 +135,27 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// DefaultMetricsCacheFor is Config.MetricsCacheFor's default.
+const DefaultMetricsCacheFor = 10 * time.Second
+
 // Monitor reads the state of the open vouchers. It implements
 // seckill.StatsSource and prometheus.Collector.
 type Monitor struct {
 	cfg    Config
 	reads  singleflight.Group
-	mu     sync.Mutex
-	last   *reading
+	stats  cache // Stats: exact
+	counts cache // the gauges: cheap
 	gauges gauges
+}
+
+// cache holds the last reading of one kind, which serves for ttl; key names
+// its read among the monitor's singleflight calls.
+type cache struct {
+	key  string
+	ttl  time.Duration
+	read func(ctx context.Context, id int64) (*seckill.VoucherStats, error)
+	mu   sync.Mutex
+	last *reading
 }
 
 var _ seckill.StatsSource = (*Monitor)(nil)
@@ -144,14 +172,17 @@ func New(cfg Config) (*Monitor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Monitor{cfg: cfg, gauges: newGauges()}, nil
+	m := &Monitor{cfg: cfg, gauges: newGauges()}
+	m.stats = cache{key: "stats", ttl: cfg.CacheFor, read: m.readVoucher}
+	m.counts = cache{key: "counts", ttl: cfg.MetricsCacheFor, read: m.countVoucher}
+	return m, nil
 }
 
 // Stats returns a snapshot of the open vouchers and of this instance's
 // workers. Its Admissions are nil: they are counted where the requests
 // are served (the http package adds its own).
 func (m *Monitor) Stats(ctx context.Context) (*seckill.Stats, error) {
-	r, err := m.read(ctx)
+	r, err := m.read(ctx, &m.stats)
 	if err != nil {
 		return nil, err
 	}
@@ -170,26 +201,28 @@ func (m *Monitor) Stats(ctx context.Context) (*seckill.Stats, error) {
 	return st, nil
 }
 
-// read returns a reading of at most CacheFor ago, or makes one; callers at
+// read returns c's reading of at most c.ttl ago, or makes one; callers at
 // the same moment share it.
-func (m *Monitor) read(ctx context.Context) (*reading, error) {
-	m.mu.Lock()
-	last := m.last
-	m.mu.Unlock()
-	if last != nil && m.cfg.CacheFor > 0 && m.cfg.Now().Sub(last.at) < m.cfg.CacheFor {
+func (m *Monitor) read(ctx context.Context, c *cache) (*reading, error) {
+	if last := m.fresh(c); last != nil {
 		return last, nil
 	}
-	ch := m.reads.DoChan("read", func() (any, error) {
+	ch := m.reads.DoChan(c.key, func() (any, error) {
+		// A read that ended between the look above and this call serves:
+		// a flood of callers makes one read, not one per moment it ends.
+		if last := m.fresh(c); last != nil {
+			return last, nil
+		}
 		// The read is shared: it does not end with the first caller.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Timeout)
 		defer cancel()
-		r, err := m.readAll(rctx)
+		r, err := m.readAll(rctx, c.read)
 		if err != nil {
 			return nil, err
 		}
-		m.mu.Lock()
-		m.last = r
-		m.mu.Unlock()
+		c.mu.Lock()
+		c.last = r
+		c.mu.Unlock()
 		return r, nil
 	})
 	select {
@@ -203,8 +236,18 @@ func (m *Monitor) read(ctx context.Context) (*reading, error) {
 	}
 }
 
-// readAll reads every open voucher, a few at a time.
-func (m *Monitor) readAll(ctx context.Context) (*reading, error) {
+// fresh returns c's last reading if it is younger than c.ttl, else nil.
+func (m *Monitor) fresh(c *cache) *reading {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil && c.ttl > 0 && m.cfg.Now().Sub(c.last.at) < c.ttl {
+		return c.last
+	}
+	return nil
+}
+
+// readAll reads every open voucher with read, a few at a time.
+func (m *Monitor) readAll(ctx context.Context, read func(ctx context.Context, id int64) (*seckill.VoucherStats, error)) (*reading, error) {
 	at := m.cfg.Now()
 	ids, err := m.cfg.Vouchers.OpenIDs(ctx)
 	if err != nil {
@@ -215,7 +258,7 @@ func (m *Monitor) readAll(ctx context.Context) (*reading, error) {
 	g.SetLimit(8)
 	for i, id := range ids {
 		g.Go(func() error {
-			vs, err := m.readVoucher(gctx, id)
+			vs, err := read(gctx, id)
 			if err != nil {
 				return fmt.Errorf("monitor: voucher %d: %w", id, err)
 			}
@@ -268,14 +311,59 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 	if err != nil {
 		return nil, err
 	}
-	rec := seckill.Compare(v, st, created, stored)
+	m.fill(vs, st, seckill.Compare(v, st, created, stored))
+	return vs, nil
+}
+
+// countVoucher reads one voucher for the gauges, at a cost that does not
+// grow with its orders: Redis's counts (Streams.Summary), the voucher's row
+// and its failed orders. Its created orders are its initial stock less the
+// database's stock, which each created order takes in the transaction that
+// writes it (seckill.OrderStore) and nothing else changes: one row read,
+// not a count of a million rows. Every pending entry counts as pending, so
+// an order committed and not yet acknowledged shows in created and in
+// pending for that moment, a passing drift below zero of at most the
+// batches in flight; Stats and `seckill reconcile` look up each entry's
+// order and show none.
+func (m *Monitor) countVoucher(ctx context.Context, id int64) (*seckill.VoucherStats, error) {
+	// Redis first, as readVoucher: an order persisted in between then
+	// counts in the database (and maybe pending), never in neither.
+	st := &seckill.CacheState{}
+	if m.cfg.Mode != seckill.ModeSync {
+		var err error
+		if st, err = m.cfg.Streams.Summary(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	v, err := m.cfg.Store.Voucher(ctx, id)
+	if errors.Is(err, seckill.ErrVoucherNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	vs := &seckill.VoucherStats{Voucher: v}
+	if vs.Failed, err = m.cfg.Store.CountFailedOrders(ctx, id); err != nil {
+		return nil, err
+	}
+	if m.cfg.Mode == seckill.ModeSync {
+		st = &seckill.CacheState{Loaded: true, Remaining: v.Stock}
+	}
+	counted := *st
+	counted.PendingOrders, counted.Unlisted = nil, st.Pending
+	m.fill(vs, &counted, seckill.Compare(v, &counted, v.InitialStock-v.Stock, nil))
+	return vs, nil
+}
+
+// fill sets vs from the cache's state st and its comparison rec.
+func (m *Monitor) fill(vs *seckill.VoucherStats, st *seckill.CacheState, rec *seckill.Reconciliation) {
 	vs.Created, vs.Pending, vs.Drift = rec.Orders, rec.Pending, rec.Drift
 	vs.RedisNode = st.Node
 	if rec.Loaded {
 		vs.Remaining = &rec.Remaining
 	}
 	if m.cfg.Mode == seckill.ModeSync {
-		return vs, nil
+		return
 	}
 	vs.Stream = seckill.StreamStats{
 		Length:      st.Length,
@@ -285,7 +373,6 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 		Consumers:   m.activeConsumers(st),
 		DeadLetters: st.DeadLetters,
 	}
-	return vs, nil
 }
 
 // activeConsumers counts the consumers that read their stream within

@@ -31,6 +31,25 @@ type fakes struct {
 	infos    map[int64]*seckill.CacheState
 	err      error
 	reads    int
+	// calls counts the calls of each method that reads.
+	calls map[string]int
+	// block, if set, holds each read of Redis until it is closed.
+	block chan struct{}
+}
+
+func (f *fakes) called(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[name]++
+}
+
+func (f *fakes) count(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
 }
 
 func (f *fakes) OpenIDs(context.Context) ([]int64, error) {
@@ -47,13 +66,17 @@ func (f *fakes) Voucher(_ context.Context, id int64) (*seckill.Voucher, error) {
 	return nil, seckill.ErrVoucherNotFound
 }
 
-func (f *fakes) CountOrders(_ context.Context, id int64) (int64, error) { return f.created[id], nil }
+func (f *fakes) CountOrders(_ context.Context, id int64) (int64, error) {
+	f.called("CountOrders")
+	return f.created[id], nil
+}
 
 func (f *fakes) CountFailedOrders(_ context.Context, id int64) (int64, error) {
 	return f.failed[id], nil
 }
 
 func (f *fakes) OrderStatuses(_ context.Context, ids []int64) (map[int64]seckill.OrderStatus, error) {
+	f.called("OrderStatuses")
 	out := map[int64]seckill.OrderStatus{}
 	for _, id := range ids {
 		if s, ok := f.stored[id]; ok {
@@ -64,12 +87,32 @@ func (f *fakes) OrderStatuses(_ context.Context, ids []int64) (map[int64]seckill
 }
 
 func (f *fakes) State(_ context.Context, id int64) (*seckill.CacheState, error) {
+	f.called("State")
+	if f.block != nil {
+		<-f.block
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
 	return f.infos[id], nil
+}
+
+// Summary is State without the pending entries' orders, as redis.Client's.
+func (f *fakes) Summary(_ context.Context, id int64) (*seckill.CacheState, error) {
+	f.called("Summary")
+	if f.block != nil {
+		<-f.block
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	st := *f.infos[id]
+	st.PendingOrders, st.Unlisted, st.Bounded = nil, st.Pending, st.Pending > 0
+	return &st, nil
 }
 
 func ptr(n int64) *int64 { return &n }
@@ -130,14 +173,15 @@ func newMonitor(t *testing.T, f *fakes, cfg Config) *Monitor {
 func TestCollect(t *testing.T) {
 	t.Parallel()
 	f := newFakes()
-	m := newMonitor(t, f, Config{CacheFor: -1})
-	// pending = lag 12 + pending entries 10 and 12 (11 is in the database);
-	// drift = 100 - (80 + 4 + 14) = 2.
+	m := newMonitor(t, f, Config{CacheFor: -1, MetricsCacheFor: -1})
+	// pending = lag 12 + the 3 pending entries (a scrape does not look
+	// up that 11 is in the database; Stats does); created = 100 - 96;
+	// drift = 100 - (80 + 4 + 15) = 1.
 	want := `
 # HELP seckill_dead_letters Entries in the voucher's dead-letter stream, waiting for an operator.
 # TYPE seckill_dead_letters gauge
 seckill_dead_letters{voucher="7"} 1
-# HELP seckill_stats_up 1 if this scrape could read the open vouchers in Redis and the database, else 0 (and no voucher series).
+# HELP seckill_stats_up 1 if the last read of the open vouchers in Redis and the database (shared by the scrapes of a few seconds) succeeded, else 0 (and no voucher series).
 # TYPE seckill_stats_up gauge
 seckill_stats_up 1
 # HELP seckill_stream_consumers Consumers (service instances) that read the voucher's order stream within the last minute.
@@ -149,7 +193,7 @@ seckill_stream_lag{voucher="7"} 12
 # HELP seckill_stream_length Entries in the voucher's order stream: not yet delivered, delivered and not acknowledged, and settled but not yet trimmed.
 # TYPE seckill_stream_length gauge
 seckill_stream_length{voucher="7"} 16
-# HELP seckill_stream_oldest_pending_age_seconds The longest a pending order message has gone since its delivery or claim refresh; above the claim lease no live worker holds it.
+# HELP seckill_stream_oldest_pending_age_seconds The longest a pending order message has gone since its delivery or claim refresh (of the first 100 pending and the consumers holding any: the true figure or less); above the claim lease no live worker holds it.
 # TYPE seckill_stream_oldest_pending_age_seconds gauge
 seckill_stream_oldest_pending_age_seconds{voucher="7"} 1.5
 # HELP seckill_stream_pending Order messages delivered to a worker and not yet acknowledged.
@@ -157,19 +201,19 @@ seckill_stream_oldest_pending_age_seconds{voucher="7"} 1.5
 seckill_stream_pending{voucher="7"} 3
 # HELP seckill_voucher_drift Initial stock - (remaining + created + pending): stock Redis and the database disagree about; 0 when they agree.
 # TYPE seckill_voucher_drift gauge
-seckill_voucher_drift{voucher="7"} 2
+seckill_voucher_drift{voucher="7"} 1
 # HELP seckill_voucher_initial_stock The voucher's stock when created.
 # TYPE seckill_voucher_initial_stock gauge
 seckill_voucher_initial_stock{voucher="7"} 100
-# HELP seckill_voucher_orders_created The voucher's created orders in the database.
+# HELP seckill_voucher_orders_created The voucher's created orders in the database (its initial stock less the database's stock).
 # TYPE seckill_voucher_orders_created gauge
 seckill_voucher_orders_created{voucher="7"} 4
 # HELP seckill_voucher_orders_failed The voucher's failed orders in the database (dead-lettered, or refused by the database).
 # TYPE seckill_voucher_orders_failed gauge
 seckill_voucher_orders_failed{voucher="7"} 1
-# HELP seckill_voucher_orders_pending The voucher's admitted orders queued and not yet in the database.
+# HELP seckill_voucher_orders_pending The voucher's admitted orders queued and not yet acknowledged (an order just committed counts here and in created until its acknowledgement).
 # TYPE seckill_voucher_orders_pending gauge
-seckill_voucher_orders_pending{voucher="7"} 14
+seckill_voucher_orders_pending{voucher="7"} 15
 # HELP seckill_voucher_remaining Stock left to admit, in Redis (the database's in the sync mode); absent when Redis does not hold the voucher.
 # TYPE seckill_voucher_remaining gauge
 seckill_voucher_remaining{voucher="7"} 80
@@ -191,19 +235,19 @@ func TestCollectUnknown(t *testing.T) {
 	f := newFakes()
 	info := f.infos[7]
 	info.Lag, info.Loaded, info.Remaining = nil, false, 0
-	m := newMonitor(t, f, Config{CacheFor: -1})
+	m := newMonitor(t, f, Config{CacheFor: -1, MetricsCacheFor: -1})
 	if n := testutil.CollectAndCount(m, "seckill_stream_lag", "seckill_voucher_remaining"); n != 0 {
 		t.Errorf("%d series of lag and remaining, want none", n)
 	}
 	want := `
-# HELP seckill_voucher_orders_pending The voucher's admitted orders queued and not yet in the database.
+# HELP seckill_voucher_orders_pending The voucher's admitted orders queued and not yet acknowledged (an order just committed counts here and in created until its acknowledgement).
 # TYPE seckill_voucher_orders_pending gauge
-seckill_voucher_orders_pending{voucher="7"} 15
+seckill_voucher_orders_pending{voucher="7"} 16
 # HELP seckill_voucher_drift Initial stock - (remaining + created + pending): stock Redis and the database disagree about; 0 when they agree.
 # TYPE seckill_voucher_drift gauge
-seckill_voucher_drift{voucher="7"} 81
+seckill_voucher_drift{voucher="7"} 80
 `
-	// pending = (16 - 3) not pending + 2 unsettled; drift = 100 - (0 + 4 + 15).
+	// pending = (16 - 3) not pending + the 3 pending; drift = 100 - (0 + 4 + 16).
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "seckill_voucher_orders_pending", "seckill_voucher_drift"); err != nil {
 		t.Error(err)
 	}
@@ -221,9 +265,9 @@ func TestCollectReadFails(t *testing.T) {
 	t.Parallel()
 	f := newFakes()
 	f.err = errors.New("redis down")
-	m := newMonitor(t, f, Config{CacheFor: -1})
+	m := newMonitor(t, f, Config{CacheFor: -1, MetricsCacheFor: -1})
 	want := `
-# HELP seckill_stats_up 1 if this scrape could read the open vouchers in Redis and the database, else 0 (and no voucher series).
+# HELP seckill_stats_up 1 if the last read of the open vouchers in Redis and the database (shared by the scrapes of a few seconds) succeeded, else 0 (and no voucher series).
 # TYPE seckill_stats_up gauge
 seckill_stats_up 0
 `
@@ -235,7 +279,10 @@ seckill_stats_up 0
 	}
 }
 
-// TestCollectCached: scrapes within CacheFor share one read.
+// TestCollectCached: scrapes within MetricsCacheFor (default 10s, under
+// the 15s scrape interval of deploy/prometheus) share one read, so that a
+// second Prometheus, or a flood of requests to /metrics, costs nothing
+// more; Stats keeps its own second.
 func TestCollectCached(t *testing.T) {
 	t.Parallel()
 	f := newFakes()
@@ -245,7 +292,7 @@ func TestCollectCached(t *testing.T) {
 		testutil.CollectAndCount(m)
 	}
 	if f.reads != 1 {
-		t.Errorf("3 scrapes within a second read %d times, want 1", f.reads)
+		t.Errorf("3 scrapes at once read %d times, want 1", f.reads)
 	}
 	f.infos[7].DeadLetters = 5
 	deadLetters := func(n string) string {
@@ -254,16 +301,79 @@ func TestCollectCached(t *testing.T) {
 # TYPE seckill_dead_letters gauge
 seckill_dead_letters{voucher="7"} ` + n + "\n"
 	}
-	c.add(999 * time.Millisecond)
-	if err := testutil.CollectAndCompare(m, strings.NewReader(deadLetters("1")), "seckill_dead_letters"); err != nil {
-		t.Errorf("within the second, want the cached read: %v", err)
+	for _, d := range []time.Duration{time.Second, 4 * time.Second, 4999 * time.Millisecond} {
+		c.add(d)
+		if err := testutil.CollectAndCompare(m, strings.NewReader(deadLetters("1")), "seckill_dead_letters"); err != nil {
+			t.Errorf("within 10s, want the cached read: %v", err)
+		}
+	}
+	if f.reads != 1 {
+		t.Errorf("scrapes over 9.999s read %d times, want 1", f.reads)
 	}
 	c.add(time.Millisecond)
 	if err := testutil.CollectAndCompare(m, strings.NewReader(deadLetters("5")), "seckill_dead_letters"); err != nil {
-		t.Errorf("a second later, want a new read: %v", err)
+		t.Errorf("10s later, want a new read: %v", err)
 	}
 	if f.reads != 2 {
 		t.Errorf("reads = %d, want 2", f.reads)
+	}
+	// Stats reads on its own, and keeps its read a second.
+	if _, err := m.Stats(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.add(999 * time.Millisecond)
+	if _, err := m.Stats(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.reads != 3 {
+		t.Errorf("reads = %d after two Stats within a second, want 3", f.reads)
+	}
+}
+
+// TestCollectConcurrent: scrapes at the same moment share one read, which
+// the first of them started.
+func TestCollectConcurrent(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	f.block = make(chan struct{})
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	m := newMonitor(t, f, Config{Now: c.Now})
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() { testutil.CollectAndCount(m) })
+	}
+	// Let the read finish once it has begun: the others wait for it, or
+	// come after it and take what it read.
+	for f.count("Summary")+f.count("State") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(f.block)
+	wg.Wait()
+	if n := f.count("Summary") + f.count("State"); f.reads != 1 || n != 1 {
+		t.Errorf("50 scrapes at once: %d reads of the open vouchers, %d of the voucher; want 1, 1", f.reads, n)
+	}
+}
+
+// TestCollectReadsCounts: a scrape reads what Redis and the database
+// count, never each pending entry's order (State, OrderStatuses) nor a
+// count of the voucher's orders (CountOrders); Stats does, to be exact.
+func TestCollectReadsCounts(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	m := newMonitor(t, f, Config{CacheFor: -1, MetricsCacheFor: -1})
+	testutil.CollectAndCount(m)
+	got := map[string]int{}
+	for _, name := range []string{"Summary", "State", "OrderStatuses", "CountOrders"} {
+		got[name] = f.count(name)
+	}
+	if diff := cmp.Diff(map[string]int{"Summary": 1, "State": 0, "OrderStatuses": 0, "CountOrders": 0}, got); diff != "" {
+		t.Errorf("reads of a scrape (-want +got):\n%s", diff)
+	}
+	if _, err := m.Stats(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.count("State") != 1 || f.count("OrderStatuses") != 1 || f.count("CountOrders") != 1 {
+		t.Errorf("Stats: %v; want a State, an OrderStatuses and a CountOrders", f.calls)
 	}
 }
 
@@ -308,7 +418,7 @@ func TestSyncMode(t *testing.T) {
 	t.Parallel()
 	f := newFakes()
 	f.infos = nil
-	m := newMonitor(t, f, Config{Mode: seckill.ModeSync, CacheFor: -1})
+	m := newMonitor(t, f, Config{Mode: seckill.ModeSync, CacheFor: -1, MetricsCacheFor: -1})
 	want := `
 # HELP seckill_voucher_remaining Stock left to admit, in Redis (the database's in the sync mode); absent when Redis does not hold the voucher.
 # TYPE seckill_voucher_remaining gauge

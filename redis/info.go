@@ -30,78 +30,132 @@ var defaultInfoLimits = infoLimits{pending: 10_000, lagCount: 10_000}
 // just past the last delivered entry) or may not tell it right (the
 // embedded server reports the stream's length). The reads are bounded
 // (infoLimits): a backlog of a million orders costs what one of ten
-// thousand does.
+// thousand does. That is still a command per pending entry: the metrics
+// read Summary instead.
 func (c *Client) State(ctx context.Context, voucherID int64) (*seckill.CacheState, error) {
 	return c.state(ctx, voucherID, defaultInfoLimits)
 }
 
 func (c *Client) state(ctx context.Context, voucherID int64, lim infoLimits) (*seckill.CacheState, error) {
-	k := c.keys.voucher(voucherID)
 	op := fmt.Sprintf("read the state of voucher %d", voucherID)
+	st, g, pel, err := c.snapshot(ctx, voucherID, lim.pending, op)
+	if err != nil || g == nil {
+		return st, err
+	}
+	st.Unlisted = max(0, st.Pending-int64(len(pel)))
+	st.Bounded = st.Unlisted > 0
+	if err := c.streamDetails(ctx, voucherID, st, pel, g, lim.lagCount); err != nil {
+		return nil, redisErr(op, err)
+	}
+	return st, nil
+}
+
+// summaryLimits bound a Summary: it looks at the first 100 pending entries
+// (by id) for their idle time, and counts at most 100 undelivered entries
+// when Redis cannot tell the lag.
+var summaryLimits = infoLimits{pending: 100, lagCount: 100}
+
+// Summary is State without the work per pending entry: what Redis counts
+// of the voucher's sale (its stock, buyers and dead letters, the stream's
+// length, and the workers' group's pending entries, lag and consumers), in
+// one round trip whose cost does not grow with the backlog, and a second,
+// bounded one only when Redis cannot tell the lag. It does not read which
+// orders the pending entries carry: PendingOrders is empty and every
+// pending entry is Unlisted (so an order the database committed and the
+// workers have not acknowledged yet reads as pending, for that moment).
+//
+// OldestPending is the longest idle time among the first 100 pending
+// entries and the consumers holding pending entries: an entry is idle at
+// least as long as the consumer it was delivered to, so this is the true
+// figure or less, and a consumer that died shows however many it holds.
+// A message no consumer acknowledges sinks to the first entries as the
+// ones around it are settled.
+func (c *Client) Summary(ctx context.Context, voucherID int64) (*seckill.CacheState, error) {
+	return c.summary(ctx, voucherID, summaryLimits)
+}
+
+func (c *Client) summary(ctx context.Context, voucherID int64, lim infoLimits) (*seckill.CacheState, error) {
+	op := fmt.Sprintf("read the counts of voucher %d", voucherID)
+	st, g, _, err := c.snapshot(ctx, voucherID, lim.pending, op)
+	if err != nil || g == nil {
+		return st, err
+	}
+	st.Unlisted, st.Bounded = st.Pending, st.Pending > 0
+	for _, ci := range st.Consumers {
+		if ci.Pending > 0 {
+			st.OldestPending = max(st.OldestPending, ci.Idle)
+		}
+	}
+	if err := c.streamDetails(ctx, voucherID, st, nil, g, lim.lagCount); err != nil {
+		return nil, redisErr(op, err)
+	}
+	return st, nil
+}
+
+// snapshot reads, in one MULTI, the voucher's stock, buyers and dead
+// letters, and its stream: length, the workers' group, its consumers and
+// its first pending entries (up to pending, for their ids and idle times).
+// g is nil when the stream has no group: nothing delivered, nothing
+// pending, and st is complete.
+func (c *Client) snapshot(ctx context.Context, voucherID int64, pending int64, op string) (st *seckill.CacheState, g *group, pel []string, err error) {
+	k := c.keys.voucher(voucherID)
 	res := c.rdb.DoMulti(ctx,
 		c.rdb.B().Multi().Build(),
 		c.rdb.B().Get().Key(k.Stock).Build(),
 		c.rdb.B().Hlen().Key(k.Buyers).Build(),
 		c.rdb.B().Xlen().Key(k.Orders).Build(),
 		c.rdb.B().XinfoGroups().Key(k.Orders).Build(),
-		c.rdb.B().Xpending().Key(k.Orders).Group(Group).Start("-").End("+").Count(lim.pending).Build(),
+		c.rdb.B().Xpending().Key(k.Orders).Group(Group).Start("-").End("+").Count(pending).Build(),
 		c.rdb.B().XinfoConsumers().Key(k.Orders).Group(Group).Build(),
 		c.rdb.B().Xlen().Key(k.DLQ).Build(),
 		c.rdb.B().Exec().Build(),
 	)
 	for _, r := range res[:len(res)-1] {
 		if err := r.Error(); err != nil {
-			return nil, redisErr(op, err)
+			return nil, nil, nil, redisErr(op, err)
 		}
 	}
 	replies, err := res[len(res)-1].ToArray()
 	if err != nil {
-		return nil, redisErr(op, err)
+		return nil, nil, nil, redisErr(op, err)
 	}
 	if len(replies) != 7 {
-		return nil, fmt.Errorf("redis: %s: %d replies to 7 commands", op, len(replies))
+		return nil, nil, nil, fmt.Errorf("redis: %s: %d replies to 7 commands", op, len(replies))
 	}
-	st := &seckill.CacheState{}
+	st = &seckill.CacheState{}
 	stock, err := replies[0].AsInt64()
 	switch {
 	case rueidis.IsRedisNil(err):
 	case err != nil:
-		return nil, redisErr(op, err)
+		return nil, nil, nil, redisErr(op, err)
 	default:
 		st.Loaded, st.Remaining = true, stock
 	}
 	if st.Buyers, err = replies[1].AsInt64(); err != nil {
-		return nil, redisErr(op, err)
+		return nil, nil, nil, redisErr(op, err)
 	}
 	if st.Length, err = replies[2].AsInt64(); err != nil {
-		return nil, redisErr(op, err)
+		return nil, nil, nil, redisErr(op, err)
 	}
 	st.Node = c.voucherNode(ctx, voucherID)
 	if st.DeadLetters, err = replies[6].AsInt64(); err != nil {
-		return nil, redisErr(op, err)
+		return nil, nil, nil, redisErr(op, err)
 	}
-	g, err := readGroup(replies[3])
-	if err != nil {
-		return nil, fmt.Errorf("redis: %s: %w", op, err)
+	if g, err = readGroup(replies[3]); err != nil {
+		return nil, nil, nil, fmt.Errorf("redis: %s: %w", op, err)
 	}
 	if g == nil {
 		// No stream, or no group: nothing delivered, nothing pending.
-		return st, nil
+		return st, nil, nil, nil
 	}
 	st.Pending, st.Lag = g.pending, g.lag
-	pel, err := pendingEntries(replies[4], st)
-	if err != nil {
-		return nil, fmt.Errorf("redis: %s: %w", op, err)
+	if pel, err = pendingEntries(replies[4], st); err != nil {
+		return nil, nil, nil, fmt.Errorf("redis: %s: %w", op, err)
 	}
-	st.Unlisted = max(0, st.Pending-int64(len(pel)))
-	st.Bounded = st.Unlisted > 0
 	if st.Consumers, err = readConsumers(replies[5]); err != nil {
-		return nil, fmt.Errorf("redis: %s: %w", op, err)
+		return nil, nil, nil, fmt.Errorf("redis: %s: %w", op, err)
 	}
-	if err := c.streamDetails(ctx, voucherID, st, pel, g, lim.lagCount); err != nil {
-		return nil, redisErr(op, err)
-	}
-	return st, nil
+	return st, g, pel, nil
 }
 
 // group is the workers' group as XINFO GROUPS describes it.

@@ -164,3 +164,70 @@ func TestStateLostGroup(t *testing.T) {
 		}
 	})
 }
+
+// TestSummary: Summary counts what State counts, without listing the
+// pending entries' orders (each pending entry is unlisted, so pending),
+// and finds a consumer's stale entries beyond the ones it looks at.
+func TestSummary(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		summary := func(lim infoLimits) *seckill.CacheState {
+			t.Helper()
+			st, err := c.summary(ctx, 4, lim)
+			if err != nil {
+				t.Fatalf("Summary: %v", err)
+			}
+			return st
+		}
+		ignore := cmpopts.IgnoreFields(seckill.CacheState{}, "Consumers", "OldestPending", "Node")
+		if diff := cmp.Diff(&seckill.CacheState{}, summary(summaryLimits), ignore); diff != "" {
+			t.Errorf("unknown voucher (-want +got):\n%s", diff)
+		}
+		es := admitN(t, c, 4, 10, 5)
+		readOrders(t, c, 4, "c1", 1)
+		readOrders(t, c, 4, "c2", 1)
+		got := summary(summaryLimits)
+		want := &seckill.CacheState{Loaded: true, Remaining: 5, Buyers: 5, Length: 5, Pending: 2, Lag: ptr(3), Unlisted: 2, Bounded: true}
+		if diff := cmp.Diff(want, got, ignore); diff != "" {
+			t.Errorf("2 delivered (-want +got):\n%s", diff)
+		}
+		if full := state(t, c, 4, defaultInfoLimits); full.Pending != got.Pending || *full.Lag != *got.Lag || full.Length != got.Length {
+			t.Errorf("State = %+v, Summary = %+v; want the same counts", full, got)
+		}
+
+		// c2's entry sits 45s: the oldest pending.
+		do(t, c, "XCLAIM", c.keys.voucher(4).Orders, Group, "c2", "0", es[1].ID, "IDLE", "45000")
+		if got := summary(summaryLimits); got.OldestPending < 45*time.Second || got.OldestPending > 50*time.Second {
+			t.Errorf("OldestPending = %v, want 45s (the idle time XCLAIM set)", got.OldestPending)
+		}
+		if c.server == nil {
+			// Looking at one entry only, c1's, just claimed again: c2's
+			// entry is beyond it, and c2 itself has been idle since its
+			// read, which its entry has been at least.
+			const wait = 300 * time.Millisecond
+			time.Sleep(wait)
+			do(t, c, "XCLAIM", c.keys.voucher(4).Orders, Group, "c1", "0", es[0].ID)
+			if got := summary(infoLimits{pending: 1, lagCount: 100}); got.OldestPending < wait {
+				t.Errorf("OldestPending = %v looking at one fresh entry; want c2's idle time, over %v", got.OldestPending, wait)
+			}
+		}
+
+		// The last entry delivered goes to the dead letters: Redis cannot
+		// tell the lag, and the few undelivered entries are counted.
+		msgs, err := c.ReadPending(ctx, 4, "c2", "0", 10)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("ReadPending(c2) = %v, %v", msgs, err)
+		}
+		if moved, err := c.DeadLetter(ctx, msgs[0], seckill.DeadLetter{Reason: "test"}); err != nil || !moved {
+			t.Fatalf("DeadLetter = %v, %v", moved, err)
+		}
+		want = &seckill.CacheState{Loaded: true, Remaining: 6, Buyers: 4, Length: 4, Pending: 1, Lag: ptr(3), Unlisted: 1, Bounded: true, DeadLetters: 1}
+		if diff := cmp.Diff(want, summary(summaryLimits), ignore); diff != "" {
+			t.Errorf("after a dead letter (-want +got):\n%s", diff)
+		}
+		if got := summary(infoLimits{pending: 100, lagCount: 2}); got.Lag != nil {
+			t.Errorf("Lag = %d with 3 to count and a limit of 2; want nil (unknown)", *got.Lag)
+		}
+	})
+}

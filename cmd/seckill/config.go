@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/monitor"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/worker"
 )
@@ -18,42 +19,49 @@ import (
 // variable (see envName); the defaults are those registered in the flag
 // functions below and listed in docs/configuration.md.
 type Config struct {
-	Addr              string        // HTTP listen address
-	Mode              string        // order pipeline: stream
-	RedisURL          string        // empty with DBURL empty: embedded default
-	RedisPrefix       string        // starts every Redis key
-	RedisWaitReplicas int           // replicas that must have an admission before it is answered
-	SoldOutCopy       bool          // answer sold-out vouchers' buyers from a copy (redis.Config.NoSoldOutCopy)
-	RedisWaitTimeout  time.Duration // how long an admission waits for them
-	RedisWaitPool     int           // connections per master for admissions that wait for replicas
-	DBURL             string        // mysql://, postgres://, sqlite://
-	DBMaxConns        int           // database connection pool size
-	DataDir           string        // the embedded default's files
-	JWTSecret         string        // HS256 secret, at least 32 bytes
-	TokenTTL          time.Duration // lifetime of login and printed admin tokens
-	Migrate           bool          // apply migrations at serve start
-	ShutdownTimeout   time.Duration // grace for requests in flight at shutdown
-	ReadHeaderTimeout time.Duration
-	ReadTimeout       time.Duration
-	WriteTimeout      time.Duration
-	IdleTimeout       time.Duration
-	LogLevel          string        // debug, info, warn, error
-	LogFormat         string        // auto, text, json
-	Consumer          string        // this instance's consumer name
-	Workers           int           // batches persisted at once
-	BatchSize         int           // orders per read and per transaction
-	ClaimLease        time.Duration // idle time before a message is reclaimed
-	MaxDeliveries     int64         // deliveries before the dead letters
-	QueueCapacity     int           // the queue mode's queue size
-	RateUser          float64       // buy requests a second per buyer
-	RateUserBurst     int
-	RateAddr          float64 // buy requests a second per client address
-	RateAddrBurst     int
-	TrustedProxies    string        // proxies whose X-Forwarded-For is believed
-	BacklogHigh       int64         // stream backlog that stops admission
-	BacklogLow        int64         // stream backlog that resumes it
-	WorkersMax        int           // the most batches persisted at once
-	Retention         time.Duration // how long an ended voucher is kept
+	Addr               string        // HTTP listen address
+	Mode               string        // order pipeline: stream
+	RedisURL           string        // empty with DBURL empty: embedded default
+	RedisPrefix        string        // starts every Redis key
+	RedisWaitReplicas  int           // replicas that must have an admission before it is answered
+	SoldOutCopy        bool          // answer sold-out vouchers' buyers from a copy (redis.Config.NoSoldOutCopy)
+	RedisWaitTimeout   time.Duration // how long an admission waits for them
+	RedisWaitPool      int           // connections per master for admissions that wait for replicas
+	DBURL              string        // mysql://, postgres://, sqlite://
+	DBMaxConns         int           // database connection pool size
+	DataDir            string        // the embedded default's files
+	JWTSecret          string        // HS256 secret, at least 32 bytes
+	TokenTTL           time.Duration // lifetime of login and printed admin tokens
+	Migrate            bool          // apply migrations at serve start
+	ShutdownTimeout    time.Duration // grace for requests in flight at shutdown
+	ReadHeaderTimeout  time.Duration
+	ReadTimeout        time.Duration
+	WriteTimeout       time.Duration
+	IdleTimeout        time.Duration
+	LogLevel           string        // debug, info, warn, error
+	LogFormat          string        // auto, text, json
+	Consumer           string        // this instance's consumer name
+	Workers            int           // batches persisted at once
+	BatchSize          int           // orders per read and per transaction
+	ClaimLease         time.Duration // idle time before a message is reclaimed
+	MaxDeliveries      int64         // deliveries before the dead letters
+	QueueCapacity      int           // the queue mode's queue size
+	RateUser           float64       // buy requests a second per buyer
+	RateUserBurst      int
+	RateAddr           float64 // buy requests a second per client address
+	RateAddrBurst      int
+	OrderRateUser      float64 // order reads a second per buyer
+	OrderRateUserBurst int
+	OrderRateAddr      float64 // order reads a second per client address
+	OrderRateAddrBurst int
+	TrustedProxies     string        // proxies whose X-Forwarded-For is believed
+	BacklogHigh        int64         // stream backlog that stops admission
+	BacklogLow         int64         // stream backlog that resumes it
+	WorkersMax         int           // the most batches persisted at once
+	Retention          time.Duration // how long an ended voucher is kept
+	MetricsAddr        string        // a listener of /metrics's own
+	MetricsToken       string        // the bearer token /metrics requires
+	MetricsCache       time.Duration // how long a read of the gauges serves scrapes
 
 	LoginWebhookURL      string        // where login codes are posted
 	LoginWebhookSecret   string        // HMAC-SHA256 key of the webhook's signature
@@ -70,6 +78,10 @@ func (c *Config) limitFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RateUserBurst, "rate-user-burst", 10, "buy requests a buyer may make at once above --rate-user")
 	fs.Float64Var(&c.RateAddr, "rate-addr", 0, "buy requests a second each client address may make (0: no limit; many buyers share an address behind mobile NAT)")
 	fs.IntVar(&c.RateAddrBurst, "rate-addr-burst", 100, "buy requests an address may make at once above --rate-addr")
+	fs.Float64Var(&c.OrderRateUser, "order-rate-user", 5, "order reads (GET /api/orders, /api/orders/{id}) a second each buyer may make, apart from its buys (0: no limit)")
+	fs.IntVar(&c.OrderRateUserBurst, "order-rate-user-burst", 20, "order reads a buyer may make at once above --order-rate-user")
+	fs.Float64Var(&c.OrderRateAddr, "order-rate-addr", 0, "order reads a second each client address may make (0: no limit; many buyers share an address behind mobile NAT)")
+	fs.IntVar(&c.OrderRateAddrBurst, "order-rate-addr-burst", 100, "order reads an address may make at once above --order-rate-addr")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For names the client (empty: use the connection's address)")
 	fs.Int64Var(&c.BacklogHigh, "backlog-high", 1_000_000, "orders waiting in a voucher's stream at which admission answers 503 until the backlog falls to --backlog-low (size it by Redis memory: a waiting order takes about 60 bytes of stream, a buyer about 80 bytes for the whole sale)")
 	fs.Int64Var(&c.BacklogLow, "backlog-low", 500_000, "orders waiting in a voucher's stream at which admission resumes after --backlog-high")
@@ -107,6 +119,12 @@ func (c *Config) httpFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", 10*time.Second, "time allowed to read a whole request")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", 15*time.Second, "time allowed to handle a request and write the answer")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 60*time.Second, "close keep-alive connections idle this long")
+}
+
+func (c *Config) metricsFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "serve /metrics on this address alone (a private interface or port) and not on --addr (empty: on --addr)")
+	fs.StringVar(&c.MetricsToken, "metrics-token", "", "bearer token /metrics requires, wherever it is served (empty: none)")
+	fs.DurationVar(&c.MetricsCache, "metrics-cache", monitor.DefaultMetricsCacheFor, "how long one read of the sale's gauges in Redis and the database serves every scrape of /metrics (negative: each scrape reads)")
 }
 
 func (c *Config) redisFlags(fs *flag.FlagSet) {

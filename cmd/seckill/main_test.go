@@ -286,6 +286,57 @@ func TestServeRealServices(t *testing.T) {
 	}
 }
 
+// TestServeMetricsAddr: with SECKILL_METRICS_ADDR and
+// SECKILL_METRICS_TOKEN, /metrics is served on its own address, to the
+// token's bearer only, and the public address answers it 404.
+func TestServeMetricsAddr(t *testing.T) {
+	t.Parallel()
+	env := environ{
+		"SECKILL_REDIS_URL":     testenv.RedisURL(t),
+		"SECKILL_REDIS_PREFIX":  testenv.RedisPrefix(t),
+		"SECKILL_DB_URL":        testenv.MySQLURL(t),
+		"SECKILL_JWT_SECRET":    testSecret,
+		"SECKILL_ADDR":          "127.0.0.1:0",
+		"SECKILL_METRICS_ADDR":  "127.0.0.1:0",
+		"SECKILL_METRICS_TOKEN": "scrape-secret",
+	}
+	p := start(t, env, "serve")
+	m := p.stderr.wait(t, `"msg":"seckill listening","url":"(http://[^"]+)".*"metrics":"(http://[^"]+)","metrics_token":true`)
+	base, metrics := m[1], m[2]
+	if metrics == base+"/metrics" {
+		t.Fatalf("the start line names %s for the metrics, on the public address", metrics)
+	}
+	get := func(url, token string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	if status, _ := get(base+"/metrics", "scrape-secret"); status != http.StatusNotFound {
+		t.Errorf("GET /metrics on the public address = %d, want 404", status)
+	}
+	if status, _ := get(metrics, ""); status != http.StatusUnauthorized {
+		t.Errorf("GET %s without the token = %d, want 401", metrics, status)
+	}
+	if status, body := get(metrics, "scrape-secret"); status != http.StatusOK || !strings.Contains(body, "seckill_stats_up 1") {
+		t.Errorf("GET %s with the token = %d, want 200 with seckill_stats_up 1:\n%.300s", metrics, status, body)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("serve exited %d:\n%s", code, p.stderr.String())
+	}
+}
+
 func TestServeRefuses(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct {

@@ -61,8 +61,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	// Each connection holds a file; Go raised the soft limit to the hard one at start.
 	openFiles, _, _ := openFileLimit()
+	metrics := svc.url + "/metrics"
+	if a := svc.Server.MetricsAddr(); a != nil {
+		metrics = baseURL(a) + "/metrics"
+	}
 	svc.Logger.Info("seckill listening", "url", svc.url, "mode", svc.Mode, "embedded", svc.embedded, "version", version,
-		"redis", topo.String(), "redis_wait_replicas", svc.Cache.WaitReplicas(), "open_files", openFiles)
+		"redis", topo.String(), "redis_wait_replicas", svc.Cache.WaitReplicas(), "open_files", openFiles,
+		"metrics", metrics, "metrics_token", c.MetricsToken != "")
 	if openFiles > 0 && openFiles < minOpenFiles {
 		svc.Logger.Warn("the open-file limit is low for a flash sale: raise the hard limit (ulimit -Hn, LimitNOFILE=)", "open_files", openFiles, "want", minOpenFiles)
 	}
@@ -184,6 +189,12 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 			RateUserBurst:        c.RateUserBurst,
 			RateAddr:             c.RateAddr,
 			RateAddrBurst:        c.RateAddrBurst,
+			OrderRateUser:        c.OrderRateUser,
+			OrderRateUserBurst:   c.OrderRateUserBurst,
+			OrderRateAddr:        c.OrderRateAddr,
+			OrderRateAddrBurst:   c.OrderRateAddrBurst,
+			MetricsAddr:          c.MetricsAddr,
+			MetricsToken:         c.MetricsToken,
 			LoginRateAddr:        c.LoginRateAddr,
 			LoginRateAddrBurst:   c.LoginRateAddrBurst,
 			LoginRateGlobal:      c.LoginRateGlobal,
@@ -204,6 +215,7 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		Queue:           worker.QueueConfig{Capacity: c.QueueCapacity, Workers: c.Workers, BatchSize: c.BatchSize},
 		ShutdownTimeout: c.ShutdownTimeout,
 		Retention:       c.Retention,
+		MetricsCacheFor: c.MetricsCache,
 	})
 	if err != nil {
 		return nil, err
@@ -266,6 +278,7 @@ func consumerName() string {
 // serveFlags registers every setting of serve.
 func serveFlags(fs *flag.FlagSet, c *Config) {
 	c.httpFlags(fs)
+	c.metricsFlags(fs)
 	c.redisFlags(fs)
 	c.dbFlags(fs)
 	c.secretFlags(fs)

@@ -77,6 +77,10 @@ type Config struct {
 	// the monitor's.
 	StatsActiveWithin time.Duration
 	StatsCacheFor     time.Duration
+	// MetricsCacheFor is the monitor's MetricsCacheFor: how long one read
+	// of the sale's gauges serves every scrape of /metrics. Default the
+	// monitor's (10s).
+	MetricsCacheFor time.Duration
 }
 
 // App is a built service. Its fields are for the commands and tests that
@@ -211,7 +215,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if a.Monitor, err = monitor.New(monitor.Config{Vouchers: a.Vouchers, Store: cfg.Store, Streams: cfg.Cache,
 		Workers: workers, Consumer: cfg.Stream.Consumer, Mode: cfg.Mode, ActiveWithin: active, CacheFor: cfg.StatsCacheFor,
-		Logger: logger}); err != nil {
+		MetricsCacheFor: cfg.MetricsCacheFor, Logger: logger}); err != nil {
 		return nil, err
 	}
 	if err := cfg.Registry.Register(a.Monitor); err != nil {

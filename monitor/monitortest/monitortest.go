@@ -43,6 +43,12 @@ type Options struct {
 	// HoldWorkers leaves the workers stopped until StartWorkers: the
 	// admitted orders wait in the streams.
 	HoldWorkers bool
+	// RedisURL is a Redis of the test's own (testenv.StartRedis), for a
+	// test that reads the server's statistics; default the shared one.
+	RedisURL string
+	// MetricsCacheFor is the monitor's (monitor.Config); default none,
+	// every scrape reads afresh, for the tests that look after each step.
+	MetricsCacheFor time.Duration
 }
 
 // Sale is a running service: the store, Redis, the workers, the monitor and
@@ -73,7 +79,14 @@ func Start(t *testing.T, opts Options) *Sale {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s := &Sale{t: t, RedisURL: testenv.RedisURL(t), Prefix: testenv.RedisPrefix(t), DBURL: testenv.MySQLURL(t), Registry: prometheus.NewRegistry()}
+	s := &Sale{t: t, RedisURL: opts.RedisURL, Prefix: testenv.RedisPrefix(t), DBURL: testenv.MySQLURL(t), Registry: prometheus.NewRegistry()}
+	if s.RedisURL == "" {
+		s.RedisURL = testenv.RedisURL(t)
+	}
+	metricsCacheFor := opts.MetricsCacheFor
+	if metricsCacheFor == 0 {
+		metricsCacheFor = -1
+	}
 	s.Consumer = "test-" + testenv.Random()
 	store, err := mysql.Open(ctx, s.DBURL, 8)
 	if err != nil {
@@ -121,6 +134,7 @@ func Start(t *testing.T, opts Options) *Sale {
 		NodeFreshWait:     -1, // the test's key prefix is its own
 		WatchCacheEvery:   -1,
 		StatsCacheFor:     -1,
+		MetricsCacheFor:   metricsCacheFor,
 		StatsActiveWithin: time.Minute,
 	})
 	if err != nil {
