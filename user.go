@@ -17,7 +17,14 @@ type UserStore interface {
 	// EnsureUser returns the user with the phone number, creating one if
 	// there is none; created reports which. Concurrent calls for one phone
 	// return the same user.
-	EnsureUser(ctx context.Context, phone string) (u *User, created bool, err error)
+	//
+	// legacy are the forms the same number may have been stored in before
+	// phones were normalised (auth.LegacyPhones). When no user has phone
+	// but one has a legacy form, that user is the phone's: its phone is
+	// rewritten to phone, and it is returned (created false); of several,
+	// the oldest. A legacy user is never merged into a user that already
+	// has phone: both are left as they are.
+	EnsureUser(ctx context.Context, phone string, legacy ...string) (u *User, created bool, err error)
 	// User returns the user with the id, or ErrUserNotFound.
 	User(ctx context.Context, id int64) (*User, error)
 }

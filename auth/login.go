@@ -68,7 +68,8 @@ func (l *Login) withdraw(ctx context.Context, phone, code string) {
 }
 
 // LogIn redeems the phone's code and returns a token for the phone's user,
-// creating the user on their first login.
+// creating the user on their first login (or taking over the row of the
+// phone as it was stored before phones were normalised: LegacyPhones).
 func (l *Login) LogIn(ctx context.Context, phone, code string) (string, *seckill.User, error) {
 	phone, err := NormalizePhone(phone, l.CountryCode)
 	if err != nil {
@@ -80,7 +81,7 @@ func (l *Login) LogIn(ctx context.Context, phone, code string) (string, *seckill
 	if err := l.Codes.RedeemCode(ctx, phone, code); err != nil {
 		return "", nil, err
 	}
-	u, created, err := l.Users.EnsureUser(ctx, phone)
+	u, created, err := l.Users.EnsureUser(ctx, phone, LegacyPhones(phone, l.CountryCode)...)
 	if err != nil {
 		return "", nil, fmt.Errorf("log in: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,11 +125,14 @@ func (m *memCodes) RedeemCode(_ context.Context, phone, code string) error {
 type memUsers struct {
 	mu    sync.Mutex
 	users map[string]*seckill.User
+	// legacy is what the last call was given as legacy forms.
+	legacy []string
 }
 
-func (m *memUsers) EnsureUser(_ context.Context, phone string) (*seckill.User, bool, error) {
+func (m *memUsers) EnsureUser(_ context.Context, phone string, legacy ...string) (*seckill.User, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.legacy = legacy
 	if u, ok := m.users[phone]; ok {
 		return u, false, nil
 	}
@@ -266,6 +270,55 @@ func TestSendCodeUnsent(t *testing.T) {
 	}
 	if _, _, err := l.LogIn(context.Background(), phone, sent.code); !errors.Is(err, seckill.ErrUnauthorized) {
 		t.Errorf("LogIn with the unsent code = %v, want ErrUnauthorized", err)
+	}
+}
+
+// TestLogInLegacyForms: the login hands the store the forms its phone
+// may have been stored in before normalisation.
+func TestLogInLegacyForms(t *testing.T) {
+	t.Parallel()
+	sent := &lastCode{}
+	l := newTestLogin(t, &memCodes{codes: map[string]string{}}, sent)
+	l.CountryCode = "86"
+	users := l.Users.(*memUsers)
+	ctx := context.Background()
+	if err := l.SendCode(ctx, "138 0013 8000"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.LogIn(ctx, "138 0013 8000", sent.code); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"008613800138000", "13800138000", "013800138000"}; !slices.Equal(users.legacy, want) {
+		t.Errorf("EnsureUser was given legacy forms %q, want %q", users.legacy, want)
+	}
+}
+
+func TestLegacyPhones(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		e164, country string
+		want          []string
+	}{
+		{"+8613800138000", "", []string{"008613800138000"}},
+		{"+8613800138000", "86", []string{"008613800138000", "13800138000", "013800138000"}},
+		// Another country's number: no national form of the configured one.
+		{"+442079460000", "86", []string{"00442079460000"}},
+		{"+442079460000", "44", []string{"00442079460000", "2079460000", "02079460000"}},
+		// The old login took at most 15 digits: "00" and 14 do not fit.
+		{"+12345678901234", "", nil},
+		// Nor fewer than 6: the national part of a short number.
+		{"+6834002", "683", []string{"006834002"}},
+	} {
+		got := LegacyPhones(tc.e164, tc.country)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("LegacyPhones(%q, %q) = %q, want %q", tc.e164, tc.country, got, tc.want)
+		}
+		// Each is read today as the number it is a form of.
+		for _, f := range got {
+			if n, err := NormalizePhone(f, tc.country); err != nil || n != tc.e164 {
+				t.Errorf("NormalizePhone(%q, %q) = %q, %v; want %q", f, tc.country, n, err, tc.e164)
+			}
+		}
 	}
 }
 

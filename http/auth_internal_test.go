@@ -152,7 +152,7 @@ func (c *countingLogin) SendCode(context.Context, string, string) error {
 	return nil
 }
 
-func (c *countingLogin) EnsureUser(context.Context, string) (*seckill.User, bool, error) {
+func (c *countingLogin) EnsureUser(context.Context, string, ...string) (*seckill.User, bool, error) {
 	c.users.Add(1)
 	return nil, false, errors.New("not reached")
 }

@@ -243,9 +243,12 @@ type webhookEnv struct {
 	logs *logBuffer
 	// closeRedis closes the server's Redis, once.
 	closeRedis func()
+	users      *sqlite.Store
 }
 
-func newWebhookEnv(t *testing.T, timeout time.Duration) *webhookEnv {
+// newWebhookEnv returns a webhookEnv whose webhook gives up after timeout;
+// each of opts, if any, sets up its login.
+func newWebhookEnv(t *testing.T, timeout time.Duration, opts ...func(*auth.Login)) *webhookEnv {
 	t.Helper()
 	gw := &gateway{status: http.StatusOK}
 	gs := httptest.NewServer(gw)
@@ -281,8 +284,12 @@ func newWebhookEnv(t *testing.T, timeout time.Duration) *webhookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	login := &auth.Login{Codes: cache, Sender: sender, Users: store, Tokens: tokens, TokenTTL: time.Hour, Logger: logger}
+	for _, o := range opts {
+		o(login)
+	}
 	srv, err := sechttp.New(sechttp.Config{}, sechttp.Services{
-		Login:  &auth.Login{Codes: cache, Sender: sender, Users: store, Tokens: tokens, TokenTTL: time.Hour, Logger: logger},
+		Login:  login,
 		Tokens: tokens,
 	}, prometheus.NewRegistry(), logger)
 	if err != nil {
@@ -290,7 +297,7 @@ func newWebhookEnv(t *testing.T, timeout time.Duration) *webhookEnv {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &webhookEnv{env: &env{t: t, url: hs.URL, tokens: tokens}, gw: gw, logs: logs, closeRedis: closeRedis}
+	return &webhookEnv{env: &env{t: t, url: hs.URL, tokens: tokens}, gw: gw, logs: logs, closeRedis: closeRedis, users: store}
 }
 
 // TestSendCodeUnsent: a code the webhook failed to take (an error answer,
@@ -379,5 +386,66 @@ func TestLoginCodeNotLogged(t *testing.T) {
 		if strings.Contains(logs, code) {
 			t.Errorf("the log carries the code %s:\n%s", code, logs)
 		}
+	}
+}
+
+// TestLoginAdoptsLegacyUser: a buyer stored before phones were normalised
+// (the old login kept the digits as typed: "13800138000", "0086…") is the
+// same user when they log in again, and their row is rewritten in E.164;
+// where both forms already have a user, neither is merged into the other.
+func TestLoginAdoptsLegacyUser(t *testing.T) {
+	t.Parallel()
+	e := newWebhookEnv(t, 5*time.Second, func(l *auth.Login) { l.CountryCode = "86" })
+	ctx := context.Background()
+	ensure := func(phone string) int64 {
+		u, _, err := e.users.EnsureUser(ctx, phone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.ID
+	}
+	logIn := func(typed, e164 string) int64 {
+		t.Helper()
+		if res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": typed}); res.status != 200 {
+			t.Fatalf("code for %q = %d %s", typed, res.status, res.raw)
+		}
+		code, _ := e.gw.last()
+		res := e.do("POST", "/api/auth/login", "", map[string]string{"phone": typed, "code": code})
+		if res.status != 200 {
+			t.Fatalf("login %q = %d %s", typed, res.status, res.raw)
+		}
+		id, err := strconv.ParseInt(res.body["userId"].(string), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	phoneOf := func(id int64) string {
+		u, err := e.users.User(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Phone
+	}
+	for _, tc := range []struct{ legacy, typed, e164 string }{
+		{"13800138000", "+86 138-0013-8000", "+8613800138000"},
+		{"008613900139000", "139 0013 9000", "+8613900139000"},
+	} {
+		old := ensure(tc.legacy)
+		if got := logIn(tc.typed, tc.e164); got != old {
+			t.Errorf("%q, stored as %q (user %d), logged in as user %d", tc.typed, tc.legacy, old, got)
+		}
+		if p := phoneOf(old); p != tc.e164 {
+			t.Errorf("user %d's phone is %q after the login, want %q", old, p, tc.e164)
+		}
+	}
+	// Both forms have a user: the login stays with the E.164 one, and the
+	// legacy one keeps its row (and its orders) for an operator to look at.
+	legacy, current := ensure("13700137000"), ensure("+8613700137000")
+	if got := logIn("13700137000", "+8613700137000"); got != current {
+		t.Errorf("with both forms stored, login went to user %d, want %d (the E.164 one)", got, current)
+	}
+	if p := phoneOf(legacy); p != "13700137000" {
+		t.Errorf("the legacy user's phone became %q; want it left as it was", p)
 	}
 }

@@ -274,7 +274,7 @@ func (f *fakeLogin) code(phone string) string {
 	return f.codes[phone]
 }
 
-func (f *fakeLogin) EnsureUser(_ context.Context, phone string) (*seckill.User, bool, error) {
+func (f *fakeLogin) EnsureUser(_ context.Context, phone string, _ ...string) (*seckill.User, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id, ok := f.users[phone]
