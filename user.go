@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -43,9 +44,16 @@ type LoginCodes interface {
 	WithdrawCode(ctx context.Context, phone, code string) error
 }
 
+// ErrCodeUnsent marks a CodeSender's error that says the code surely did
+// not leave this process: no connection could be made, or the request was
+// not written whole. Only then is the code taken back and the phone let ask
+// again at once; after any other failure the gateway may have the code.
+var ErrCodeUnsent = errors.New("login code not sent")
+
 // CodeSender delivers a login code to the holder of a phone: by SMS, through
 // a webhook the operator runs (auth.WebhookSender); on the embedded default
-// only, to the log (auth.LogSender).
+// only, to the log (auth.LogSender). An error wraps ErrCodeUnsent when the
+// code surely did not reach the gateway.
 type CodeSender interface {
 	SendCode(ctx context.Context, phone, code string) error
 }

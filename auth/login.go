@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -23,20 +24,34 @@ type Login struct {
 	// CountryCode is the country calling code (digits, as "86") of phone
 	// numbers written without one; empty: a number must carry its own.
 	CountryCode string
+	// SendTimeout bounds a send, which runs on a context of its own: a
+	// buyer who hangs up does not stop it, since the gateway may have the
+	// code already. Zero is DefaultSendTimeout.
+	SendTimeout time.Duration
 	Logger      *slog.Logger
 }
 
+// DefaultSendTimeout is the SendTimeout of a Login that sets none.
+const DefaultSendTimeout = 10 * time.Second
+
 // Timings of a failed send.
 const (
-	// sendRetryAfter is what a buyer is told to wait after a failed send:
-	// more than a second, not to press on a gateway that is struggling.
+	// sendRetryAfter is what a buyer is told to wait after a code that
+	// was not sent: more than a second, not to press on a gateway that is
+	// struggling.
 	sendRetryAfter = 5 * time.Second
+	// maybeSentRetryAfter is what a buyer is told to wait after a send
+	// that failed once the gateway may have had the code: the phone's wait
+	// for a new code (redis.CodeCooldown), which stands.
+	maybeSentRetryAfter = time.Minute
 	// withdrawTimeout bounds taking back an unsent code.
 	withdrawTimeout = 2 * time.Second
 )
 
 // SendCode makes a 6-digit code for the phone, stores it and sends it. A
-// code that could not be sent is withdrawn and the error is ErrUnavailable.
+// code that surely did not reach the gateway is withdrawn and the error is
+// ErrUnavailable; one that may have stays, with the phone's wait, and the
+// error is ErrUnavailable too.
 func (l *Login) SendCode(ctx context.Context, phone string) error {
 	phone, err := NormalizePhone(phone, l.CountryCode)
 	if err != nil {
@@ -49,12 +64,30 @@ func (l *Login) SendCode(ctx context.Context, phone string) error {
 	if err := l.Codes.IssueCode(ctx, phone, code); err != nil {
 		return err
 	}
-	if err := l.Sender.SendCode(ctx, phone, code); err != nil {
+	return l.send(ctx, phone, code)
+}
+
+// send sends an issued code on a context detached from the request's: a
+// buyer who hangs up once the gateway has the code must not take it back,
+// nor the phone's wait, or each retry would be one more SMS.
+func (l *Login) send(ctx context.Context, phone, code string) error {
+	timeout := l.SendTimeout
+	if timeout <= 0 {
+		timeout = DefaultSendTimeout
+	}
+	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	err := l.Sender.SendCode(sendCtx, phone, code)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, seckill.ErrCodeUnsent) {
 		l.withdraw(ctx, phone, code)
 		unsent := &seckill.Error{Kind: seckill.ErrUnavailable, Message: "the login code could not be sent; try again in a moment", RetryAfter: sendRetryAfter}
 		return fmt.Errorf("send login code: %w: %w", unsent, err)
 	}
-	return nil
+	maybe := &seckill.Error{Kind: seckill.ErrUnavailable, Message: "the login code may not have been sent; if none arrives, ask again in a minute", RetryAfter: maybeSentRetryAfter}
+	return fmt.Errorf("send login code: %w: %w", maybe, err)
 }
 
 // withdraw takes back a code that could not be sent, so that it is never

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -107,9 +108,22 @@ func TestNewCode(t *testing.T) {
 type memCodes struct {
 	codes     map[string]string
 	withdrawn []string
+	// cooldown, when set, keeps a phone from a new code until its code is
+	// withdrawn, as Redis does for a minute.
+	cooldown bool
+	waiting  map[string]bool
 }
 
 func (m *memCodes) IssueCode(_ context.Context, phone, code string) error {
+	if m.waiting[phone] {
+		return seckill.Errorf(seckill.ErrRateLimited, "wait")
+	}
+	if m.cooldown {
+		if m.waiting == nil {
+			m.waiting = map[string]bool{}
+		}
+		m.waiting[phone] = true
+	}
 	m.codes[phone] = code
 	return nil
 }
@@ -148,6 +162,7 @@ func (m *memUsers) User(context.Context, int64) (*seckill.User, error) {
 func (m *memCodes) WithdrawCode(_ context.Context, phone, code string) error {
 	if m.codes[phone] == code {
 		delete(m.codes, phone)
+		delete(m.waiting, phone)
 		m.withdrawn = append(m.withdrawn, phone)
 	}
 	return nil
@@ -254,22 +269,96 @@ func TestLoginOnePhoneManyWays(t *testing.T) {
 	}
 }
 
-// TestSendCodeUnsent: a code the sender failed to send is ErrUnavailable
-// with Retry-After, and is no longer usable.
+// TestSendCodeUnsent: a code the sender surely did not send
+// (ErrCodeUnsent) is ErrUnavailable with Retry-After, is withdrawn with the
+// phone's wait, and is no longer usable; one that may have reached the
+// gateway is ErrUnavailable too, but stays, and so does the wait.
 func TestSendCodeUnsent(t *testing.T) {
 	t.Parallel()
-	sendErr := errors.New("gateway down")
 	const phone = "+8613800138000"
-	codes := &memCodes{codes: map[string]string{}}
-	sent := &lastCode{err: sendErr}
+	unsent := fmt.Errorf("connection refused: %w", seckill.ErrCodeUnsent)
+	codes := &memCodes{codes: map[string]string{}, cooldown: true}
+	sent := &lastCode{err: unsent}
 	l := newTestLogin(t, codes, sent)
 	err := l.SendCode(context.Background(), phone)
-	wantUnsent(t, err, sendErr)
+	wantUnsent(t, err, unsent)
 	if _, ok := codes.codes[phone]; ok || len(codes.withdrawn) != 1 {
 		t.Errorf("after a failed send the store holds %v, withdrew %v; want the code withdrawn", codes.codes, codes.withdrawn)
 	}
 	if _, _, err := l.LogIn(context.Background(), phone, sent.code); !errors.Is(err, seckill.ErrUnauthorized) {
 		t.Errorf("LogIn with the unsent code = %v, want ErrUnauthorized", err)
+	}
+
+	// Past the gateway (a timeout, an error answer): the code stands.
+	maybe := errors.New("login webhook: answered 504 Gateway Timeout")
+	sent.err = maybe
+	err = l.SendCode(context.Background(), phone)
+	wantUnsent(t, err, maybe)
+	var e *seckill.Error
+	if errors.As(err, &e); e.RetryAfter < time.Minute {
+		t.Errorf("Retry-After %v after a send that may have gone, want the phone's minute", e.RetryAfter)
+	}
+	if codes.codes[phone] != sent.code || len(codes.withdrawn) != 1 {
+		t.Errorf("after a send that may have gone, the store holds %v, withdrew %v; want the code kept", codes.codes, codes.withdrawn)
+	}
+	if _, _, err := l.LogIn(context.Background(), phone, sent.code); err != nil {
+		t.Errorf("LogIn with the code that may have gone = %v, want it to log in", err)
+	}
+}
+
+// blockingSender blocks each send until released, and reports whether the
+// send's context ended meanwhile.
+type blockingSender struct {
+	started chan struct{}
+	release chan struct{}
+	ended   chan error
+}
+
+func (b *blockingSender) SendCode(ctx context.Context, _, _ string) error {
+	b.started <- struct{}{}
+	select {
+	case <-b.release:
+		b.ended <- nil
+		return nil
+	case <-ctx.Done():
+		b.ended <- ctx.Err()
+		return ctx.Err()
+	}
+}
+
+// TestSendCodeDetached: a buyer who hangs up while the gateway works does
+// not cancel the send, so the code (which the gateway may have) and the
+// phone's wait stand: a retry sends nothing.
+func TestSendCodeDetached(t *testing.T) {
+	t.Parallel()
+	const phone = "+8613800138000"
+	codes := &memCodes{codes: map[string]string{}, cooldown: true}
+	b := &blockingSender{started: make(chan struct{}), release: make(chan struct{}), ended: make(chan error, 1)}
+	l := newTestLogin(t, codes, b)
+	ctx, hangUp := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.SendCode(ctx, phone) }()
+	<-b.started
+	hangUp()
+	// The send goes on: had it seen the hang-up, it would have ended.
+	select {
+	case err := <-b.ended:
+		t.Fatalf("the send ended with %v when the buyer hung up", err)
+	default:
+	}
+	close(b.release)
+	if err := <-b.ended; err != nil {
+		t.Fatalf("the send ended with %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("SendCode = %v, want the send's success", err)
+	}
+	if len(codes.withdrawn) != 0 || codes.codes[phone] == "" {
+		t.Fatalf("after a hang-up the store holds %v, withdrew %v; want the code kept", codes.codes, codes.withdrawn)
+	}
+	// Asking again sends nothing (the sender would block: it is not called).
+	if err := l.SendCode(context.Background(), phone); !errors.Is(err, seckill.ErrRateLimited) {
+		t.Fatalf("asking again = %v, want the phone's wait", err)
 	}
 }
 

@@ -41,6 +41,9 @@ func newLogin(c *Config, embedded bool, codes seckill.LoginCodes, users seckill.
 		Tokens:      tokens,
 		TokenTTL:    c.TokenTTL,
 		CountryCode: country,
+		// Past the webhook's own timeout, so that it is the one that ends
+		// a slow send.
+		SendTimeout: c.LoginWebhookTimeout + time.Second,
 		Logger:      logger,
 	}, nil
 }
