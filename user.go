@@ -32,12 +32,14 @@ type UserStore interface {
 
 // LoginCodes keeps the one-time codes that prove a buyer holds a phone.
 type LoginCodes interface {
-	// IssueCode stores code as the phone's login code, replacing any earlier one.
-	// It returns an *Error of kind ErrRateLimited, with RetryAfter set, when
-	// a code was issued for the phone too recently.
-	IssueCode(ctx context.Context, phone, code string) error
+	// IssueCode stores code as the phone's login code, replacing any
+	// earlier one, unless a code was issued for the phone too recently:
+	// then it changes nothing and issued is false (the earlier code
+	// stands).
+	IssueCode(ctx context.Context, phone, code string) (issued bool, err error)
 	// RedeemCode consumes the phone's code if code matches it. A wrong, expired
-	// or missing code is ErrUnauthorized; too many wrong tries void the code.
+	// or missing code is ErrUnauthorized, with one message whichever it is;
+	// too many wrong tries void the code.
 	RedeemCode(ctx context.Context, phone, code string) error
 	// WithdrawCode takes back a code that could not be sent: it deletes the
 	// phone's code if it is still code, and the phone's wait for a new one.

@@ -29,6 +29,10 @@ type Login struct {
 	// code already. Zero is DefaultSendTimeout.
 	SendTimeout time.Duration
 	Logger      *slog.Logger
+
+	// sends are the times recent sends took, to answer a phone whose code
+	// stands no sooner than a send would.
+	sends sendTimes
 }
 
 // DefaultSendTimeout is the SendTimeout of a Login that sets none.
@@ -49,9 +53,12 @@ const (
 )
 
 // SendCode makes a 6-digit code for the phone, stores it and sends it. A
-// code that surely did not reach the gateway is withdrawn and the error is
-// ErrUnavailable; one that may have stays, with the phone's wait, and the
-// error is ErrUnavailable too.
+// phone that got a code within the last minute keeps it, and nothing is
+// sent; the answer is the same as for a code sent, and comes no sooner than
+// a send takes, so that it does not say whether the phone has a code
+// outstanding. A code that surely did not reach the gateway is withdrawn
+// and the error is ErrUnavailable; one that may have stays, with the
+// phone's wait, and the error is ErrUnavailable too.
 func (l *Login) SendCode(ctx context.Context, phone string) error {
 	phone, err := NormalizePhone(phone, l.CountryCode)
 	if err != nil {
@@ -61,8 +68,13 @@ func (l *Login) SendCode(ctx context.Context, phone string) error {
 	if err != nil {
 		return err
 	}
-	if err := l.Codes.IssueCode(ctx, phone, code); err != nil {
+	issued, err := l.Codes.IssueCode(ctx, phone, code)
+	if err != nil {
 		return err
+	}
+	if !issued {
+		l.sends.wait(ctx)
+		return nil
 	}
 	return l.send(ctx, phone, code)
 }
@@ -77,8 +89,10 @@ func (l *Login) send(ctx context.Context, phone, code string) error {
 	}
 	sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	start := time.Now()
 	err := l.Sender.SendCode(sendCtx, phone, code)
 	if err == nil {
+		l.sends.record(time.Since(start))
 		return nil
 	}
 	if errors.Is(err, seckill.ErrCodeUnsent) {

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/seckill/seckill"
@@ -106,6 +108,7 @@ func TestNewCode(t *testing.T) {
 // memCodes and memUsers are in-memory stand-ins: the flow is logic; the
 // Redis and SQL implementations have their own tests against real servers.
 type memCodes struct {
+	mu        sync.Mutex
 	codes     map[string]string
 	withdrawn []string
 	// cooldown, when set, keeps a phone from a new code until its code is
@@ -114,9 +117,11 @@ type memCodes struct {
 	waiting  map[string]bool
 }
 
-func (m *memCodes) IssueCode(_ context.Context, phone, code string) error {
+func (m *memCodes) IssueCode(_ context.Context, phone, code string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.waiting[phone] {
-		return seckill.Errorf(seckill.ErrRateLimited, "wait")
+		return false, nil
 	}
 	if m.cooldown {
 		if m.waiting == nil {
@@ -125,10 +130,12 @@ func (m *memCodes) IssueCode(_ context.Context, phone, code string) error {
 		m.waiting[phone] = true
 	}
 	m.codes[phone] = code
-	return nil
+	return true, nil
 }
 
 func (m *memCodes) RedeemCode(_ context.Context, phone, code string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.codes[phone] != code {
 		return seckill.ErrUnauthorized
 	}
@@ -160,6 +167,8 @@ func (m *memUsers) User(context.Context, int64) (*seckill.User, error) {
 }
 
 func (m *memCodes) WithdrawCode(_ context.Context, phone, code string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.codes[phone] == code {
 		delete(m.codes, phone)
 		delete(m.waiting, phone)
@@ -357,9 +366,58 @@ func TestSendCodeDetached(t *testing.T) {
 		t.Fatalf("after a hang-up the store holds %v, withdrew %v; want the code kept", codes.codes, codes.withdrawn)
 	}
 	// Asking again sends nothing (the sender would block: it is not called).
-	if err := l.SendCode(context.Background(), phone); !errors.Is(err, seckill.ErrRateLimited) {
-		t.Fatalf("asking again = %v, want the phone's wait", err)
+	if err := l.SendCode(context.Background(), phone); err != nil {
+		t.Fatalf("asking again = %v, want the same answer as a send", err)
 	}
+}
+
+// timedSender takes d of the bubble's time to send, and counts the sends.
+type timedSender struct {
+	d     time.Duration
+	sends atomic.Int64
+}
+
+func (s *timedSender) SendCode(context.Context, string, string) error {
+	time.Sleep(s.d)
+	s.sends.Add(1)
+	return nil
+}
+
+// TestSendCodeOutstandingPaced: a phone whose code stands is answered no
+// sooner than a send takes, and nothing is sent.
+func TestSendCodeOutstandingPaced(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := &timedSender{d: 300 * time.Millisecond}
+		l := newTestLogin(t, &memCodes{codes: map[string]string{}, cooldown: true}, s)
+		ctx := context.Background()
+		took := func(phone string) time.Duration {
+			start := time.Now()
+			if err := l.SendCode(ctx, phone); err != nil {
+				t.Fatal(err)
+			}
+			return time.Since(start)
+		}
+		if d := took("+8613800138000"); d != s.d {
+			t.Fatalf("a send took %v, want %v", d, s.d)
+		}
+		if d := took("+8613800138000"); d != s.d {
+			t.Errorf("the answer to a phone whose code stands took %v; a send takes %v", d, s.d)
+		}
+		if n := s.sends.Load(); n != 1 {
+			t.Errorf("%d sends, want 1", n)
+		}
+		// A buyer who hangs up is not kept waiting.
+		hungUp, cancel := context.WithCancel(ctx)
+		cancel()
+		start := time.Now()
+		if err := l.SendCode(hungUp, "+8613800138000"); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("a hung-up request waited %v", d)
+		}
+	})
 }
 
 // TestLogInLegacyForms: the login hands the store the forms its phone

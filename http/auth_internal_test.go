@@ -135,9 +135,9 @@ type countingLogin struct {
 	issued, redeemed, sent, users atomic.Int64
 }
 
-func (c *countingLogin) IssueCode(context.Context, string, string) error {
+func (c *countingLogin) IssueCode(context.Context, string, string) (bool, error) {
 	c.issued.Add(1)
-	return nil
+	return true, nil
 }
 
 func (c *countingLogin) RedeemCode(context.Context, string, string) error {

@@ -239,15 +239,15 @@ type fakeLogin struct {
 	users map[string]int64
 }
 
-func (f *fakeLogin) IssueCode(_ context.Context, phone, code string) error {
+func (f *fakeLogin) IssueCode(_ context.Context, phone, code string) (bool, error) {
 	f.add("IssueCode " + phone)
 	if f.err != nil {
-		return f.err
+		return false, f.err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.codes[phone] = code
-	return nil
+	return true, nil
 }
 
 func (f *fakeLogin) RedeemCode(_ context.Context, phone, code string) error {
