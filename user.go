@@ -30,7 +30,8 @@ type UserStore interface {
 	User(ctx context.Context, id int64) (*User, error)
 }
 
-// LoginCodes keeps the one-time codes that prove a buyer holds a phone.
+// LoginCodes keeps the one-time codes that prove a buyer holds a phone, and
+// the allowance of wrong codes that bounds guessing them.
 type LoginCodes interface {
 	// IssueCode stores code as the phone's login code, replacing any
 	// earlier one, unless a code was issued for the phone too recently:
@@ -44,7 +45,29 @@ type LoginCodes interface {
 	// WithdrawCode takes back a code that could not be sent: it deletes the
 	// phone's code if it is still code, and the phone's wait for a new one.
 	WithdrawCode(ctx context.Context, phone, code string) error
+	// SpendGuess counts a login attempt against the allowances of lim, the
+	// client's (client is its address; empty: none is kept) and all
+	// clients' together, before the code is checked. Over either it
+	// changes nothing and returns an *Error of kind ErrRateLimited, with
+	// RetryAfter set.
+	SpendGuess(ctx context.Context, client string, lim GuessLimits) error
+	// RefundGuess gives back an attempt SpendGuess counted, for a code that
+	// was right (or could not be checked): the allowances count wrong codes.
+	RefundGuess(ctx context.Context, client string) error
 }
+
+// GuessLimits are the allowances of wrong login codes, each per Window: a
+// bound on guessing codes across many phones, which a code's own tries do
+// not bound. Zero PerClient or Global keeps no such allowance; zero Window
+// keeps none at all.
+type GuessLimits struct {
+	PerClient int64
+	Global    int64
+	Window    time.Duration
+}
+
+// On reports whether lim keeps any allowance.
+func (lim GuessLimits) On() bool { return lim.Window > 0 && (lim.PerClient > 0 || lim.Global > 0) }
 
 // ErrCodeUnsent marks a CodeSender's error that says the code surely did
 // not leave this process: no connection could be made, or the request was

@@ -28,7 +28,10 @@ type Login struct {
 	// buyer who hangs up does not stop it, since the gateway may have the
 	// code already. Zero is DefaultSendTimeout.
 	SendTimeout time.Duration
-	Logger      *slog.Logger
+	// Guesses are the allowances of wrong codes, per client address and
+	// for all instances together; the zero value keeps none.
+	Guesses seckill.GuessLimits
+	Logger  *slog.Logger
 
 	// sends are the times recent sends took, to answer a phone whose code
 	// stands no sooner than a send would.
@@ -37,6 +40,11 @@ type Login struct {
 
 // DefaultSendTimeout is the SendTimeout of a Login that sets none.
 const DefaultSendTimeout = 10 * time.Second
+
+// DefaultGuesses are serve's allowances of wrong codes (docs/design.md,
+// Login): with 8-digit codes they make taking over an account by guessing
+// about a once-in-a-year event for a whole deployment.
+var DefaultGuesses = seckill.GuessLimits{PerClient: 30, Global: 10_000, Window: time.Hour}
 
 // Timings of a failed send.
 const (
@@ -48,14 +56,15 @@ const (
 	// that failed once the gateway may have had the code: the phone's wait
 	// for a new code (redis.CodeCooldown), which stands.
 	maybeSentRetryAfter = time.Minute
-	// withdrawTimeout bounds taking back an unsent code.
+	// withdrawTimeout bounds taking back an unsent code, and giving back
+	// a login attempt.
 	withdrawTimeout = 2 * time.Second
 )
 
-// SendCode makes a 6-digit code for the phone, stores it and sends it. A
-// phone that got a code within the last minute keeps it, and nothing is
-// sent; the answer is the same as for a code sent, and comes no sooner than
-// a send takes, so that it does not say whether the phone has a code
+// SendCode makes a code for the phone, stores it and sends it. A phone
+// that got a code within the last minute keeps it, and nothing is sent;
+// the answer is the same as for a code sent, and comes no sooner than a
+// send takes, so that it does not say whether the phone has a code
 // outstanding. A code that surely did not reach the gateway is withdrawn
 // and the error is ErrUnavailable; one that may have stays, with the
 // phone's wait, and the error is ErrUnavailable too.
@@ -117,7 +126,9 @@ func (l *Login) withdraw(ctx context.Context, phone, code string) {
 // LogIn redeems the phone's code and returns a token for the phone's user,
 // creating the user on their first login (or taking over the row of the
 // phone as it was stored before phones were normalised: LegacyPhones).
-func (l *Login) LogIn(ctx context.Context, phone, code string) (string, *seckill.User, error) {
+// client is the client's address, for its allowance of wrong codes; empty
+// when there is none.
+func (l *Login) LogIn(ctx context.Context, client, phone, code string) (string, *seckill.User, error) {
 	phone, err := NormalizePhone(phone, l.CountryCode)
 	if err != nil {
 		return "", nil, err
@@ -125,7 +136,19 @@ func (l *Login) LogIn(ctx context.Context, phone, code string) (string, *seckill
 	if err := checkCode(code); err != nil {
 		return "", nil, err
 	}
-	if err := l.Codes.RedeemCode(ctx, phone, code); err != nil {
+	guarded := l.Guesses.On()
+	if guarded {
+		if err := l.Codes.SpendGuess(ctx, client, l.Guesses); err != nil {
+			return "", nil, err
+		}
+	}
+	err = l.Codes.RedeemCode(ctx, phone, code)
+	if guarded && !errors.Is(err, seckill.ErrUnauthorized) {
+		// A right code, or one that could not be checked: the allowances
+		// count wrong codes.
+		l.refund(ctx, client)
+	}
+	if err != nil {
 		return "", nil, err
 	}
 	u, created, err := l.Users.EnsureUser(ctx, phone, LegacyPhones(phone, l.CountryCode)...)
@@ -142,8 +165,22 @@ func (l *Login) LogIn(ctx context.Context, phone, code string) (string, *seckill
 	return token, u, nil
 }
 
-// CodeLen is the number of digits in a login code.
-const CodeLen = 6
+// refund gives back a login attempt, on its own deadline; one that cannot
+// be given back only shortens the allowance until its window ends.
+func (l *Login) refund(ctx context.Context, client string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+	defer cancel()
+	if err := l.Codes.RefundGuess(ctx, client); err != nil {
+		l.Logger.Warn("a login attempt could not be given back to the allowance of wrong codes", "err", err)
+	}
+}
+
+// CodeLen is the number of digits in a login code: 8, so that a guess
+// hits one time in 100 million (docs/design.md, Login).
+const CodeLen = 8
+
+// codeSpace is the number of codes, 10^CodeLen.
+const codeSpace = 100_000_000
 
 func checkCode(code string) error {
 	if len(code) != CodeLen {
@@ -158,11 +195,11 @@ func checkCode(code string) error {
 }
 
 func newCode() (string, error) {
-	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	n, err := rand.Int(rand.Reader, big.NewInt(codeSpace))
 	if err != nil {
 		return "", fmt.Errorf("make login code: %w", err)
 	}
-	return fmt.Sprintf("%06d", n.Int64()), nil
+	return fmt.Sprintf("%0*d", CodeLen, n.Int64()), nil
 }
 
 // LogSender "sends" login codes by writing them to the log: for the

@@ -115,6 +115,10 @@ type memCodes struct {
 	// withdrawn, as Redis does for a minute.
 	cooldown bool
 	waiting  map[string]bool
+	// spent and refunded count SpendGuess and RefundGuess calls; refuse
+	// makes SpendGuess return it.
+	spent, refunded int
+	refuse          error
 }
 
 func (m *memCodes) IssueCode(_ context.Context, phone, code string) (bool, error) {
@@ -143,6 +147,34 @@ func (m *memCodes) RedeemCode(_ context.Context, phone, code string) error {
 	return nil
 }
 
+func (m *memCodes) WithdrawCode(_ context.Context, phone, code string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.codes[phone] == code {
+		delete(m.codes, phone)
+		delete(m.waiting, phone)
+		m.withdrawn = append(m.withdrawn, phone)
+	}
+	return nil
+}
+
+func (m *memCodes) SpendGuess(context.Context, string, seckill.GuessLimits) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refuse != nil {
+		return m.refuse
+	}
+	m.spent++
+	return nil
+}
+
+func (m *memCodes) RefundGuess(context.Context, string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refunded++
+	return nil
+}
+
 type memUsers struct {
 	mu    sync.Mutex
 	users map[string]*seckill.User
@@ -164,17 +196,6 @@ func (m *memUsers) EnsureUser(_ context.Context, phone string, legacy ...string)
 
 func (m *memUsers) User(context.Context, int64) (*seckill.User, error) {
 	return nil, seckill.ErrUserNotFound
-}
-
-func (m *memCodes) WithdrawCode(_ context.Context, phone, code string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.codes[phone] == code {
-		delete(m.codes, phone)
-		delete(m.waiting, phone)
-		m.withdrawn = append(m.withdrawn, phone)
-	}
-	return nil
 }
 
 type lastCode struct {
@@ -214,17 +235,14 @@ func TestLogin(t *testing.T) {
 	if sent.phone != phone || len(sent.code) != CodeLen {
 		t.Fatalf("sender got %+v", sent)
 	}
-	wrong := "000000"
-	if sent.code == wrong {
-		wrong = "111111"
-	}
-	if _, _, err := l.LogIn(ctx, phone, wrong); !errors.Is(err, seckill.ErrUnauthorized) {
+	wrong := wrongCode(sent.code)
+	if _, _, err := l.LogIn(ctx, "", phone, wrong); !errors.Is(err, seckill.ErrUnauthorized) {
 		t.Fatalf("LogIn with a wrong code = %v, want ErrUnauthorized", err)
 	}
-	if _, _, err := l.LogIn(ctx, phone, "12a456"); !errors.Is(err, seckill.ErrInvalidArgument) {
+	if _, _, err := l.LogIn(ctx, "", phone, "1234a678"); !errors.Is(err, seckill.ErrInvalidArgument) {
 		t.Fatalf("LogIn with a malformed code = %v, want ErrInvalidArgument", err)
 	}
-	token, u, err := l.LogIn(ctx, phone, sent.code)
+	token, u, err := l.LogIn(ctx, "", phone, sent.code)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +254,7 @@ func TestLogin(t *testing.T) {
 	if err := l.SendCode(ctx, phone); err != nil {
 		t.Fatal(err)
 	}
-	_, again, err := l.LogIn(ctx, phone, sent.code)
+	_, again, err := l.LogIn(ctx, "", phone, sent.code)
 	if err != nil || again.ID != u.ID {
 		t.Fatalf("second login = user %v, %v; want user %d", again, err, u.ID)
 	}
@@ -263,7 +281,7 @@ func TestLoginOnePhoneManyWays(t *testing.T) {
 		if sent.phone != "+8613800138000" {
 			t.Fatalf("SendCode(%q) sent to %q, want +8613800138000", typed[0], sent.phone)
 		}
-		_, u, err := l.LogIn(ctx, typed[1], sent.code)
+		_, u, err := l.LogIn(ctx, "", typed[1], sent.code)
 		if err != nil {
 			t.Fatalf("code asked as %q, redeemed as %q: %v", typed[0], typed[1], err)
 		}
@@ -294,7 +312,7 @@ func TestSendCodeUnsent(t *testing.T) {
 	if _, ok := codes.codes[phone]; ok || len(codes.withdrawn) != 1 {
 		t.Errorf("after a failed send the store holds %v, withdrew %v; want the code withdrawn", codes.codes, codes.withdrawn)
 	}
-	if _, _, err := l.LogIn(context.Background(), phone, sent.code); !errors.Is(err, seckill.ErrUnauthorized) {
+	if _, _, err := l.LogIn(context.Background(), "", phone, sent.code); !errors.Is(err, seckill.ErrUnauthorized) {
 		t.Errorf("LogIn with the unsent code = %v, want ErrUnauthorized", err)
 	}
 
@@ -310,7 +328,7 @@ func TestSendCodeUnsent(t *testing.T) {
 	if codes.codes[phone] != sent.code || len(codes.withdrawn) != 1 {
 		t.Errorf("after a send that may have gone, the store holds %v, withdrew %v; want the code kept", codes.codes, codes.withdrawn)
 	}
-	if _, _, err := l.LogIn(context.Background(), phone, sent.code); err != nil {
+	if _, _, err := l.LogIn(context.Background(), "", phone, sent.code); err != nil {
 		t.Errorf("LogIn with the code that may have gone = %v, want it to log in", err)
 	}
 }
@@ -420,6 +438,48 @@ func TestSendCodeOutstandingPaced(t *testing.T) {
 	})
 }
 
+// TestLogInSpendsGuesses: each well-formed attempt spends from the
+// allowances of wrong codes before the code is checked; a right code gives
+// its attempt back; a refusal checks nothing.
+func TestLogInSpendsGuesses(t *testing.T) {
+	t.Parallel()
+	const phone = "+8613800138000"
+	codes := &memCodes{codes: map[string]string{}}
+	sent := &lastCode{}
+	l := newTestLogin(t, codes, sent)
+	l.Guesses = seckill.GuessLimits{PerClient: 1, Global: 1, Window: time.Hour}
+	ctx := context.Background()
+	if err := l.SendCode(ctx, phone); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.LogIn(ctx, "192.0.2.1", phone, wrongCode(sent.code)); !errors.Is(err, seckill.ErrUnauthorized) {
+		t.Fatalf("wrong code = %v", err)
+	}
+	if _, _, err := l.LogIn(ctx, "192.0.2.1", phone, "123"); !errors.Is(err, seckill.ErrInvalidArgument) {
+		t.Fatalf("malformed code = %v", err)
+	}
+	if codes.spent != 1 || codes.refunded != 0 {
+		t.Errorf("after a wrong and a malformed code: spent %d, refunded %d; want 1, 0", codes.spent, codes.refunded)
+	}
+	if _, _, err := l.LogIn(ctx, "192.0.2.1", phone, sent.code); err != nil {
+		t.Fatal(err)
+	}
+	if codes.spent != 2 || codes.refunded != 1 {
+		t.Errorf("after a right code: spent %d, refunded %d; want 2, 1", codes.spent, codes.refunded)
+	}
+	// Refused: the code is not checked (it would log in), the refusal is the answer.
+	if err := l.SendCode(ctx, "+8613900139000"); err != nil {
+		t.Fatal(err)
+	}
+	codes.refuse = &seckill.Error{Kind: seckill.ErrRateLimited, Message: "too many", RetryAfter: time.Minute}
+	if _, _, err := l.LogIn(ctx, "192.0.2.1", "+8613900139000", sent.code); !errors.Is(err, seckill.ErrRateLimited) {
+		t.Fatalf("LogIn over the allowance = %v, want ErrRateLimited", err)
+	}
+	if codes.codes["+8613900139000"] != sent.code {
+		t.Error("a refused attempt consumed the code")
+	}
+}
+
 // TestLogInLegacyForms: the login hands the store the forms its phone
 // may have been stored in before normalisation.
 func TestLogInLegacyForms(t *testing.T) {
@@ -432,7 +492,7 @@ func TestLogInLegacyForms(t *testing.T) {
 	if err := l.SendCode(ctx, "138 0013 8000"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.LogIn(ctx, "138 0013 8000", sent.code); err != nil {
+	if _, _, err := l.LogIn(ctx, "", "138 0013 8000", sent.code); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"008613800138000", "13800138000", "013800138000"}; !slices.Equal(users.legacy, want) {
@@ -467,6 +527,15 @@ func TestLegacyPhones(t *testing.T) {
 			}
 		}
 	}
+}
+
+// wrongCode returns a well-formed code other than code.
+func wrongCode(code string) string {
+	w := strings.Repeat("0", CodeLen)
+	if w == code {
+		w = strings.Repeat("1", CodeLen)
+	}
+	return w
 }
 
 func wantUnsent(t *testing.T, err, cause error) {

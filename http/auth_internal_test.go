@@ -34,7 +34,7 @@ func newLoginLimitEnv(t *testing.T, cfg Config) *loginLimitEnv {
 		t.Fatal(err)
 	}
 	e := &loginLimitEnv{t: t, clock: newRateClock()}
-	e.h = s.limitLoginWith(newLoginLimits(s.cfg, e.clock.now), func(w http.ResponseWriter, r *http.Request) {
+	e.h = s.limitLoginWith(newLoginLimits(s.cfg, e.clock.now), func(http.ResponseWriter, *http.Request, string) {
 		e.passed.Add(1)
 	})
 	return e
@@ -147,6 +147,10 @@ func (c *countingLogin) RedeemCode(context.Context, string, string) error {
 
 func (c *countingLogin) WithdrawCode(context.Context, string, string) error { return nil }
 
+func (c *countingLogin) SpendGuess(context.Context, string, seckill.GuessLimits) error { return nil }
+
+func (c *countingLogin) RefundGuess(context.Context, string) error { return nil }
+
 func (c *countingLogin) SendCode(context.Context, string, string) error {
 	c.sent.Add(1)
 	return nil
@@ -181,7 +185,7 @@ func TestLoginRoutesRateLimited(t *testing.T) {
 		return w
 	}
 	code := `{"phone":"+8613800138000"}`
-	login := `{"phone":"+8613800138000","code":"123456"}`
+	login := `{"phone":"+8613800138000","code":"12345678"}`
 	if w := post("/api/auth/code", code); w.Code != 200 {
 		t.Fatalf("first code request = %d %s", w.Code, w.Body)
 	}

@@ -3,11 +3,13 @@ package http_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,8 +20,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 	sechttp "github.com/seckill/seckill/http"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/sqlite"
 )
@@ -34,13 +38,10 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("POST /api/auth/code = %d %s", res.status, res.raw)
 	}
 	code := e.codes.last(phone)
-	if len(code) != 6 {
+	if len(code) != auth.CodeLen {
 		t.Fatalf("sent code %q", code)
 	}
-	wrong := "000000"
-	if code == wrong {
-		wrong = "111111"
-	}
+	wrong := wrongCode(code)
 	e.wantError(e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": wrong}), 401, "unauthorized")
 
 	res = e.do("POST", "/api/auth/login", "", map[string]string{"phone": "+86 (138) 0013 8000", "code": code})
@@ -118,10 +119,11 @@ func TestAuthBadInput(t *testing.T) {
 		"code: phone a number":   {"/api/auth/code", `{"phone":8613800138000}`},
 		"code: unknown field":    {"/api/auth/code", `{"phone":"+8613800138000","x":1}`},
 		"code: malformed":        {"/api/auth/code", `{"phone":`},
-		"login: bad phone":       {"/api/auth/login", map[string]string{"phone": "abc", "code": "123456"}},
-		"login: no country code": {"/api/auth/login", map[string]string{"phone": "13800138000", "code": "123456"}},
-		"login: short code":      {"/api/auth/login", map[string]string{"phone": "+8613800138000", "code": "12345"}},
-		"login: code letters":    {"/api/auth/login", map[string]string{"phone": "+8613800138000", "code": "12345a"}},
+		"login: bad phone":       {"/api/auth/login", map[string]string{"phone": "abc", "code": "12345678"}},
+		"login: no country code": {"/api/auth/login", map[string]string{"phone": "13800138000", "code": "12345678"}},
+		"login: short code":      {"/api/auth/login", map[string]string{"phone": "+8613800138000", "code": "1234567"}},
+		"login: old code length": {"/api/auth/login", map[string]string{"phone": "+8613800138000", "code": "123456"}},
+		"login: code letters":    {"/api/auth/login", map[string]string{"phone": "+8613800138000", "code": "1234567a"}},
 		"login: empty body":      {"/api/auth/login", ``},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -134,10 +136,7 @@ func TestAuthBadInput(t *testing.T) {
 		t.Fatal(res.status)
 	}
 	code := e.codes.last(phone)
-	wrong := "000000"
-	if code == wrong {
-		wrong = "111111"
-	}
+	wrong := wrongCode(code)
 	for range 5 {
 		e.wantError(e.do("POST", "/api/auth/login", "", map[string]string{"phone": phone, "code": wrong}), 401, "unauthorized")
 	}
@@ -158,7 +157,7 @@ func TestLoginOff(t *testing.T) {
 	e := &env{t: t, url: hs.URL}
 	for path, body := range map[string]map[string]string{
 		"/api/auth/code":  {"phone": "+8613800138000"},
-		"/api/auth/login": {"phone": "+8613800138000", "code": "123456"},
+		"/api/auth/login": {"phone": "+8613800138000", "code": "12345678"},
 	} {
 		res := e.do("POST", path, "", body)
 		e.wantError(res, 503, "unavailable")
@@ -423,11 +422,7 @@ func TestLoginCodeNotLogged(t *testing.T) {
 		t.Fatalf("code = %d %s", res.status, res.raw)
 	}
 	code, _ := e.gw.last()
-	wrong := "000000"
-	if code == wrong {
-		wrong = "111111"
-	}
-	e.wantError(logIn(wrong), 401, "unauthorized")
+	e.wantError(logIn(wrongCode(code)), 401, "unauthorized")
 	if res := logIn(code); res.status != 200 {
 		t.Fatalf("login = %d %s", res.status, res.raw)
 	}
@@ -447,7 +442,7 @@ func TestLoginCodeNotLogged(t *testing.T) {
 			t.Fatalf("the log lacks %q: the test no longer sees the lines it checks\n%s", want, logs)
 		}
 	}
-	// Phone numbers are not codes, but hold 6-digit runs.
+	// Phone numbers are not codes, but hold runs of digits as long.
 	logs = strings.NewReplacer("8613800138000", "", "8613900139000", "").Replace(logs)
 	for _, code := range e.gw.all() {
 		if strings.Contains(logs, code) {
@@ -625,6 +620,107 @@ func TestLoginAnswersSame(t *testing.T) {
 	for i := range 6 {
 		if got := logIn(outstanding); got.status != want.status || string(got.raw) != string(want.raw) {
 			t.Errorf("wrong code %d for a phone with a code = %d %s; for a phone without one: %d %s", i+1, got.status, got.raw, want.status, want.raw)
+		}
+	}
+}
+
+// TestLoginGuessesBounded: wrong codes across many phones are bounded per
+// client address and for all instances together (two servers on one Redis
+// here), whichever instance a client asks; right codes do not count.
+func TestLoginGuessesBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, prefix := testenv.RedisURL(t), testenv.RedisPrefix(t)
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	store, err := sqlite.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "seckill.db"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.NewTokens(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := &codeBox{codes: map[string]string{}}
+	lim := seckill.GuessLimits{PerClient: 4, Global: 7, Window: time.Hour}
+	var servers [2]*env
+	for i := range servers {
+		cache, err := redis.Open(ctx, redis.Config{URL: url, Prefix: prefix}, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cache.Close)
+		srv, err := sechttp.New(sechttp.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, sechttp.Services{
+			Login:  &auth.Login{Codes: cache, Sender: codes, Users: store, Tokens: tokens, TokenTTL: time.Hour, Guesses: lim, Logger: logger},
+			Tokens: tokens,
+		}, prometheus.NewRegistry(), logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(hs.Close)
+		servers[i] = &env{t: t, url: hs.URL, tokens: tokens}
+	}
+	phones := 0
+	// logIn asks server i, as the client at addr, for a fresh phone's
+	// code and logs in with it, or with a wrong one.
+	logIn := func(i int, addr string, right bool) response {
+		t.Helper()
+		phones++
+		phone := fmt.Sprintf("+86138%08d", phones)
+		e := servers[i]
+		if res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": phone}); res.status != 200 {
+			t.Fatalf("code = %d %s", res.status, res.raw)
+		}
+		code := codes.last(phone)
+		if !right {
+			code = wrongCode(code)
+		}
+		req, err := http.NewRequest("POST", e.url+"/api/auth/login", strings.NewReader(`{"phone":"`+phone+`","code":"`+code+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-For", addr)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		out := response{status: res.StatusCode, header: res.Header, raw: raw}
+		_ = json.Unmarshal(raw, &out.body)
+		return out
+	}
+	// Right codes cost nothing: more of them than either allowance.
+	for i := range 8 {
+		if res := logIn(i%2, "192.0.2.1", true); res.status != 200 {
+			t.Fatalf("right code %d = %d %s", i+1, res.status, res.raw)
+		}
+	}
+	// One address: its 4 wrong codes, on either server, then 429 on both.
+	for i := range 4 {
+		servers[0].wantError(logIn(i%2, "192.0.2.2", false), 401, "unauthorized")
+	}
+	for i := range 2 {
+		res := logIn(i, "192.0.2.2", false)
+		servers[0].wantError(res, 429, "rate_limited")
+		if ra, err := strconv.Atoi(res.header.Get("Retry-After")); err != nil || ra < 1 || ra > 3600 {
+			t.Errorf("Retry-After %q, want 1..3600 seconds", res.header.Get("Retry-After"))
+		}
+	}
+	// Other addresses fill the service's 7, then every address is refused,
+	// even with the right code (the price of a global bound).
+	for i := range 3 {
+		servers[0].wantError(logIn(i%2, fmt.Sprintf("198.51.100.%d", i+1), false), 401, "unauthorized")
+	}
+	for i, right := range []bool{false, true} {
+		res := logIn(i, "203.0.113.1", right)
+		servers[0].wantError(res, 429, "rate_limited")
+		if msg, _ := res.body["message"].(string); !strings.Contains(msg, "service") {
+			t.Errorf("refusal %q does not say it is the service's allowance", msg)
 		}
 	}
 }

@@ -266,6 +266,10 @@ func (f *fakeLogin) RedeemCode(_ context.Context, phone, code string) error {
 
 func (f *fakeLogin) WithdrawCode(context.Context, string, string) error { return nil }
 
+func (f *fakeLogin) SpendGuess(context.Context, string, seckill.GuessLimits) error { return nil }
+
+func (f *fakeLogin) RefundGuess(context.Context, string) error { return nil }
+
 func (f *fakeLogin) SendCode(context.Context, string, string) error { return nil }
 
 func (f *fakeLogin) code(phone string) string {

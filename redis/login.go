@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -60,6 +61,56 @@ func (c *Client) WithdrawCode(ctx context.Context, phone, code string) error {
 	if err := c.scripts.get("withdraw_code").Exec(ctx, c.rdb,
 		[]string{k.Code, k.Tries, k.Cooldown}, []string{code}).Error(); err != nil {
 		return redisErr("withdraw login code", err)
+	}
+	return nil
+}
+
+// SpendGuess counts a login attempt against the allowances of lim, kept in
+// Redis so that they bound every instance together.
+func (c *Client) SpendGuess(ctx context.Context, client string, lim seckill.GuessLimits) error {
+	if !lim.On() {
+		return nil
+	}
+	perClient := lim.PerClient
+	if client == "" {
+		perClient = 0
+	}
+	k := c.keys.guesses(client)
+	res, err := c.scripts.get("spend_guess").Exec(ctx, c.rdb,
+		[]string{k.Global, k.Client},
+		[]string{strconv.FormatInt(max(lim.Global, 0), 10), strconv.FormatInt(max(perClient, 0), 10), ms(lim.Window)}).ToArray()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("spend_guess answered %d values, want 2", len(res))
+	}
+	var (
+		wait int64
+		who  string
+	)
+	if err == nil {
+		wait, err = res[0].AsInt64()
+	}
+	if err == nil {
+		who, err = res[1].ToString()
+	}
+	if err != nil {
+		return redisErr("count a login attempt", err)
+	}
+	if wait <= 0 {
+		return nil
+	}
+	msg := "too many wrong login codes from this address; try again later"
+	if who == "global" {
+		msg = "too many wrong login codes on this service; try again later"
+	}
+	return &seckill.Error{Kind: seckill.ErrRateLimited, Message: msg, RetryAfter: time.Duration(wait) * time.Millisecond}
+}
+
+// RefundGuess gives back an attempt SpendGuess counted.
+func (c *Client) RefundGuess(ctx context.Context, client string) error {
+	k := c.keys.guesses(client)
+	if err := c.scripts.get("refund_guess").Exec(ctx, c.rdb,
+		[]string{k.Global, k.Client}, nil).Error(); err != nil {
+		return redisErr("give back a login attempt", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +135,87 @@ func TestWithdrawCode(t *testing.T) {
 			t.Fatalf("redeem the new code: %v", err)
 		}
 	})
+}
+
+// TestSpendGuess: the allowances of wrong codes hold per client and for
+// every instance together (two clients on one Redis are two instances), a
+// refused attempt counts nothing, and a refunded one frees its place.
+func TestSpendGuess(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		other := sibling(t, c)
+		lim := seckill.GuessLimits{PerClient: 3, Global: 5, Window: time.Hour}
+		spend := func(c *Client, client string) error { return c.SpendGuess(ctx, client, lim) }
+		wantRefused := func(err error, who string) {
+			t.Helper()
+			var e *seckill.Error
+			if !errors.As(err, &e) || !errors.Is(err, seckill.ErrRateLimited) {
+				t.Fatalf("got %v, want ErrRateLimited", err)
+			}
+			if e.RetryAfter <= 0 || e.RetryAfter > lim.Window {
+				t.Errorf("RetryAfter = %v, want within (0, %v]", e.RetryAfter, lim.Window)
+			}
+			if !strings.Contains(e.Message, who) {
+				t.Errorf("refusal %q does not name %q", e.Message, who)
+			}
+		}
+		for i := range 3 {
+			if err := spend(c, "192.0.2.1"); err != nil {
+				t.Fatalf("attempt %d of a client within its allowance: %v", i+1, err)
+			}
+		}
+		// The client's allowance holds on the other instance too.
+		wantRefused(spend(other, "192.0.2.1"), "address")
+		// A right code gives its attempt back.
+		if err := c.RefundGuess(ctx, "192.0.2.1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := spend(other, "192.0.2.1"); err != nil {
+			t.Fatalf("an attempt after a refund: %v", err)
+		}
+		// Two more clients, one on each instance, fill the global five.
+		if err := spend(other, "192.0.2.2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := spend(c, "192.0.2.3"); err != nil {
+			t.Fatal(err)
+		}
+		wantRefused(spend(c, "192.0.2.4"), "service")
+		wantRefused(spend(other, ""), "service")
+		// Refused attempts counted nothing: one refund frees exactly one.
+		if err := other.RefundGuess(ctx, "192.0.2.3"); err != nil {
+			t.Fatal(err)
+		}
+		if err := spend(c, "192.0.2.4"); err != nil {
+			t.Fatalf("an attempt after a refund of the global count: %v", err)
+		}
+		wantRefused(spend(other, "192.0.2.5"), "service")
+		// Without limits nothing is counted or refused.
+		if err := c.SpendGuess(ctx, "192.0.2.4", seckill.GuessLimits{}); err != nil {
+			t.Errorf("SpendGuess without limits: %v", err)
+		}
+	})
+}
+
+// TestSpendGuessWindow: the allowances renew after their window.
+func TestSpendGuessWindow(t *testing.T) {
+	t.Parallel()
+	c, err := OpenEmbedded("", testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	lim := seckill.GuessLimits{PerClient: 1, Global: 10, Window: time.Hour}
+	if err := c.SpendGuess(ctx, "192.0.2.1", lim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SpendGuess(ctx, "192.0.2.1", lim); !errors.Is(err, seckill.ErrRateLimited) {
+		t.Fatalf("second attempt: %v, want ErrRateLimited", err)
+	}
+	c.server.FastForward(time.Hour + time.Millisecond)
+	if err := c.SpendGuess(ctx, "192.0.2.1", lim); err != nil {
+		t.Fatalf("an attempt after the window: %v", err)
+	}
 }
