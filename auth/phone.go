@@ -92,3 +92,41 @@ func ParseCountryCode(s string) (string, error) {
 	}
 	return cc, nil
 }
+
+// LegacyPhones returns the forms in which the login before phone
+// normalisation may have stored the number e164 (as NormalizePhone returns
+// it, with the same countryCode). That login kept a phone as typed: 6 to 15
+// digits after an optional "+". A stored form is e164's if NormalizePhone
+// reads it as e164 today, so that the buyer who typed it then is the buyer
+// who types it now: the "00" form, and with a country code the national
+// number, with or without its trunk 0. Digits stored without a country code
+// where none is configured name no number today, and are not returned.
+func LegacyPhones(e164, countryCode string) []string {
+	digits, ok := strings.CutPrefix(e164, "+")
+	if !ok {
+		return nil
+	}
+	forms := []string{"00" + digits}
+	if countryCode != "" {
+		if national, ok := strings.CutPrefix(digits, countryCode); ok {
+			forms = append(forms, national, "0"+national)
+		}
+	}
+	legacy := forms[:0]
+	for _, f := range forms {
+		if !legacyPhone(f) {
+			continue
+		}
+		if n, err := NormalizePhone(f, countryCode); err == nil && n == e164 {
+			legacy = append(legacy, f)
+		}
+	}
+	return legacy
+}
+
+// legacyPhone reports whether the login before normalisation took s: 6 to
+// 15 digits after an optional "+".
+func legacyPhone(s string) bool {
+	d := strings.TrimPrefix(s, "+")
+	return len(d) >= 6 && len(d) <= 15 && strings.Trim(d, "0123456789") == ""
+}

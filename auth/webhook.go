@@ -11,9 +11,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill"
 )
 
 // The headers of a webhook request.
@@ -74,16 +78,27 @@ func NewWebhookSender(rawURL string, secret []byte, timeout time.Duration) (*Web
 }
 
 // SendCode posts the phone and code. A failed connection, a timeout or an
-// answer other than 2xx is an error. Errors name the endpoint's host, not
-// its URL (which may hold a token) and never the code.
+// answer other than 2xx is an error; it wraps seckill.ErrCodeUnsent when
+// the request was surely not written whole (no connection, a name that did
+// not resolve, a TLS handshake that failed), since only then can the
+// gateway not have the code. Errors name the endpoint's host, not its URL
+// (which may hold a token) and never the code.
 func (s *WebhookSender) SendCode(ctx context.Context, phone, code string) error {
 	body, err := json.Marshal(webhookBody{Phone: phone, Code: code})
 	if err != nil {
-		return fmt.Errorf("login webhook: %w", err)
+		return fmt.Errorf("login webhook: %w: %w", seckill.ErrCodeUnsent, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	// The transport tells when a request was written whole; until it has,
+	// the gateway cannot act on it.
+	var written atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			written.Store(true)
+		}
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("login webhook %s: %w", s.host, err)
+		return fmt.Errorf("login webhook %s: %w: %w", s.host, seckill.ErrCodeUnsent, err)
 	}
 	ts := strconv.FormatInt(s.Now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
@@ -95,12 +110,17 @@ func (s *WebhookSender) SendCode(ctx context.Context, phone, code string) error 
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
+		if !written.Load() {
+			return fmt.Errorf("login webhook %s: %w: %w", s.host, seckill.ErrCodeUnsent, err)
+		}
 		return fmt.Errorf("login webhook %s: %w", s.host, err)
 	}
 	defer res.Body.Close()
 	// Read a little of the answer so the connection can be reused.
 	io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
 	if res.StatusCode < 200 || res.StatusCode > 299 {
+		// The gateway had the request: a proxy's 502 or 504 may come after
+		// the SMS went out, so the code is not taken back.
 		return fmt.Errorf("login webhook %s: answered %s", s.host, res.Status)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill"
 )
 
 var webhookSecret = []byte("webhook-secret-0123456789abcdef-0123")
@@ -143,6 +146,9 @@ func TestWebhookSenderNot2xx(t *testing.T) {
 			if followed.Load() {
 				t.Error("the sender followed a redirect")
 			}
+			if errors.Is(err, seckill.ErrCodeUnsent) {
+				t.Errorf("an answer %d is %v, want it not ErrCodeUnsent: the gateway had the code", status, err)
+			}
 		})
 	}
 }
@@ -167,8 +173,48 @@ func TestWebhookSenderTimeout(t *testing.T) {
 	if !errors.As(err, &timeout) || !timeout.Timeout() {
 		t.Fatalf("SendCode to an endpoint that does not answer = %v, want a timeout", err)
 	}
+	// The endpoint had the request: the code may be on its way.
+	if errors.Is(err, seckill.ErrCodeUnsent) {
+		t.Errorf("a timeout after the request was written is %v, want it not ErrCodeUnsent", err)
+	}
 	if strings.Contains(err.Error(), "987654") || strings.Contains(err.Error(), "t0ps3cret") {
 		t.Errorf("the error %q carries the code or the URL's token", err)
+	}
+}
+
+// TestWebhookSenderUnsent: a request that never reached the endpoint whole
+// (nothing listens, the TLS handshake fails, the send was cancelled before
+// it began) is ErrCodeUnsent.
+func TestWebhookSenderUnsent(t *testing.T) {
+	t.Parallel()
+	// A port nothing listens on: one just closed.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String() + "/sms"
+	ln.Close()
+	// An https URL to a plain HTTP server: the handshake fails.
+	var reached atomic.Int64
+	plain := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer plain.Close()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, tc := range map[string]struct {
+		url string
+		ctx context.Context
+	}{
+		"refused":   {refused, context.Background()},
+		"tls":       {strings.Replace(plain.URL, "http://", "https://", 1) + "/sms", context.Background()},
+		"cancelled": {plain.URL + "/sms", cancelled},
+	} {
+		err := newTestWebhook(t, tc.url, time.Now()).SendCode(tc.ctx, "+8613800138000", "98765432")
+		if !errors.Is(err, seckill.ErrCodeUnsent) {
+			t.Errorf("%s: SendCode = %v, want ErrCodeUnsent", name, err)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the endpoint was reached %d times", n)
 	}
 }
 

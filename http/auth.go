@@ -14,7 +14,11 @@ import (
 // takes an operator and a restart to change, not seconds.
 const loginOffRetryAfter = 5 * time.Minute
 
-func (s *Server) sendCode(w http.ResponseWriter, r *http.Request) {
+// loginHandler is a login route's handler; client is the client's address
+// as the limits read it (IPv6 by /64), empty when there is none.
+type loginHandler func(w http.ResponseWriter, r *http.Request, client string)
+
+func (s *Server) sendCode(w http.ResponseWriter, r *http.Request, _ string) {
 	if s.login == nil {
 		loginOff(w)
 		return
@@ -35,7 +39,7 @@ func (s *Server) sendCode(w http.ResponseWriter, r *http.Request) {
 	}{Sent: true})
 }
 
-func (s *Server) logIn(w http.ResponseWriter, r *http.Request) {
+func (s *Server) logIn(w http.ResponseWriter, r *http.Request, client string) {
 	if s.login == nil {
 		loginOff(w)
 		return
@@ -48,7 +52,7 @@ func (s *Server) logIn(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	token, u, err := s.login.LogIn(r.Context(), req.Phone, req.Code)
+	token, u, err := s.login.LogIn(r.Context(), client, req.Phone, req.Code)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -97,33 +101,36 @@ func newLoginLimits(cfg Config, now func() time.Time) *loginLimits {
 // all, on buckets of its own, before they cost Redis, the database or an
 // SMS anything. Over a limit the answer is 429 rate_limited with
 // Retry-After.
-func (s *Server) limitLogin(next http.HandlerFunc) http.HandlerFunc {
+func (s *Server) limitLogin(next loginHandler) http.HandlerFunc {
 	return s.limitLoginWith(newLoginLimits(s.cfg, time.Now), next)
 }
 
 // limitLoginWith is limitLogin with limits of the caller's, for tests that
 // set the clock.
-func (s *Server) limitLoginWith(l *loginLimits, next http.HandlerFunc) http.HandlerFunc {
-	if l.addrs == nil && l.global == nil {
-		return next
-	}
+func (s *Server) limitLoginWith(l *loginLimits, next loginHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := l.allow(r, l.now()); err != nil {
+		addr, hasAddr := l.client.clientAddr(r)
+		if hasAddr {
+			addr = addrKey(addr)
+		}
+		if err := l.allow(addr, hasAddr, l.now()); err != nil {
 			s.error(w, r, err)
 			return
 		}
-		next(w, r)
+		client := ""
+		if hasAddr {
+			client = addr.String()
+		}
+		next(w, r, client)
 	}
 }
 
-// allow takes a token, at now, from the address's bucket, then from the
-// global one. The address comes first so that one client over its own
-// limit does not drain everyone's; a client refused for the global
-// bucket's sake gets its token back.
-func (l *loginLimits) allow(r *http.Request, now time.Time) error {
-	addr, hasAddr := l.client.clientAddr(r)
+// allow takes a token, at now, from the bucket of the address (if the
+// client has one), then from the global one. The address comes first so
+// that one client over its own limit does not drain everyone's; a client
+// refused for the global bucket's sake gets its token back.
+func (l *loginLimits) allow(addr netip.Addr, hasAddr bool, now time.Time) error {
 	if hasAddr {
-		addr = addrKey(addr)
 		if ok, wait := l.addrs.AllowAt(addr, now); !ok {
 			return refusal("too many login requests from this address", wait)
 		}

@@ -34,7 +34,7 @@ func newLoginLimitEnv(t *testing.T, cfg Config) *loginLimitEnv {
 		t.Fatal(err)
 	}
 	e := &loginLimitEnv{t: t, clock: newRateClock()}
-	e.h = s.limitLoginWith(newLoginLimits(s.cfg, e.clock.now), func(w http.ResponseWriter, r *http.Request) {
+	e.h = s.limitLoginWith(newLoginLimits(s.cfg, e.clock.now), func(http.ResponseWriter, *http.Request, string) {
 		e.passed.Add(1)
 	})
 	return e
@@ -135,9 +135,9 @@ type countingLogin struct {
 	issued, redeemed, sent, users atomic.Int64
 }
 
-func (c *countingLogin) IssueCode(context.Context, string, string) error {
+func (c *countingLogin) IssueCode(context.Context, string, string) (bool, error) {
 	c.issued.Add(1)
-	return nil
+	return true, nil
 }
 
 func (c *countingLogin) RedeemCode(context.Context, string, string) error {
@@ -147,12 +147,16 @@ func (c *countingLogin) RedeemCode(context.Context, string, string) error {
 
 func (c *countingLogin) WithdrawCode(context.Context, string, string) error { return nil }
 
+func (c *countingLogin) SpendGuess(context.Context, string, seckill.GuessLimits) error { return nil }
+
+func (c *countingLogin) RefundGuess(context.Context, string) error { return nil }
+
 func (c *countingLogin) SendCode(context.Context, string, string) error {
 	c.sent.Add(1)
 	return nil
 }
 
-func (c *countingLogin) EnsureUser(context.Context, string) (*seckill.User, bool, error) {
+func (c *countingLogin) EnsureUser(context.Context, string, ...string) (*seckill.User, bool, error) {
 	c.users.Add(1)
 	return nil, false, errors.New("not reached")
 }
@@ -181,7 +185,7 @@ func TestLoginRoutesRateLimited(t *testing.T) {
 		return w
 	}
 	code := `{"phone":"+8613800138000"}`
-	login := `{"phone":"+8613800138000","code":"123456"}`
+	login := `{"phone":"+8613800138000","code":"12345678"}`
 	if w := post("/api/auth/code", code); w.Code != 200 {
 		t.Fatalf("first code request = %d %s", w.Code, w.Body)
 	}

@@ -239,15 +239,15 @@ type fakeLogin struct {
 	users map[string]int64
 }
 
-func (f *fakeLogin) IssueCode(_ context.Context, phone, code string) error {
+func (f *fakeLogin) IssueCode(_ context.Context, phone, code string) (bool, error) {
 	f.add("IssueCode " + phone)
 	if f.err != nil {
-		return f.err
+		return false, f.err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.codes[phone] = code
-	return nil
+	return true, nil
 }
 
 func (f *fakeLogin) RedeemCode(_ context.Context, phone, code string) error {
@@ -266,6 +266,10 @@ func (f *fakeLogin) RedeemCode(_ context.Context, phone, code string) error {
 
 func (f *fakeLogin) WithdrawCode(context.Context, string, string) error { return nil }
 
+func (f *fakeLogin) SpendGuess(context.Context, string, seckill.GuessLimits) error { return nil }
+
+func (f *fakeLogin) RefundGuess(context.Context, string) error { return nil }
+
 func (f *fakeLogin) SendCode(context.Context, string, string) error { return nil }
 
 func (f *fakeLogin) code(phone string) string {
@@ -274,7 +278,7 @@ func (f *fakeLogin) code(phone string) string {
 	return f.codes[phone]
 }
 
-func (f *fakeLogin) EnsureUser(_ context.Context, phone string) (*seckill.User, bool, error) {
+func (f *fakeLogin) EnsureUser(_ context.Context, phone string, _ ...string) (*seckill.User, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id, ok := f.users[phone]

@@ -507,7 +507,7 @@ func TestServicesOff(t *testing.T) {
 		{"POST", "/api/admin/vouchers/7/reconcile", e.admin, nil, "1"},
 		{"GET", "/api/admin/stats", e.admin, nil, "1"},
 		{"POST", "/api/auth/code", "", map[string]string{"phone": "+8613800138000"}, "300"},
-		{"POST", "/api/auth/login", "", map[string]string{"phone": "+8613800138000", "code": "123456"}, "300"},
+		{"POST", "/api/auth/login", "", map[string]string{"phone": "+8613800138000", "code": "12345678"}, "300"},
 	} {
 		res := e.do(r.method, r.path, r.token, r.body)
 		wantError(t, res, 503, "unavailable")
@@ -555,7 +555,7 @@ func TestServiceErrors(t *testing.T) {
 				case "/api/auth/code":
 					body = map[string]string{"phone": "+8613800138000"}
 				case "/api/auth/login":
-					body = map[string]string{"phone": "+8613800138000", "code": "123456"}
+					body = map[string]string{"phone": "+8613800138000", "code": "12345678"}
 				}
 				token := map[string]string{"admin": e.admin, "buyer": e.buyer}[r.token]
 				res := e.do(r.method, r.path, token, body)

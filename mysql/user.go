@@ -13,12 +13,15 @@ const (
 	insertUserSQL        = `INSERT INTO users (phone, created_at) VALUES (?, ?)`
 	selectUserSQL        = `SELECT id, phone, created_at FROM users WHERE id = ?`
 	selectUserByPhoneSQL = `SELECT id, phone, created_at FROM users WHERE phone = ?`
+	// adoptUserSQL rewrites a legacy phone, if the row still has it.
+	adoptUserSQL = `UPDATE users SET phone = ? WHERE id = ? AND phone = ?`
 )
 
-// EnsureUser returns the user with the phone number, creating one if there
-// is none. When concurrent calls race to create it, the unique phone lets
-// one insert win; the others find its row.
-func (s *Store) EnsureUser(ctx context.Context, phone string) (_ *seckill.User, _ bool, err error) {
+// EnsureUser returns the user with the phone number, else the user of one
+// of its legacy forms, rewritten to phone, else a new user. When concurrent
+// calls race to create it, the unique phone lets one insert win; the others
+// find its row.
+func (s *Store) EnsureUser(ctx context.Context, phone string, legacy ...string) (_ *seckill.User, _ bool, err error) {
 	defer s.closeReadOnly(&err)
 	// Most logins are of known users: look first, which also spares the
 	// AUTO_INCREMENT counter an id per failed insert.
@@ -28,6 +31,15 @@ func (s *Store) EnsureUser(ctx context.Context, phone string) (_ *seckill.User, 
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return nil, false, fmt.Errorf("mysql: ensure user: %w", dbErr(err))
+	}
+	if len(legacy) > 0 {
+		u, err := s.adoptLegacyUser(ctx, phone, legacy)
+		if err != nil {
+			return nil, false, fmt.Errorf("mysql: ensure user: adopt a legacy user: %w", dbErr(err))
+		}
+		if u != nil {
+			return u, false, nil
+		}
 	}
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertUserSQL, phone, created)
@@ -48,6 +60,50 @@ func (s *Store) EnsureUser(ctx context.Context, phone string) (_ *seckill.User, 
 		return nil, false, fmt.Errorf("mysql: ensure user: read the user created at the same time: %w", dbErr(err))
 	}
 	return u, false, nil
+}
+
+// adoptLegacyUser makes the oldest user stored under one of the legacy
+// forms of phone the phone's user, and returns it; nil when there is none.
+// The rewrite is conditional, and the phone unique: of concurrent calls,
+// one rewrites and the others read the phone's user.
+func (s *Store) adoptLegacyUser(ctx context.Context, phone string, legacy []string) (*seckill.User, error) {
+	var old *seckill.User
+	for _, l := range legacy {
+		u, err := scanUser(s.db.QueryRowContext(ctx, selectUserByPhoneSQL, l))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if old == nil || u.ID < old.ID {
+			old = u
+		}
+	}
+	if old == nil {
+		return nil, nil
+	}
+	res, err := s.db.ExecContext(ctx, adoptUserSQL, phone, old.ID, old.Phone)
+	switch {
+	case err == nil:
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, err
+		}
+		if n == 1 {
+			old.Phone = phone
+			return old, nil
+		}
+	case !isUniqueViolation(err):
+		return nil, err
+	}
+	// Another call took the phone first: it rewrote the same row, or made
+	// a user of the phone; either is the phone's user.
+	u, err := scanUser(s.db.QueryRowContext(ctx, selectUserByPhoneSQL, phone))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return u, err
 }
 
 // User returns the user with the id, or an error wrapping

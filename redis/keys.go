@@ -93,6 +93,20 @@ func (k keyspace) login(phone string) loginKeys {
 	}
 }
 
+// guessKeys are the counts of login attempts that bound guessing codes
+// (spend_guess.lua). They share the hash tag {login}, so that one script
+// counts a client's and everyone's together; the login routes' rate limits
+// keep that one slot's traffic small.
+type guessKeys struct {
+	Global string // string: attempts counted this window, all clients
+	Client string // string: the same, of one client address
+}
+
+func (k keyspace) guesses(client string) guessKeys {
+	tag := k.prefix + ":{login}:guesses"
+	return guessKeys{Global: tag, Client: tag + ":" + client}
+}
+
 // fenceKeys are the keys that record which Redis server the data was last
 // checked against (see fence.go).
 type fenceKeys struct {

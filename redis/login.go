@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -19,25 +20,23 @@ const (
 )
 
 // IssueCode stores code as the phone's login code for CodeTTL, unless a code
-// was issued for the phone within CodeCooldown.
-func (c *Client) IssueCode(ctx context.Context, phone, code string) error {
+// was issued for the phone within CodeCooldown: then it changes nothing and
+// issued is false.
+func (c *Client) IssueCode(ctx context.Context, phone, code string) (issued bool, err error) {
 	k := c.keys.login(phone)
 	wait, err := c.scripts.get("issue_code").Exec(ctx, c.rdb,
 		[]string{k.Code, k.Tries, k.Cooldown},
 		[]string{code, ms(CodeTTL), ms(CodeCooldown)}).AsInt64()
 	if err != nil {
-		return redisErr("issue login code", err)
+		return false, redisErr("issue login code", err)
 	}
-	if wait > 0 {
-		retry := time.Duration(wait) * time.Millisecond
-		return &seckill.Error{
-			Kind:       seckill.ErrRateLimited,
-			Message:    "a code was sent to this phone less than a minute ago; wait before asking again",
-			RetryAfter: retry,
-		}
-	}
-	return nil
+	return wait == 0, nil
 }
+
+// wrongCode is the one answer to a code that did not log in, whether it was
+// wrong, used, expired, voided or never issued: another would tell whether
+// the phone has a code outstanding.
+const wrongCode = "the code is wrong, used or expired; check it, or ask for a new one"
 
 // RedeemCode consumes the phone's code if code matches it.
 func (c *Client) RedeemCode(ctx context.Context, phone, code string) error {
@@ -48,16 +47,10 @@ func (c *Client) RedeemCode(ctx context.Context, phone, code string) error {
 	if err != nil {
 		return redisErr("redeem login code", err)
 	}
-	switch {
-	case n == 0:
-		return nil
-	case n == -1:
-		return seckill.Errorf(seckill.ErrUnauthorized, "no valid code for this phone; ask for a new one")
-	case n == -2:
-		return seckill.Errorf(seckill.ErrUnauthorized, "wrong code; too many wrong tries, ask for a new one")
-	default:
-		return seckill.Errorf(seckill.ErrUnauthorized, "wrong code; %d tries left", n)
+	if n != 0 {
+		return seckill.Errorf(seckill.ErrUnauthorized, wrongCode)
 	}
+	return nil
 }
 
 // WithdrawCode takes back the phone's code if it is still code, with the
@@ -68,6 +61,56 @@ func (c *Client) WithdrawCode(ctx context.Context, phone, code string) error {
 	if err := c.scripts.get("withdraw_code").Exec(ctx, c.rdb,
 		[]string{k.Code, k.Tries, k.Cooldown}, []string{code}).Error(); err != nil {
 		return redisErr("withdraw login code", err)
+	}
+	return nil
+}
+
+// SpendGuess counts a login attempt against the allowances of lim, kept in
+// Redis so that they bound every instance together.
+func (c *Client) SpendGuess(ctx context.Context, client string, lim seckill.GuessLimits) error {
+	if !lim.On() {
+		return nil
+	}
+	perClient := lim.PerClient
+	if client == "" {
+		perClient = 0
+	}
+	k := c.keys.guesses(client)
+	res, err := c.scripts.get("spend_guess").Exec(ctx, c.rdb,
+		[]string{k.Global, k.Client},
+		[]string{strconv.FormatInt(max(lim.Global, 0), 10), strconv.FormatInt(max(perClient, 0), 10), ms(lim.Window)}).ToArray()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("spend_guess answered %d values, want 2", len(res))
+	}
+	var (
+		wait int64
+		who  string
+	)
+	if err == nil {
+		wait, err = res[0].AsInt64()
+	}
+	if err == nil {
+		who, err = res[1].ToString()
+	}
+	if err != nil {
+		return redisErr("count a login attempt", err)
+	}
+	if wait <= 0 {
+		return nil
+	}
+	msg := "too many wrong login codes from this address; try again later"
+	if who == "global" {
+		msg = "too many wrong login codes on this service; try again later"
+	}
+	return &seckill.Error{Kind: seckill.ErrRateLimited, Message: msg, RetryAfter: time.Duration(wait) * time.Millisecond}
+}
+
+// RefundGuess gives back an attempt SpendGuess counted.
+func (c *Client) RefundGuess(ctx context.Context, client string) error {
+	k := c.keys.guesses(client)
+	if err := c.scripts.get("refund_guess").Exec(ctx, c.rdb,
+		[]string{k.Global, k.Client}, nil).Error(); err != nil {
+		return redisErr("give back a login attempt", err)
 	}
 	return nil
 }

@@ -59,6 +59,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"UnendedVouchers", s.testUnendedVouchers},
 		{"EnsureUser/CreateThenGet", s.testEnsureUser},
 		{"EnsureUser/Concurrent", s.testEnsureUserConcurrent},
+		{"EnsureUser/Legacy", s.testEnsureUserLegacy},
+		{"EnsureUser/LegacyConcurrent", s.testEnsureUserLegacyConcurrent},
 		{"User/NotFound", s.testUserNotFound},
 		{"SaveOrders/Empty", s.testSaveOrdersEmpty},
 		{"SaveOrders/Outcomes", s.testSaveOrdersOutcomes},

@@ -100,6 +100,104 @@ func (s suite) testEnsureUserConcurrent(t *testing.T) {
 	}
 }
 
+// testEnsureUserLegacy: a user stored under a legacy form of a phone
+// (before phones were normalised) becomes the phone's user, its row
+// rewritten; the oldest of several; never one where the phone has a user
+// already, which is left as it is.
+func (s suite) testEnsureUserLegacy(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	ensure := func(phone string, legacy ...string) (*seckill.User, bool) {
+		t.Helper()
+		u, created, err := st.EnsureUser(ctx, phone, legacy...)
+		if err != nil {
+			t.Fatalf("EnsureUser(%q, %q): %v", phone, legacy, err)
+		}
+		return u, created
+	}
+	phoneOf := func(id int64) string {
+		t.Helper()
+		u, err := st.User(ctx, id)
+		if err != nil {
+			t.Fatalf("User(%d): %v", id, err)
+		}
+		return u.Phone
+	}
+
+	old, _ := ensure("13800138000")
+	u, created := ensure("+8613800138000", "008613800138000", "13800138000", "013800138000")
+	if created || u.ID != old.ID || u.Phone != "+8613800138000" || !u.CreatedAt.Equal(old.CreatedAt) {
+		t.Errorf("EnsureUser with a legacy user = %+v, created %v; want user %d as +8613800138000, created %v", u, created, old.ID, old.CreatedAt)
+	}
+	if p := phoneOf(old.ID); p != "+8613800138000" {
+		t.Errorf("the legacy user's stored phone is %q, want it rewritten to +8613800138000", p)
+	}
+	if again, created := ensure("+8613800138000"); created || again.ID != old.ID {
+		t.Errorf("EnsureUser after the rewrite = user %d, created %v; want %d", again.ID, created, old.ID)
+	}
+
+	// Several legacy users: the oldest is the phone's, the other stays.
+	first, _ := ensure("13900139000")
+	second, _ := ensure("008613900139000")
+	if u, _ := ensure("+8613900139000", "008613900139000", "13900139000"); u.ID != first.ID {
+		t.Errorf("of legacy users %d and %d, user %d became the phone's; want the oldest", first.ID, second.ID, u.ID)
+	}
+	if p := phoneOf(second.ID); p != "008613900139000" {
+		t.Errorf("the other legacy user's phone became %q; want it left", p)
+	}
+
+	// Both forms have a user: neither is merged, the phone's is returned.
+	legacy, _ := ensure("13700137000")
+	current, _ := ensure("+8613700137000")
+	if u, created := ensure("+8613700137000", "13700137000"); created || u.ID != current.ID {
+		t.Errorf("with both forms stored, EnsureUser = user %d, created %v; want %d", u.ID, created, current.ID)
+	}
+	if p := phoneOf(legacy.ID); p != "13700137000" {
+		t.Errorf("the legacy user's phone became %q; want it left", p)
+	}
+
+	// Legacy forms nobody has: a new user.
+	if u, created := ensure("+8613600136000", "13600136000"); !created || u.Phone != "+8613600136000" {
+		t.Errorf("EnsureUser with unused legacy forms = %+v, created %v; want a new user", u, created)
+	}
+}
+
+// testEnsureUserLegacyConcurrent: concurrent first logins of a legacy
+// user all get it, and none creates a user.
+func (s suite) testEnsureUserLegacyConcurrent(t *testing.T) {
+	st := s.store(t)
+	old, _, err := st.EnsureUser(t.Context(), "13500135000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	type result struct {
+		u       *seckill.User
+		created bool
+		err     error
+	}
+	results := make([]result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			<-start
+			u, created, err := st.EnsureUser(t.Context(), "+8613500135000", "008613500135000", "13500135000", "013500135000")
+			results[i] = result{u, created, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, r := range results {
+		switch {
+		case r.err != nil:
+			t.Errorf("EnsureUser call %d: %v", i, r.err)
+		case r.u.ID != old.ID || r.created:
+			t.Errorf("EnsureUser call %d = user %d, created %v; want the legacy user %d", i, r.u.ID, r.created, old.ID)
+		}
+	}
+}
+
 func (s suite) testUserNotFound(t *testing.T) {
 	st := s.store(t)
 	u, _, err := st.EnsureUser(t.Context(), "13600000000")

@@ -71,6 +71,8 @@ type Config struct {
 	LoginRateAddrBurst   int
 	LoginRateGlobal      float64 // login requests a second from all clients
 	LoginRateGlobalBurst int
+	LoginWrongAddr       int64 // wrong login codes an hour per client address
+	LoginWrongGlobal     int64 // wrong login codes an hour from all clients, all instances
 }
 
 func (c *Config) limitFlags(fs *flag.FlagSet) {

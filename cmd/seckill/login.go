@@ -20,6 +20,8 @@ func (c *Config) loginFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.LoginRateAddrBurst, "login-rate-addr-burst", 10, "login requests an address may make at once above --login-rate-addr")
 	fs.Float64Var(&c.LoginRateGlobal, "login-rate-global", 100, "requests a second all clients together may make to each login route: a bound on the codes sent (0: no limit)")
 	fs.IntVar(&c.LoginRateGlobalBurst, "login-rate-global-burst", 1000, "login requests all clients may make at once above --login-rate-global")
+	fs.Int64Var(&c.LoginWrongAddr, "login-wrong-addr", auth.DefaultGuesses.PerClient, "wrong login codes an hour each client address may try, on all instances together (0: no limit)")
+	fs.Int64Var(&c.LoginWrongGlobal, "login-wrong-global", auth.DefaultGuesses.Global, "wrong login codes an hour all clients together may try, on all instances: the bound on guessing codes (0: no limit)")
 }
 
 // newLogin returns the phone-code login of c, or nil (login off) on real
@@ -29,6 +31,9 @@ func newLogin(c *Config, embedded bool, codes seckill.LoginCodes, users seckill.
 	country, err := auth.ParseCountryCode(c.LoginCountryCode)
 	if err != nil {
 		return nil, fmt.Errorf("--login-country-code: %w", err)
+	}
+	if c.LoginWrongAddr < 0 || c.LoginWrongGlobal < 0 {
+		return nil, errors.New("--login-wrong-addr and --login-wrong-global must not be negative")
 	}
 	sender, err := codeSender(c, embedded, logger)
 	if err != nil || sender == nil {
@@ -41,6 +46,10 @@ func newLogin(c *Config, embedded bool, codes seckill.LoginCodes, users seckill.
 		Tokens:      tokens,
 		TokenTTL:    c.TokenTTL,
 		CountryCode: country,
+		// Past the webhook's own timeout, so that it is the one that ends
+		// a slow send.
+		SendTimeout: c.LoginWebhookTimeout + time.Second,
+		Guesses:     seckill.GuessLimits{PerClient: c.LoginWrongAddr, Global: c.LoginWrongGlobal, Window: auth.DefaultGuesses.Window},
 		Logger:      logger,
 	}, nil
 }

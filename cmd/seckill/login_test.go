@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 )
 
@@ -66,6 +68,21 @@ func TestNewLoginCountryCode(t *testing.T) {
 	}
 }
 
+// TestNewLoginGuesses: the allowances of wrong codes are on by default,
+// per hour, and set by flags.
+func TestNewLoginGuesses(t *testing.T) {
+	c, logs := loginConfig(t)
+	l, err := newLogin(c, true, nil, nil, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil || l.Guesses != auth.DefaultGuesses || !l.Guesses.On() {
+		t.Fatalf("newLogin = %+v, %v; want the default allowances %+v", l, err, auth.DefaultGuesses)
+	}
+	c, logs = loginConfig(t, "--login-wrong-addr=0", "--login-wrong-global=500")
+	l, err = newLogin(c, true, nil, nil, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	if want := (seckill.GuessLimits{Global: 500, Window: time.Hour}); err != nil || l.Guesses != want {
+		t.Fatalf("newLogin = %+v, %v; want the allowances %+v", l, err, want)
+	}
+}
+
 func TestNewLoginRefuses(t *testing.T) {
 	const secret = "webhook-secret-0123456789abcdef-0123"
 	for name, args := range map[string][]string{
@@ -75,6 +92,7 @@ func TestNewLoginRefuses(t *testing.T) {
 		"not a URL":          {"--login-webhook-url=sms.example", "--login-webhook-secret=" + secret},
 		"zero timeout":       {"--login-webhook-url=https://sms.example/send", "--login-webhook-secret=" + secret, "--login-webhook-timeout=0s"},
 		"bad country code":   {"--login-country-code=086"},
+		"negative wrong":     {"--login-wrong-global=-1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, logs := loginConfig(t, args...)
