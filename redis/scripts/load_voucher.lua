@@ -28,7 +28,7 @@ end
 local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
 -- A new epoch: a rebuild in flight for the state replaced stops.
 local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[4], '0', 'MKSTREAM')
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'gen', ARGV[5], 'epoch', tostring(epoch))
 redis.call('SET', KEYS[1], ARGV[1])

@@ -39,7 +39,7 @@ end
 if (redis.call('HGET', KEYS[2], 'gen') or '0') ~= ARGV[1] then
   local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
   local epoch = tostring(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1)
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
   redis.call('HSET', KEYS[2], 'gen', ARGV[1], 'epoch', epoch)
   hold()
   local replaced = 0
@@ -53,7 +53,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     ensure_group()
     return {0, redis.call('HGET', KEYS[2], 'epoch') or '0', 0}
   end
-  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call('UNLINK', KEYS[1], KEYS[3])
   redis.call('HINCRBY', KEYS[2], 'epoch', 1)
 end
 hold()

@@ -13,8 +13,8 @@
 --
 -- Returns the new epoch.
 if ARGV[1] == '1' then
-  redis.call('DEL', KEYS[1])
+  redis.call('UNLINK', KEYS[1])
 else
-  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call('UNLINK', KEYS[1], KEYS[3])
 end
 return redis.call('HINCRBY', KEYS[2], 'epoch', 1)
