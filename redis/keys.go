@@ -20,6 +20,8 @@ type voucherKeys struct {
 	// Meta is a hash: begin and end of the sale window (unix ms); gen, the
 	// voucher's generation (seckill.Voucher.Generation; absent means 0);
 	// epoch, bumped by each unload so that a rebuild in flight stops.
+	// Once the voucher is dropped past its retention it is a tombstone
+	// (dropped, gen, epoch) for a while (see DropVoucher).
 	Meta   string
 	Buyers string // hash: user id -> order id
 	Orders string // stream: admitted orders, read by the workers' group

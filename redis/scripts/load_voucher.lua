@@ -7,7 +7,7 @@
 -- may have admitted buyers since: nothing changes. State of another
 -- generation under the voucher's id is stale (a database reset, or two
 -- databases sharing one key prefix) and is replaced: buyers, stream and dead
--- letters.
+-- letters; so is the tombstone of a voucher dropped past its retention.
 --
 -- KEYS[1] stock   string: units left to admit
 -- KEYS[2] meta    hash: begin, end (unix milliseconds), gen, epoch
@@ -22,7 +22,7 @@
 --
 -- Returns 1 if it replaced state Redis held for the id, 0 if it loaded the
 -- voucher into an empty place, -1 if this generation was there already.
-if redis.call('HGET', KEYS[2], 'gen') == ARGV[5] then
+if redis.call('HGET', KEYS[2], 'gen') == ARGV[5] and redis.call('HEXISTS', KEYS[2], 'dropped') == 0 then
   return -1
 end
 local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
