@@ -27,7 +27,7 @@ const embeddedIdentity = "embedded"
 //
 // On a Cluster it names every master, with its slots: "first-last=run/
 // replid" for each, in slot order. A failover of any master, or a reshard,
-// changes it: the data of every voucher is then checked again.
+// changes it; StaleSince then says whose data may be older.
 func (c *Client) Identity(ctx context.Context) (string, error) {
 	if c.embedded {
 		return embeddedIdentity, nil
@@ -135,6 +135,108 @@ func parseIdentity(info string) (string, error) {
 	return run + "/" + repl, nil
 }
 
+// StaleSince says, of the data checked against the server named fence,
+// which vouchers' may be older now that the server is identity: nil when
+// none can be, else a func that tells for each voucher.
+//
+// On one server (or Sentinel's master) any change may have brought older
+// data: every voucher. On a Cluster a master's data is as checked while
+// the master keeps its identity: run id and replication id never come
+// back once changed (a restart makes a new run id, a promotion a new
+// replication id), so a master that shows the identity it had at the check
+// has had it throughout, never restarted nor failed over. A slot that
+// moved from one such master to another (a reshard: MIGRATE carries the
+// keys, data and all, and deletes them at the source) holds data as
+// current as it was. What may be older: the slots of a master whose
+// identity changed or that is gone (a restart, a failover, its data
+// maybe from a replica that lagged), those of a master not checked (a new
+// one; it may have restarted after slots came to it), and, whenever any
+// master changed or came or went, every slot that moved (it may have
+// moved through that master). A slot that came back to the master it was
+// with, through a master that came and went between two checks, is not
+// seen: the checks run every second on every instance.
+func (c *Client) StaleSince(fence, identity string) func(voucherID int64) bool {
+	if fence == identity {
+		return nil
+	}
+	slots, all := staleSlots(fence, identity)
+	if all {
+		return func(int64) bool { return true }
+	}
+	if slots == nil {
+		return nil
+	}
+	return func(id int64) bool { return slots[keySlot(c.keys.voucher(id).Stock)] }
+}
+
+// clusterSlots is the master's identity for each slot, "" for a slot no
+// master is named for.
+type clusterSlots [16384]string
+
+// parseClusterIdentity reads a Cluster's identity ("0-10+20-30=run/replid,
+// …", see Identity); false if it is not one (a single server's).
+func parseClusterIdentity(identity string) (*clusterSlots, bool) {
+	var slots clusterSlots
+	if !strings.Contains(identity, "=") {
+		return nil, false
+	}
+	for _, part := range strings.Split(identity, ",") {
+		ranges, id, ok := strings.Cut(part, "=")
+		if !ok || id == "" {
+			return nil, false
+		}
+		for _, r := range strings.Split(ranges, "+") {
+			lo, hi, ok := strings.Cut(r, "-")
+			first, err1 := strconv.Atoi(lo)
+			last, err2 := strconv.Atoi(hi)
+			if !ok || err1 != nil || err2 != nil || first < 0 || last >= len(slots) || first > last {
+				return nil, false
+			}
+			for s := first; s <= last; s++ {
+				slots[s] = id
+			}
+		}
+	}
+	return &slots, true
+}
+
+// staleSlots returns the slots whose data may be older since the check of
+// fence, the Cluster now being identity (see StaleSince): all when either
+// is not a Cluster's, nil when none.
+func staleSlots(fence, identity string) (slots *[16384]bool, all bool) {
+	was, ok1 := parseClusterIdentity(fence)
+	now, ok2 := parseClusterIdentity(identity)
+	if !ok1 || !ok2 {
+		return nil, true
+	}
+	checked, current := map[string]bool{}, map[string]bool{}
+	for s := range was {
+		checked[was[s]] = true
+		current[now[s]] = true
+	}
+	delete(checked, "")
+	delete(current, "")
+	same := len(checked) == len(current)
+	for id := range checked {
+		same = same && current[id]
+	}
+	var stale [16384]bool
+	found := false
+	for s := range was {
+		f, c := was[s], now[s]
+		// With the same master, unchanged; or moved while every master
+		// stayed as checked.
+		if f != "" && (f == c || (c != "" && same)) {
+			continue
+		}
+		stale[s], found = true, true
+	}
+	if !found {
+		return nil, false
+	}
+	return &stale, false
+}
+
 // Fence returns the identity of the server that the data was last checked
 // against, as recorded with the data; "" if none is (a new deployment, or
 // Redis lost everything).
@@ -169,6 +271,31 @@ func (c *Client) RenewCheck(ctx context.Context, token string, ttl time.Duration
 		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
 	if err != nil {
 		return false, redisErr("renew the check of the server", err)
+	}
+	return n == 1, nil
+}
+
+// LockRebuilds takes the rebuilding of the vouchers a check unloaded for
+// the caller (token) for ttl, unless another instance holds it, and
+// reports whether it did.
+func (c *Client) LockRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	err := c.rdb.Do(ctx, c.rdb.B().Set().Key(c.keys.fence().Rebuilds).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, redisErr("lock the rebuilds", err)
+	}
+	return true, nil
+}
+
+// RenewRebuilds extends the caller's hold on the rebuilds by ttl, or ends
+// it when ttl is 0, and reports false if it no longer held it.
+func (c *Client) RenewRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	n, err := c.scripts.get("fence_renew").Exec(ctx, c.rdb, []string{c.keys.fence().Rebuilds},
+		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
+	if err != nil {
+		return false, redisErr("renew the rebuilds", err)
 	}
 	return n == 1, nil
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,4 +54,54 @@ func TestArmLoadsNothingBeforeTheCheck(t *testing.T) {
 	}
 	mustLoad(t, c, onSale(1, 5))
 	mustAdmit(t, c, 1, 1, 1)
+}
+
+// TestStaleSlots: which slots' data may be older since the check, by how
+// the servers changed (see StaleSince).
+func TestStaleSlots(t *testing.T) {
+	t.Parallel()
+	const all = "all"
+	for _, tc := range []struct {
+		name, fence, now string
+		want             string // the stale slot ranges, "" for none, or all
+	}{
+		{"a single server restarted", "r1/x", "r2/x", all},
+		{"no fence yet", "", "0-16383=A", all},
+		{"a single server became a Cluster", "r1/x", "0-16383=A", all},
+		{"a Cluster became a single server", "0-16383=A", "r1/x", all},
+		{"a fence not understood", "0-99=A,junk", "0-16383=A", all},
+		{"a reshard between masters that did not change", "0-99=A,100-16383=B", "0-49=A,50-16383=B", ""},
+		{"slots in several ranges", "0-99+200-299=A,100-199+300-16383=B", "0-299=A,300-16383=B", ""},
+		{"a failover", "0-99=A,100-16383=B", "0-99=A,100-16383=C", "100-16383"},
+		{"a failover and a reshard", "0-99=A,100-199=B,200-16383=D", "0-49=A,50-99+200-16383=D,100-199=E", "50-199"},
+		{"a new master given slots", "0-16383=A", "0-99=N,100-16383=A", "0-99"},
+		{"a master drained and removed", "0-99=N,100-16383=A", "0-16383=A", "0-99"},
+		{"slots no master serves", "0-99=A,100-16383=B", "0-99=A,200-16383=B", "100-199"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slots, isAll := staleSlots(tc.fence, tc.now)
+			got := ""
+			switch {
+			case isAll:
+				got = all
+			case slots != nil:
+				var ranges []string
+				for s := 0; s < len(slots); s++ {
+					if !slots[s] {
+						continue
+					}
+					e := s
+					for e+1 < len(slots) && slots[e+1] {
+						e++
+					}
+					ranges = append(ranges, strconv.Itoa(s)+"-"+strconv.Itoa(e))
+					s = e
+				}
+				got = strings.Join(ranges, "+")
+			}
+			if got != tc.want {
+				t.Errorf("staleSlots(%q, %q) = %q, want %q", tc.fence, tc.now, got, tc.want)
+			}
+		})
+	}
 }

@@ -100,11 +100,14 @@ func (k keyspace) login(phone string) loginKeys {
 type fenceKeys struct {
 	Fence string // hash: identity -> the server identity the data was checked on
 	Lock  string // string: the token of the instance checking it now
+	// Rebuilds is a string: the token of the instance rebuilding the
+	// vouchers a check unloaded.
+	Rebuilds string
 }
 
 func (k keyspace) fence() fenceKeys {
 	tag := k.prefix + ":{fence}:"
-	return fenceKeys{Fence: tag + "identity", Lock: tag + "lock"}
+	return fenceKeys{Fence: tag + "identity", Lock: tag + "lock", Rebuilds: tag + "rebuilds"}
 }
 
 // nodes is the hash of node-id leases for order ids.
