@@ -1,6 +1,7 @@
 package seckill
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,14 +26,20 @@ import (
 // the server's script cache only by an instance that checked the fence
 // (ArmAdmission), and a server that restarted or failed over has an empty
 // script cache, so every admission there stops with ErrCacheUnverified
-// until an instance has rebuilt the open vouchers from the database
-// ([VoucherService.Recover]).
+// until an instance has unloaded the open vouchers whose data may be older
+// ([VoucherService.Recover]); each is then rebuilt from the database
+// before it is sold again.
 type CacheGuard interface {
 	// Identity names the cache server process and the history of its data.
 	Identity(ctx context.Context) (string, error)
 	// Fence returns the identity recorded with the data when it was last
 	// checked; "" if none is.
 	Fence(ctx context.Context) (string, error)
+	// StaleSince says, of the data checked against the server named
+	// fence, which vouchers' may be older now that the server is identity:
+	// nil when none can be (a Cluster whose slots moved between masters
+	// that did not change), else a func that tells for each voucher.
+	StaleSince(fence, identity string) func(voucherID int64) bool
 	// LockCheck takes the check for token for ttl unless another instance
 	// holds it, and reports whether it did.
 	LockCheck(ctx context.Context, token string, ttl time.Duration) (bool, error)
@@ -46,6 +54,13 @@ type CacheGuard interface {
 	// DisarmAdmission stops every instance's admissions until one arms
 	// them again.
 	DisarmAdmission(ctx context.Context) error
+	// LockRebuilds takes the rebuilding of the open vouchers the cache
+	// does not hold for token for ttl, unless another instance holds it,
+	// and reports whether it did.
+	LockRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error)
+	// RenewRebuilds extends token's hold on the rebuilds, or ends it when
+	// ttl is 0; false if it lost it.
+	RenewRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error)
 }
 
 func (s *VoucherService) checkLease() time.Duration {
@@ -58,17 +73,21 @@ func (s *VoucherService) checkLease() time.Duration {
 // Recover makes admission safe on the cache server now running. If the
 // server is the one the data was last checked against, it only lets
 // admissions run there. Otherwise (Redis restarted, failed over, or lost
-// its data) one instance stops every instance's admissions, unloads and
-// rebuilds every voucher on sale from the database and its queued orders,
-// records the server as checked, and lets admissions run again; the others
-// wait for it, up to CheckWait. Calls in this process share one check,
-// which runs apart from their contexts. A failure is ErrUnavailable.
+// its data) one instance stops every instance's admissions, unloads every
+// voucher on sale or within the retention whose data may be older (on a
+// Cluster, those of the masters that changed), records the server as
+// checked, and lets admissions run again; the others wait for it, up to
+// CheckWait. Unloading is quick whatever the vouchers' sizes; each voucher
+// unloaded is rebuilt from the database and its queued orders before it is
+// sold again: by the first buy of it, at start (Restore, those on sale),
+// and by a CacheWatch in the background, those on sale first. Calls in this
+// process share one check, which runs apart from their contexts. A failure
+// is ErrUnavailable.
 func (s *VoucherService) Recover(ctx context.Context) error {
 	ch := s.checks.DoChan("check", func() (any, error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rebuildTimeout()+s.checkWait())
 		defer cancel()
-		_, err := s.check(cctx)
-		return nil, err
+		return nil, s.check(cctx)
 	})
 	select {
 	case r := <-ch:
@@ -88,60 +107,72 @@ func (s *VoucherService) checkWait() time.Duration {
 	return 10 * time.Second
 }
 
-// check is Recover's work; it reports whether it rebuilt the open
-// vouchers.
-func (s *VoucherService) check(ctx context.Context) (bool, error) {
+// check is Recover's work.
+func (s *VoucherService) check(ctx context.Context) error {
 	identity, fence, err := s.identity(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if fence == identity {
-		return false, s.arm(ctx, identity)
+		return s.arm(ctx, identity)
 	}
 	token := newToken()
 	locked, err := s.Cache.LockCheck(ctx, token, s.checkLease())
 	if err != nil {
-		return false, fmt.Errorf("check the cache server: %w", err)
+		return fmt.Errorf("check the cache server: %w", err)
 	}
 	if !locked {
-		return false, s.awaitCheck(ctx, identity)
+		return s.awaitCheck(ctx, identity)
 	}
-	if fence == "" {
+	stale := s.Cache.StaleSince(fence, identity)
+	switch {
+	case stale == nil:
+		// Slots moved with their data between masters that stayed as
+		// checked: nothing is older, and nothing stops.
+		s.Logger.Info("the Redis Cluster's slots moved between masters that did not change: their data moved with them; nothing to rebuild",
+			"checked_on", fence, "server", identity)
+	case fence == "":
 		// A new deployment, data lost (then nothing stale is left to admit
 		// on), or a server restarted from data older than the fence (then
 		// its script cache is empty): no instance admits on stale data, so
 		// admissions to other deployments sharing the server go on.
 		s.Logger.Info("Redis holds no record of being checked (a new deployment, or Redis lost its data): rebuilding every voucher on sale from the database",
 			"server", identity)
-	} else {
+	default:
 		// The server changed since the data was checked: it may have come
 		// back with older data and, after a failover to a former master,
 		// with the admission script still loaded. Stop every instance.
 		s.Logger.Warn("Redis restarted or failed over since its data was checked (it may have come back with older data): rebuilding every voucher on sale from the database before admitting to it",
 			"checked_on", fence, "server", identity)
 		if err := s.Cache.DisarmAdmission(ctx); err != nil {
-			return false, fmt.Errorf("check the cache server: %w", err)
+			return fmt.Errorf("check the cache server: %w", err)
 		}
 	}
-	work, stop := s.holdCheck(ctx, token)
-	n, err := s.reloadOpen(work)
-	stop()
-	if err != nil {
-		return false, err
+	n := 0
+	if stale != nil {
+		work, stop := s.hold(ctx, token, "check of the cache server", s.Cache.RenewCheck)
+		n, err = s.unloadOpen(work, stale)
+		stop()
+		if err != nil {
+			return err
+		}
 	}
 	ok, err := s.Cache.SetFence(ctx, token, identity)
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("check the cache server: %w", err)
+		return fmt.Errorf("check the cache server: %w", err)
 	case !ok:
-		return false, fmt.Errorf("check the cache server: the check took longer than its lease of %v and another instance took it over: %w", s.checkLease(), ErrUnavailable)
+		return fmt.Errorf("check the cache server: the check took longer than its lease of %v and another instance took it over: %w", s.checkLease(), ErrUnavailable)
 	}
-	level := slog.LevelWarn
-	if n == 0 {
-		level = slog.LevelInfo // a new deployment: nothing was at stake
+	if n > 0 {
+		s.Logger.Warn("Redis checked: the vouchers whose data it may hold older are unloaded; admitting again, each of them once rebuilt from the database (on its next buy, or in the background: those on sale first)",
+			"vouchers", n, "server", identity)
+		s.wakeRebuilds()
+	} else {
+		// A new deployment, or a reshard: nothing was at stake.
+		s.Logger.Info("Redis checked: admitting again", "server", identity)
 	}
-	s.Logger.Log(ctx, level, "Redis checked: every voucher on sale was rebuilt from the database; admitting again", "vouchers", n, "server", identity)
-	return true, s.arm(ctx, identity)
+	return s.arm(ctx, identity)
 }
 
 // identity reads the cache server's identity and its fence.
@@ -188,12 +219,11 @@ func (s *VoucherService) awaitCheck(ctx context.Context, identity string) error 
 	}
 }
 
-// holdCheck keeps token's hold on the check while the open vouchers are
-// rebuilt, however long that takes (a voucher of millions of orders takes
-// seconds): it renews the lease every third of it, and ends the returned
-// context if the hold is lost, since another instance then rebuilds them.
-// stop ends the renewal.
-func (s *VoucherService) holdCheck(ctx context.Context, token string) (work context.Context, stop func()) {
+// hold keeps token's hold on what (the check, or the rebuilds) while the
+// work of it runs, however long that takes: it renews the lease every
+// third of it, and ends the returned context if the hold is lost, since
+// another instance then does the work. stop ends the renewal.
+func (s *VoucherService) hold(ctx context.Context, token, what string, renew func(context.Context, string, time.Duration) (bool, error)) (work context.Context, stop func()) {
 	work, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -208,9 +238,9 @@ func (s *VoucherService) holdCheck(ctx context.Context, token string) (work cont
 				return
 			case <-t.C:
 			}
-			ok, err := s.Cache.RenewCheck(work, token, s.checkLease())
+			ok, err := renew(work, token, s.checkLease())
 			if err != nil || !ok {
-				cancel(fmt.Errorf("lost the check of the cache server (renewed %v): %w", ok, errors.Join(err, ErrUnavailable)))
+				cancel(fmt.Errorf("lost the %s (renewed %v): %w", what, ok, errors.Join(err, ErrUnavailable)))
 				return
 			}
 		}
@@ -222,30 +252,118 @@ func (s *VoucherService) holdCheck(ctx context.Context, token string) (work cont
 	}
 }
 
-// reloadOpen unloads and rebuilds every voucher on sale or ended within
-// the retention, and returns how many. In the queue mode the buyers Redis
-// came back with stay: the orders waiting in the instances' memory are
-// nowhere else a rebuild could count them (it may then undersell a little,
-// never oversell).
-func (s *VoucherService) reloadOpen(ctx context.Context) (int, error) {
+// unloadOpen unloads every voucher on sale or ended within the retention
+// whose data may be older (stale), and returns how many: admission refuses
+// each until it is rebuilt. Unloading is quick whatever a voucher's size
+// (its buyers are deleted lazily). In the queue mode the buyers Redis came
+// back with stay: the orders waiting in the instances' memory are nowhere
+// else a rebuild could count them (it may then undersell a little, never
+// oversell).
+func (s *VoucherService) unloadOpen(ctx context.Context, stale func(voucherID int64) bool) (int, error) {
 	vs, err := s.Store.UnendedVouchers(ctx, s.Now().Add(-s.retention()))
 	if err != nil {
 		return 0, fmt.Errorf("check the cache server: %w", err)
 	}
+	unload := s.Cache.Unload
+	if s.InMemoryQueue {
+		unload = s.Cache.UnloadStock
+	}
+	n := 0
 	for _, v := range vs {
-		unload := s.Cache.Unload
-		if s.InMemoryQueue {
-			unload = s.Cache.UnloadStock
+		if !stale(v.ID) {
+			continue
 		}
 		if err := unload(ctx, v.ID); err != nil {
 			return 0, fmt.Errorf("check the cache server: %w", errors.Join(err, context.Cause(ctx)))
 		}
 		s.remember(v)
-		if err := s.rebuild(ctx, v); err != nil {
-			return 0, fmt.Errorf("check the cache server: %w", errors.Join(err, context.Cause(ctx)))
+		n++
+	}
+	return n, nil
+}
+
+// rebuildsDue is poked when a check unloaded vouchers; a CacheWatch
+// rebuilds them.
+func (s *VoucherService) rebuildsDue() chan struct{} {
+	s.dueOnce.Do(func() { s.due = make(chan struct{}, 1) })
+	return s.due
+}
+
+func (s *VoucherService) wakeRebuilds() {
+	select {
+	case s.rebuildsDue() <- struct{}{}:
+	default:
+	}
+}
+
+// rebuildUnloaded rebuilds the vouchers on sale or ended within the
+// retention that the cache does not hold (a check unloaded them, or the
+// cache lost them), those on sale first, and returns how many it rebuilt
+// or found rebuilt. One instance at a time does it (LockRebuilds); when
+// another does, it does nothing. A voucher that has passed its retention
+// meanwhile is left alone.
+func (s *VoucherService) rebuildUnloaded(ctx context.Context) (int, error) {
+	vs, err := s.Store.UnendedVouchers(ctx, s.Now().Add(-s.retention()))
+	if err != nil || len(vs) == 0 {
+		return 0, err
+	}
+	ids := make([]int64, len(vs))
+	for i, v := range vs {
+		ids[i] = v.ID
+	}
+	left, err := s.Cache.Remaining(ctx, ids...)
+	if err != nil {
+		return 0, err
+	}
+	var todo []*Voucher
+	for _, v := range vs {
+		if _, ok := left[v.ID]; !ok {
+			todo = append(todo, v)
 		}
 	}
-	return len(vs), nil
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	now := s.Now()
+	slices.SortStableFunc(todo, func(a, b *Voucher) int {
+		return cmp.Compare(boolInt(!a.EndTime.After(now)), boolInt(!b.EndTime.After(now)))
+	})
+	token := newToken()
+	locked, err := s.Cache.LockRebuilds(ctx, token, s.checkLease())
+	if err != nil || !locked {
+		return 0, err
+	}
+	work, stop := s.hold(ctx, token, "rebuilds of the vouchers Redis does not hold", s.Cache.RenewRebuilds)
+	defer func() {
+		stop()
+		// Ended, so that another instance need not wait out the lease.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		s.Cache.RenewRebuilds(rctx, token, 0)
+	}()
+	n := 0
+	var errs []error
+	for _, v := range todo {
+		err := s.rebuildShared(work, v.ID, work)
+		switch {
+		case work.Err() != nil:
+			return n, errors.Join(append(errs, context.Cause(work))...)
+		case err == nil:
+			n++
+		case errors.Is(err, ErrEnded), errors.Is(err, ErrVoucherNotFound):
+			// Past its retention meanwhile (its keys are dropped), or gone.
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func newToken() string {
@@ -257,16 +375,22 @@ func newToken() string {
 // CacheWatch checks the cache server's identity against its fence every
 // Every (see Recover), for the servers that change without emptying their
 // script cache (a failover back to a former master). Admissions on a server
-// that restarted stop at once without it.
+// that restarted stop at once without it. It also rebuilds the vouchers
+// on sale or within the retention that the cache does not hold, those on
+// sale first: at once after a check of this process unloaded some, and
+// every RebuildEvery for those another instance did not finish (it died).
 type CacheWatch struct {
 	Vouchers *VoucherService
 	// Every is how often it looks. Default 1s.
-	Every  time.Duration
-	Logger *slog.Logger
+	Every time.Duration
+	// RebuildEvery is how often it looks for open vouchers the cache does
+	// not hold. Default 10s.
+	RebuildEvery time.Duration
+	Logger       *slog.Logger
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
-	done   chan struct{}
+	loops  sync.WaitGroup
 }
 
 // Start begins watching. It returns at once.
@@ -280,10 +404,12 @@ func (w *CacheWatch) Start(ctx context.Context) error {
 	if every <= 0 {
 		every = time.Second
 	}
+	rebuildEvery := w.RebuildEvery
+	if rebuildEvery <= 0 {
+		rebuildEvery = 10 * time.Second
+	}
 	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.done = make(chan struct{})
-	go func() {
-		defer close(w.done)
+	w.loops.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		failing := false
@@ -295,7 +421,7 @@ func (w *CacheWatch) Start(ctx context.Context) error {
 			}
 			// Logged when it starts and stops failing: while Redis is down
 			// this fails every second, and the admissions say so already.
-			err := w.check(ctx)
+			err := w.guard("checking the Redis server", func() error { return w.Vouchers.Recover(ctx) })
 			switch {
 			case ctx.Err() != nil:
 			case err != nil && !failing:
@@ -305,23 +431,50 @@ func (w *CacheWatch) Start(ctx context.Context) error {
 			}
 			failing = err != nil
 		}
-	}()
+	})
+	w.loops.Go(func() {
+		t := time.NewTicker(rebuildEvery)
+		defer t.Stop()
+		failing := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-w.Vouchers.rebuildsDue():
+			}
+			var n int
+			err := w.guard("rebuilding the vouchers Redis does not hold", func() (err error) {
+				n, err = w.Vouchers.rebuildUnloaded(ctx)
+				return err
+			})
+			switch {
+			case ctx.Err() != nil:
+			case err != nil && !failing:
+				w.Logger.Warn("could not rebuild every voucher Redis does not hold; trying again", "every", rebuildEvery.String(), "rebuilt", n, "err", err)
+			case err == nil && n > 0:
+				w.Logger.Info("rebuilt the vouchers Redis did not hold", "vouchers", n)
+			}
+			failing = err != nil
+		}
+	})
 	return nil
 }
 
-// check runs one check; a panic in it is logged and counts as a failure,
-// and the watch goes on.
-func (w *CacheWatch) check(ctx context.Context) (err error) {
+// guard runs fn; a panic in it is logged and counts as a failure, and the
+// watch goes on.
+func (w *CacheWatch) guard(what string, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.Logger.Error("panic while checking the Redis server", "panic", r, "stack", string(debug.Stack()))
+			w.Logger.Error("panic while "+what, "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
-	return w.Vouchers.Recover(ctx)
+	return fn()
 }
 
-// Stop stops watching and waits for a check in flight. Safe to call twice.
+// Stop stops watching and waits for a check or rebuild in flight. Safe to
+// call twice.
 func (w *CacheWatch) Stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -329,5 +482,5 @@ func (w *CacheWatch) Stop() {
 		return
 	}
 	w.cancel()
-	<-w.done
+	w.loops.Wait()
 }

@@ -3,9 +3,11 @@ package seckill_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,11 +138,22 @@ func TestRecoverQueueMode(t *testing.T) {
 	}
 }
 
-// TestRecoverLongerThanLease: rebuilding the open vouchers after the server
-// changed may take longer than the check's lease (a voucher of millions of
-// orders): the instance doing it renews its hold all along, so that nobody
-// takes it over and it records the server as checked at the end.
-func TestRecoverLongerThanLease(t *testing.T) {
+// countingStore counts the reads of vouchers' orders: the rebuilds.
+type countingStore struct {
+	seckill.Store
+	reads atomic.Int64
+}
+
+func (c *countingStore) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
+	c.reads.Add(1)
+	return c.Store.VoucherOrders(ctx, voucherID, afterID, limit)
+}
+
+// TestRebuildsLongerThanLease: rebuilding the vouchers a recovery unloaded
+// may take longer than its lease (a voucher of millions of orders): the
+// instance doing it renews its hold all along, so that no other instance
+// rebuilds them too, and it ends its hold when done.
+func TestRebuildsLongerThanLease(t *testing.T) {
 	t.Parallel()
 	url, _ := testenv.StartRedis(t)
 	vs, store, logs := services(t, url)
@@ -153,25 +166,234 @@ func TestRecoverLongerThanLease(t *testing.T) {
 	if err := raw.Do(ctx, raw.B().Arbitrary("HSET", "seckill:{fence}:identity", "identity", "a server that is gone").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	gate := &gatedStore{Store: store, reading: make(chan struct{}), release: make(chan struct{})}
-	vs.Store = gate
 	// A renewal comes every third of it: a lease of 1 s outlasts a loaded
 	// machine's stalls (300 ms did not always).
 	vs.CheckLease = time.Second
-	done := make(chan error, 1)
-	go func() { done <- vs.Recover(ctx) }()
+	if err := vs.Recover(ctx); err != nil {
+		t.Fatalf("Recover = %v:\n%s", err, logs.String())
+	}
+	if got, err := vs.Cache.Remaining(ctx, v.ID); err != nil || len(got) != 0 {
+		t.Fatalf("remaining after the recovery = %v, %v; want the voucher unloaded", got, err)
+	}
+	gate := &gatedStore{Store: store, reading: make(chan struct{}), release: make(chan struct{})}
+	vs.Store = gate
+	start := func(s *seckill.VoucherService) {
+		w := &seckill.CacheWatch{Vouchers: s, Every: 50 * time.Millisecond, RebuildEvery: 50 * time.Millisecond, Logger: s.Logger}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	start(vs)
 	<-gate.reading
+	// Another instance looks for vouchers to rebuild all along.
+	other := &countingStore{Store: store}
+	start(&seckill.VoucherService{Store: other, Cache: vs.Cache, Logger: vs.Logger, Now: vs.Now, CheckLease: vs.CheckLease})
 	// Three leases pass while the voucher's orders are read.
 	time.Sleep(3 * vs.CheckLease)
+	if n := other.reads.Load(); n != 0 {
+		t.Errorf("another instance read orders %d times while the first rebuilt, want none", n)
+	}
 	close(gate.release)
-	if err := <-done; err != nil {
-		t.Fatalf("Recover that took three leases = %v, want success:\n%s", err, logs.String())
+	testenv.WaitFor(t, 30*time.Second, "the voucher rebuilt", func() bool {
+		got, err := vs.Cache.Remaining(ctx, v.ID)
+		return err == nil && got[v.ID] == 5
+	})
+	if n := other.reads.Load(); n != 0 {
+		t.Errorf("another instance read orders %d times, want none", n)
 	}
-	if got, err := vs.Cache.Remaining(ctx, v.ID); err != nil || got[v.ID] != 5 {
-		t.Errorf("remaining after the recovery = %v, %v; want 5", got, err)
+	// The hold is ended, not left to expire.
+	testenv.WaitFor(t, 10*time.Second, "the rebuilds' hold ended", func() bool {
+		n, err := raw.Do(ctx, raw.B().Exists().Key("seckill:{fence}:rebuilds").Build()).AsInt64()
+		return err == nil && n == 0
+	})
+}
+
+// heldVoucher holds the reads of one voucher's orders (a rebuild of it)
+// until released.
+type heldVoucher struct {
+	seckill.Store
+	id               int64
+	once             sync.Once
+	reading, release chan struct{}
+}
+
+func (h *heldVoucher) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
+	if voucherID == h.id {
+		h.once.Do(func() { close(h.reading) })
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	fence, err := raw.Do(ctx, raw.B().Hget().Key("seckill:{fence}:identity").Field("identity").Build()).ToString()
-	if err != nil || fence == "a server that is gone" {
-		t.Errorf("the fence after the recovery = %q, %v; want the server's identity", fence, err)
+	return h.Store.VoucherOrders(ctx, voucherID, afterID, limit)
+}
+
+// TestRecoverArmsOnSaleFirst: after the server changed, admission to a
+// voucher on sale resumes without waiting for the rebuild of the vouchers
+// whose sale ended (within the retention), which may be long: the
+// recovery unloads the open vouchers, arms admission, and a voucher on
+// sale is rebuilt by its first buy; the ended ones are rebuilt in the
+// background, after those on sale.
+func TestRecoverArmsOnSaleFirst(t *testing.T) {
+	t.Parallel()
+	url, _ := testenv.StartRedis(t)
+	vs, store, logs := services(t, url)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ended := &seckill.Voucher{Title: "ended an hour ago", Stock: 3, InitialStock: 3, BeginTime: now.Add(-2 * time.Hour),
+		EndTime: now.Add(-time.Hour), Generation: 11}
+	if err := store.CreateVoucher(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vs.Cache.LoadVoucher(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	v, err := vs.Create(ctx, onSale("on sale", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := orderService(vs, store, 100)
+	first, err := orders.Buy(ctx, 1, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := rawClient(t, url)
+	for _, cmd := range [][]string{
+		{"HSET", "seckill:{fence}:identity", "identity", "a server that is gone"},
+		{"SCRIPT", "FLUSH"},
+	} {
+		if err := raw.Do(ctx, raw.B().Arbitrary(cmd...).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := &heldVoucher{Store: store, id: ended.ID, reading: make(chan struct{}), release: make(chan struct{})}
+	vs.Store = held
+	watch := &seckill.CacheWatch{Vouchers: vs, Every: 20 * time.Millisecond, RebuildEvery: 20 * time.Millisecond, Logger: vs.Logger}
+	if err := watch.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watch.Stop)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(held.release) }) }
+	defer release() // before the watch stops
+	select {
+	case <-held.reading:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the ended voucher's rebuild did not start:\n%s", logs.String())
+	}
+
+	// The ended voucher's rebuild is held: the one on sale sells.
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := orders.Buy(bctx, 2, v.ID); err != nil {
+		t.Fatalf("a buy of the voucher on sale while an ended one is rebuilt = %v, want admitted:\n%s", err, logs.String())
+	}
+	_, err = orders.Buy(bctx, 1, v.ID)
+	var e *seckill.Error
+	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != first.ID {
+		t.Errorf("the first buyer asking again = %v, want duplicate_order with %d (the rebuild counted their queued order)", err, first.ID)
+	}
+	if got, err := vs.Cache.Remaining(ctx, v.ID, ended.ID); err != nil || got[v.ID] != 3 {
+		t.Errorf("remaining of the voucher on sale = %v, %v; want 3", got, err)
+	} else if _, ok := got[ended.ID]; ok {
+		t.Errorf("the ended voucher is loaded while its rebuild is held: remaining %v", got)
+	}
+	release()
+	testenv.WaitFor(t, 30*time.Second, "the ended voucher rebuilt in the background", func() bool {
+		got, err := vs.Cache.Remaining(ctx, ended.ID)
+		return err == nil && got[ended.ID] == 3
+	})
+}
+
+// TestRecoverClusterReloadsWhatChanged: on a Cluster, a slot moved from
+// one master to another (a reshard: its keys migrate, data and all)
+// changes the identity but reloads nothing, and admission goes on; a
+// failover of one master reloads only the vouchers of its slots.
+func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartCluster(t)
+	vs, store, logs := services(t, cl.URL)
+	ctx := context.Background()
+	key := func(id int64, name string) string { return "seckill:{v" + itoa(id) + "}:" + name }
+	// A voucher on each master.
+	masters := cl.Masters(t)
+	on := map[*testenv.RedisProc]int64{}
+	for len(on) < len(masters) {
+		v, err := vs.Create(ctx, onSale("somewhere", 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := cl.MasterOf(t, key(v.ID, "stock")); on[m] == 0 {
+			on[m] = v.ID
+		}
+	}
+	a, b, c := on[masters[0]], on[masters[1]], on[masters[2]]
+	orders := orderService(vs, store, 100)
+	for _, id := range []int64{a, b, c} {
+		if _, err := orders.Buy(ctx, 1, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := rawClient(t, cl.URL)
+	epochs := func() map[int64]string {
+		out := map[int64]string{}
+		for _, id := range []int64{a, b, c} {
+			e, err := raw.Do(ctx, raw.B().Hget().Key(key(id, "meta")).Field("epoch").Build()).ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[id] = e
+		}
+		return out
+	}
+	before := epochs()
+	checked, err := vs.Cache.Fence(ctx)
+	if err != nil || checked == "" {
+		t.Fatalf("fence = %q, %v", checked, err)
+	}
+
+	// a's slot moves to the master of b.
+	cl.MoveSlot(t, testenv.KeySlot(key(a, "stock")), masters[1])
+	testenv.WaitFor(t, 30*time.Second, "a check of the resharded Cluster", func() bool {
+		if err := vs.Recover(ctx); err != nil {
+			return false
+		}
+		fence, err := vs.Cache.Fence(ctx)
+		return err == nil && fence != checked
+	})
+	if got := epochs(); !maps.Equal(got, before) {
+		t.Errorf("epochs after a reshard = %v, want %v: a voucher was unloaded", got, before)
+	}
+	if strings.Contains(logs.String(), "unloaded") {
+		t.Errorf("a reshard unloaded vouchers:\n%s", logs.String())
+	}
+	for _, id := range []int64{a, b, c} {
+		if _, err := orders.Buy(ctx, 2, id); err != nil {
+			t.Errorf("a buy of voucher %d after the reshard = %v, want admitted", id, err)
+		}
+	}
+
+	// c's master fails over.
+	masters[2].Kill()
+	cl.WaitHealthy(t, 60*time.Second)
+	testenv.WaitFor(t, 30*time.Second, "a check of the Cluster after the failover", func() bool {
+		return vs.Recover(ctx) == nil
+	})
+	got := epochs()
+	if got[a] != before[a] || got[b] != before[b] {
+		t.Errorf("epochs after a failover of c's master = %v, was %v: a or b was unloaded", got, before)
+	}
+	if got[c] == before[c] {
+		t.Errorf("c's epoch after the failover of its master = %v, was %v: not unloaded", got[c], before[c])
+	}
+	for _, id := range []int64{a, b, c} {
+		if _, err := orders.Buy(ctx, 3, id); err != nil {
+			t.Errorf("a buy of voucher %d after the failover = %v, want admitted", id, err)
+		}
+	}
+	if got, err := vs.Cache.Remaining(ctx, a, b, c); err != nil || got[a] != 2 || got[b] != 2 || got[c] != 2 {
+		t.Errorf("remaining after the failover = %v, %v; want 2 of each", got, err)
 	}
 }

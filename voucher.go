@@ -251,6 +251,9 @@ type VoucherService struct {
 
 	rebuilds singleflight.Group
 	checks   singleflight.Group
+	// due is poked when a check unloaded vouchers (rebuildsDue).
+	dueOnce sync.Once
+	due     chan struct{}
 	// rows holds vouchers as first read: their generation, window and
 	// initial stock never change. A rebuild refreshes its voucher's.
 	rows     sync.Map // id → *Voucher
@@ -389,16 +392,16 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 }
 
 // Restore makes the cache ready to sell at start: it checks the cache
-// server (see Recover), which rebuilds every voucher on sale if the server
-// changed, and otherwise rebuilds the vouchers on sale whose stock the cache
-// has lost, so that a Redis that restarted empty sells on exactly where the
-// database and the queued orders say the sale stands (G6).
+// server (see Recover), which unloads the vouchers whose data may be older
+// if the server changed, and then rebuilds the vouchers on sale whose
+// stock the cache does not hold, so that a Redis that restarted empty or
+// older sells on exactly where the database and the queued orders say the
+// sale stands (G6). Those whose sale ended are rebuilt by a CacheWatch.
 func (s *VoucherService) Restore(ctx context.Context) error {
 	if s.DatabaseOnly {
 		return nil
 	}
-	rebuilt, err := s.check(ctx)
-	if err != nil || rebuilt {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	vs, err := s.Store.UnendedVouchers(ctx, s.Now())
@@ -434,8 +437,15 @@ func (s *VoucherService) Restore(ctx context.Context) error {
 // ago is not rebuilt: ErrEnded. Any other failure is ErrUnavailable, but
 // ErrVoucherNotFound.
 func (s *VoucherService) Rebuild(ctx context.Context, id int64) error {
+	return s.rebuildShared(ctx, id, context.WithoutCancel(ctx))
+}
+
+// rebuildShared is Rebuild with the rebuild's own work bounded by work's
+// context (a background rebuild that stops with its owner), the caller's
+// wait by ctx.
+func (s *VoucherService) rebuildShared(ctx context.Context, id int64, work context.Context) error {
 	ch := s.rebuilds.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rebuildTimeout())
+		rctx, cancel := context.WithTimeout(work, s.rebuildTimeout())
 		defer cancel()
 		v, err := s.Store.Voucher(rctx, id)
 		if err != nil {

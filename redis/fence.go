@@ -27,13 +27,13 @@ const embeddedIdentity = "embedded"
 //
 // On a Cluster it names every master, with its slots: "first-last=run/
 // replid" for each, in slot order. A failover of any master, or a reshard,
-// changes it: the data of every voucher is then checked again.
+// changes it; StaleSince then says whose data may be older.
 func (c *Client) Identity(ctx context.Context) (string, error) {
 	if c.embedded {
 		return embeddedIdentity, nil
 	}
 	if c.Kind() != KindCluster {
-		return serverIdentity(ctx, c.rdb, "") // one command: no connection of its own needed
+		return serverIdentity(ctx, c.rdb) // one command: no connection of its own needed
 	}
 	shards, err := c.clusterShards(ctx)
 	if err != nil {
@@ -47,7 +47,7 @@ func (c *Client) Identity(ctx context.Context) (string, error) {
 			// The client has not yet learnt of a master the Cluster names.
 			return "", fmt.Errorf("redis: read the identity of master %s: not connected yet: %w", s.Addr, seckill.ErrUnavailable)
 		}
-		id, err := serverIdentity(ctx, node, "")
+		id, err := serverIdentity(ctx, node)
 		if err != nil {
 			return "", err
 		}
@@ -71,20 +71,52 @@ func (s Shard) slotRanges() string {
 type commander interface {
 	B() rueidis.Builder
 	Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
+	DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult
 }
 
-// serverIdentity reads "run_id/master_replid" of the server rdb talks to,
-// after loading script there if it is not "".
-func serverIdentity(ctx context.Context, rdb commander, script string) (string, error) {
-	if script != "" {
-		if err := rdb.Do(ctx, rdb.B().ScriptLoad().Script(script).Build()).Error(); err != nil {
-			return "", redisErr("load the admission script", err)
-		}
-	}
+// serverIdentity reads "run_id/master_replid" of the server rdb talks to.
+func serverIdentity(ctx context.Context, rdb commander) (string, error) {
 	info, err := rdb.Do(ctx, rdb.B().Info().Section("server", "replication").Build()).ToString()
 	if err != nil {
 		return "", redisErr("read the server's identity", err)
 	}
+	return parseIdentity(info)
+}
+
+// loadIdentity loads script on the server rdb talks to and reads its
+// identity, in one transaction: the identity is the server's when the
+// script went in.
+func loadIdentity(ctx context.Context, rdb commander, script string) (string, error) {
+	res := rdb.DoMulti(ctx,
+		rdb.B().Multi().Build(),
+		rdb.B().ScriptLoad().Script(script).Build(),
+		rdb.B().Info().Section("server", "replication").Build(),
+		rdb.B().Exec().Build())
+	for _, r := range res[:len(res)-1] {
+		if err := r.Error(); err != nil {
+			return "", redisErr("load the admission script", err)
+		}
+	}
+	replies, err := res[len(res)-1].ToArray()
+	if err != nil {
+		return "", redisErr("load the admission script", err)
+	}
+	if len(replies) != 2 {
+		return "", fmt.Errorf("redis: load the admission script: %d replies to 2 commands", len(replies))
+	}
+	if err := replies[0].Error(); err != nil {
+		return "", redisErr("load the admission script", err)
+	}
+	info, err := replies[1].ToString()
+	if err != nil {
+		return "", redisErr("read the server's identity", err)
+	}
+	return parseIdentity(info)
+}
+
+// parseIdentity reads "run_id/master_replid" from INFO server and
+// replication.
+func parseIdentity(info string) (string, error) {
 	fields := map[string]string{}
 	for _, line := range strings.Split(info, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
@@ -101,6 +133,108 @@ func serverIdentity(ctx context.Context, rdb commander, script string) (string, 
 		return "", fmt.Errorf("redis: read the server's identity: it is a %s: %w", fields["role"], seckill.ErrUnavailable)
 	}
 	return run + "/" + repl, nil
+}
+
+// StaleSince says, of the data checked against the server named fence,
+// which vouchers' may be older now that the server is identity: nil when
+// none can be, else a func that tells for each voucher.
+//
+// On one server (or Sentinel's master) any change may have brought older
+// data: every voucher. On a Cluster a master's data is as checked while
+// the master keeps its identity: run id and replication id never come
+// back once changed (a restart makes a new run id, a promotion a new
+// replication id), so a master that shows the identity it had at the check
+// has had it throughout, never restarted nor failed over. A slot that
+// moved from one such master to another (a reshard: MIGRATE carries the
+// keys, data and all, and deletes them at the source) holds data as
+// current as it was. What may be older: the slots of a master whose
+// identity changed or that is gone (a restart, a failover, its data
+// maybe from a replica that lagged), those of a master not checked (a new
+// one; it may have restarted after slots came to it), and, whenever any
+// master changed or came or went, every slot that moved (it may have
+// moved through that master). A slot that came back to the master it was
+// with, through a master that came and went between two checks, is not
+// seen: the checks run every second on every instance.
+func (c *Client) StaleSince(fence, identity string) func(voucherID int64) bool {
+	if fence == identity {
+		return nil
+	}
+	slots, all := staleSlots(fence, identity)
+	if all {
+		return func(int64) bool { return true }
+	}
+	if slots == nil {
+		return nil
+	}
+	return func(id int64) bool { return slots[keySlot(c.keys.voucher(id).Stock)] }
+}
+
+// clusterSlots is the master's identity for each slot, "" for a slot no
+// master is named for.
+type clusterSlots [16384]string
+
+// parseClusterIdentity reads a Cluster's identity ("0-10+20-30=run/replid,
+// …", see Identity); false if it is not one (a single server's).
+func parseClusterIdentity(identity string) (*clusterSlots, bool) {
+	var slots clusterSlots
+	if !strings.Contains(identity, "=") {
+		return nil, false
+	}
+	for _, part := range strings.Split(identity, ",") {
+		ranges, id, ok := strings.Cut(part, "=")
+		if !ok || id == "" {
+			return nil, false
+		}
+		for _, r := range strings.Split(ranges, "+") {
+			lo, hi, ok := strings.Cut(r, "-")
+			first, err1 := strconv.Atoi(lo)
+			last, err2 := strconv.Atoi(hi)
+			if !ok || err1 != nil || err2 != nil || first < 0 || last >= len(slots) || first > last {
+				return nil, false
+			}
+			for s := first; s <= last; s++ {
+				slots[s] = id
+			}
+		}
+	}
+	return &slots, true
+}
+
+// staleSlots returns the slots whose data may be older since the check of
+// fence, the Cluster now being identity (see StaleSince): all when either
+// is not a Cluster's, nil when none.
+func staleSlots(fence, identity string) (slots *[16384]bool, all bool) {
+	was, ok1 := parseClusterIdentity(fence)
+	now, ok2 := parseClusterIdentity(identity)
+	if !ok1 || !ok2 {
+		return nil, true
+	}
+	checked, current := map[string]bool{}, map[string]bool{}
+	for s := range was {
+		checked[was[s]] = true
+		current[now[s]] = true
+	}
+	delete(checked, "")
+	delete(current, "")
+	same := len(checked) == len(current)
+	for id := range checked {
+		same = same && current[id]
+	}
+	var stale [16384]bool
+	found := false
+	for s := range was {
+		f, c := was[s], now[s]
+		// With the same master, unchanged; or moved while every master
+		// stayed as checked.
+		if f != "" && (f == c || (c != "" && same)) {
+			continue
+		}
+		stale[s], found = true, true
+	}
+	if !found {
+		return nil, false
+	}
+	return &stale, false
 }
 
 // Fence returns the identity of the server that the data was last checked
@@ -141,6 +275,31 @@ func (c *Client) RenewCheck(ctx context.Context, token string, ttl time.Duration
 	return n == 1, nil
 }
 
+// LockRebuilds takes the rebuilding of the vouchers a check unloaded for
+// the caller (token) for ttl, unless another instance holds it, and
+// reports whether it did.
+func (c *Client) LockRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	err := c.rdb.Do(ctx, c.rdb.B().Set().Key(c.keys.fence().Rebuilds).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, redisErr("lock the rebuilds", err)
+	}
+	return true, nil
+}
+
+// RenewRebuilds extends the caller's hold on the rebuilds by ttl, or ends
+// it when ttl is 0, and reports false if it no longer held it.
+func (c *Client) RenewRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	n, err := c.scripts.get("fence_renew").Exec(ctx, c.rdb, []string{c.keys.fence().Rebuilds},
+		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
+	if err != nil {
+		return false, redisErr("renew the rebuilds", err)
+	}
+	return n == 1, nil
+}
+
 // SetFence records identity as the server the data was checked against and
 // ends the caller's check. It reports false if the caller no longer held
 // the check (nothing recorded).
@@ -156,14 +315,21 @@ func (c *Client) SetFence(ctx context.Context, token, identity string) (bool, er
 // ArmAdmission loads the admission script into every master's script
 // cache: until then Admit answers ErrCacheUnverified. Only a caller that
 // checked the server arms it, with the identity it checked, and only the
-// servers checked are armed: on each master the script is loaded, then that
-// master's identity read on the same server, and a master that is not the
-// one checked for its slots (a failover came in between, or the topology
-// was read from a node that had not seen it yet), or whose identity cannot
-// be read, has its scripts flushed again and the answer is ErrUnavailable.
-// Masters armed before it were checked, and stay armed. Replicas are left
-// unarmed on purpose: one promoted by a failover must refuse admissions
-// until its data (which may lack the last ones) is checked.
+// servers checked are armed. On each master the identity is read first,
+// and a master that is not one checked (a failover came in between, or the
+// topology was read from a node that had not seen it yet), or whose
+// identity cannot be read, gets nothing: the answer is ErrUnavailable.
+// Then the script is loaded and the identity read again in one
+// transaction; should the server have changed in between, its scripts are
+// flushed again. Masters armed before it were checked, and stay armed.
+// Replicas are left unarmed on purpose: one promoted by a failover must
+// refuse admissions until its data (which may lack the last ones) is
+// checked.
+//
+// On a Cluster a master is checked when its identity (run id and
+// replication id) is among those checked, whatever slots it serves now:
+// slots that move between masters that did not change keep their data
+// (see StaleSince).
 func (c *Client) ArmAdmission(ctx context.Context, identity string) error {
 	script := c.scripts.get("admit").src
 	if c.embedded {
@@ -176,53 +342,54 @@ func (c *Client) ArmAdmission(ctx context.Context, identity string) error {
 		// One connection: a Sentinel client may move to a new master
 		// between two commands of its own.
 		return c.rdb.Dedicated(func(dc rueidis.DedicatedClient) error {
-			return c.armNode(ctx, dc, script, identity)
+			return c.armNode(ctx, dc, script, func(id string) bool { return id == identity })
 		})
 	}
-	want := map[string]string{} // slot ranges → the identity checked
+	checked := map[string]bool{} // the masters' identities checked
 	for _, part := range strings.Split(identity, ",") {
-		if ranges, id, ok := strings.Cut(part, "="); ok {
-			want[ranges] = id
+		if _, id, ok := strings.Cut(part, "="); ok {
+			checked[id] = true
 		}
 	}
 	shards, err := c.clusterShards(ctx)
 	if err != nil {
 		return err
 	}
-	if len(shards) != len(want) {
-		return fmt.Errorf("redis: arm admission: %d masters now, %d checked: %w", len(shards), len(want), seckill.ErrUnavailable)
-	}
 	nodes := c.rdb.Nodes()
 	for _, s := range shards {
-		id, ok := want[s.slotRanges()]
-		if !ok {
-			return fmt.Errorf("redis: arm admission: master %s serves slots %s, not as checked: %w", s.Addr, s.slotRanges(), seckill.ErrUnavailable)
-		}
 		node, ok := nodes[s.Addr]
 		if !ok {
 			return fmt.Errorf("redis: arm admission: master %s: not connected yet: %w", s.Addr, seckill.ErrUnavailable)
 		}
-		if err := c.armNode(ctx, node, script, id); err != nil {
-			return err
+		if err := c.armNode(ctx, node, script, func(id string) bool { return checked[id] }); err != nil {
+			return fmt.Errorf("redis: arm admission: master %s of slots %s: %w", s.Addr, s.slotRanges(), err)
 		}
 	}
 	return nil
 }
 
-// armNode loads script on node and reads its identity there; unless it is
-// want, it flushes the node's scripts again.
-func (c *Client) armNode(ctx context.Context, node commander, script, want string) error {
-	id, err := serverIdentity(ctx, node, script)
-	if err == nil && id == want {
+// armNode loads script on node if its identity is one checked, reading the
+// identity before and, in one transaction, with the load; if the second
+// is not one checked, it flushes the node's scripts again.
+func (c *Client) armNode(ctx context.Context, node commander, script string, checked func(id string) bool) error {
+	id, err := serverIdentity(ctx, node)
+	if err != nil {
+		return err
+	}
+	if !checked(id) {
+		return fmt.Errorf("redis: arm admission: the server is %s, not one checked: %w", id, seckill.ErrUnavailable)
+	}
+	id, err = loadIdentity(ctx, node, script)
+	if err == nil && checked(id) {
 		return nil
 	}
 	if ferr := node.Do(ctx, node.B().ScriptFlush().Build()).Error(); ferr != nil {
-		c.logger.Warn("could not take back the admission script loaded on a server that was not checked; the next check will", "err", ferr)
+		c.logger.Warn("could not take back the admission script loaded on a server that changed as it was armed; the next check will", "err", ferr)
 	}
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("redis: arm admission: the server is %s, not %s as checked: %w", id, want, seckill.ErrUnavailable)
+	return fmt.Errorf("redis: arm admission: the server became %s as it was armed, not one checked: %w", id, seckill.ErrUnavailable)
 }
 
 // masterNodes returns a client for each master: the Cluster's masters, or

@@ -20,6 +20,8 @@ type voucherKeys struct {
 	// Meta is a hash: begin and end of the sale window (unix ms); gen, the
 	// voucher's generation (seckill.Voucher.Generation; absent means 0);
 	// epoch, bumped by each unload so that a rebuild in flight stops.
+	// Once the voucher is dropped past its retention it is a tombstone
+	// (dropped, gen, epoch) for a while (see DropVoucher).
 	Meta   string
 	Buyers string // hash: user id -> order id
 	Orders string // stream: admitted orders, read by the workers' group
@@ -112,11 +114,14 @@ func (k keyspace) guesses(client string) guessKeys {
 type fenceKeys struct {
 	Fence string // hash: identity -> the server identity the data was checked on
 	Lock  string // string: the token of the instance checking it now
+	// Rebuilds is a string: the token of the instance rebuilding the
+	// vouchers a check unloaded.
+	Rebuilds string
 }
 
 func (k keyspace) fence() fenceKeys {
 	tag := k.prefix + ":{fence}:"
-	return fenceKeys{Fence: tag + "identity", Lock: tag + "lock"}
+	return fenceKeys{Fence: tag + "identity", Lock: tag + "lock", Rebuilds: tag + "rebuilds"}
 }
 
 // nodes is the hash of node-id leases for order ids.

@@ -36,7 +36,9 @@ var errSuperseded = errors.New("rebuild superseded")
 // chunk at a time (stage_buyers), then the buyers of the orders still in its
 // stream a page at a time (stage_queued), then its window and the stock the
 // buyers leave (finish_rebuild). Every step checks the epoch rebuild_begin
-// returned: an Unload meanwhile makes the rebuild start over.
+// returned: an Unload meanwhile makes the rebuild start over. A voucher
+// dropped past its retention (DropVoucher), before or during the rebuild,
+// is not made again: ErrEnded.
 func (c *Client) Rebuild(ctx context.Context, v *seckill.Voucher, orders seckill.OrderPages) (seckill.Rebuilt, error) {
 	var replaced bool
 	for range rebuildTries {
@@ -68,6 +70,9 @@ func (c *Client) rebuildOnce(ctx context.Context, v *seckill.Voucher, orders sec
 		return seckill.Rebuilt{}, fmt.Errorf("redis: %s: begin returned %d values, want 3", op, len(res))
 	}
 	todo, _ := res[0].AsInt64()
+	if todo == -1 {
+		return seckill.Rebuilt{}, seckill.Errorf(seckill.ErrEnded, "voucher %d was dropped from Redis past its retention: it is not rebuilt", v.ID)
+	}
 	epoch, err := res[1].ToString()
 	if err != nil {
 		if n, ierr := res[1].AsInt64(); ierr == nil {

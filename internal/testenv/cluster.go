@@ -353,6 +353,71 @@ func (c *Cluster) Masters(t testing.TB) []*RedisProc {
 	return procs
 }
 
+// MoveSlot moves slot, with its keys, from the master that serves it to
+// the master to, as redis-cli --cluster reshard does: the target imports
+// it, the source migrates it, MIGRATE carries its keys across (data and
+// all), and every master is told the new owner. It returns once every
+// live node agrees.
+func (c *Cluster) MoveSlot(t testing.TB, slot int, to *RedisProc) {
+	t.Helper()
+	var from *RedisProc
+	for _, v := range c.view(t) {
+		if v.isMaster() && v.serves(slot) {
+			from = c.proc(v.addr)
+		}
+	}
+	if from == nil || from == to {
+		t.Fatalf("move slot %d: it is with %v, to go to %s", slot, from, to.Addr)
+	}
+	must := func(p *RedisProc, args ...string) any {
+		t.Helper()
+		v, err := p.doShort(args...)
+		if err != nil {
+			t.Fatalf("move slot %d: %s: %v: %v", slot, p.Addr, args, err)
+		}
+		return v
+	}
+	fromID, _ := must(from, "CLUSTER", "MYID").(string)
+	toID, _ := must(to, "CLUSTER", "MYID").(string)
+	n := strconv.Itoa(slot)
+	must(to, "CLUSTER", "SETSLOT", n, "IMPORTING", fromID)
+	must(from, "CLUSTER", "SETSLOT", n, "MIGRATING", toID)
+	for {
+		keys, _ := must(from, "CLUSTER", "GETKEYSINSLOT", n, "100").([]any)
+		if len(keys) == 0 {
+			break
+		}
+		args := []string{"MIGRATE", "127.0.0.1", strconv.Itoa(to.Port), "", "0", "5000", "KEYS"}
+		for _, k := range keys {
+			args = append(args, k.(string))
+		}
+		must(from, args...)
+	}
+	for _, m := range c.Masters(t) {
+		must(m, "CLUSTER", "SETSLOT", n, "NODE", toID)
+	}
+	err := poll(clusterTimeout, func() error {
+		for _, p := range c.Nodes {
+			if !p.live() {
+				continue
+			}
+			view, err := p.clusterNodes()
+			if err != nil {
+				return err
+			}
+			for _, v := range view {
+				if v.serves(slot) && v.has("master") && v.id != toID {
+					return fmt.Errorf("%s sees slot %d with %s", p.Addr, slot, v.addr)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("move slot %d: %v", slot, err)
+	}
+}
+
 // WaitHealthy waits until every live node says cluster_state:ok with all
 // slots served, each slot by a master that runs, and the live nodes agree
 // on those masters: what a failover must come to.

@@ -13,7 +13,13 @@
 -- The stock may go below zero: Redis then admitted more than the database
 -- can hold, and dead letters of those orders give it back.
 --
+-- A voucher dropped past its retention (its meta a tombstone, see
+-- drop_voucher) gets nothing: the keys would stay for good.
+--
 -- Returns how many buyers were recorded.
+if redis.call('HEXISTS', KEYS[3], 'dropped') == 1 then
+  return 0
+end
 local has_stock = redis.call('EXISTS', KEYS[1]) == 1
 local recorded = 0
 for i = 1, #ARGV, 2 do

@@ -5,12 +5,20 @@
 -- in the database as failed orders already; a late buy is answered ended
 -- without Redis.
 --
+-- Its meta is left as a tombstone for ARGV[2] ms: dropped, its generation,
+-- and its epoch bumped. A rebuild in flight then stops at its next step
+-- (the epoch), and does not start over (rebuild_begin refuses a dropped
+-- generation); an unload or a late count of persisted orders writes
+-- nothing. Without it they made the keys again, and for good: the voucher
+-- is retired once.
+--
 -- KEYS[1] stock   string: units left to admit
 -- KEYS[2] meta    hash: begin, end, gen, epoch
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the order messages
 -- KEYS[5] dlq     stream: the dead letters
 -- ARGV[1] consumer group
+-- ARGV[2] how long the tombstone stays, ms
 --
 -- Returns 1 if the keys were deleted, 0 if the stream is not drained
 -- (nothing done).
@@ -44,5 +52,9 @@ if #last > 0 then
     return 0
   end
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+local gen = redis.call('HGET', KEYS[2], 'gen') or '0'
+local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('HSET', KEYS[2], 'dropped', '1', 'gen', gen, 'epoch', tostring(epoch))
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1

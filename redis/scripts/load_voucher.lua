@@ -7,7 +7,7 @@
 -- may have admitted buyers since: nothing changes. State of another
 -- generation under the voucher's id is stale (a database reset, or two
 -- databases sharing one key prefix) and is replaced: buyers, stream and dead
--- letters.
+-- letters; so is the tombstone of a voucher dropped past its retention.
 --
 -- KEYS[1] stock   string: units left to admit
 -- KEYS[2] meta    hash: begin, end (unix milliseconds), gen, epoch
@@ -22,13 +22,13 @@
 --
 -- Returns 1 if it replaced state Redis held for the id, 0 if it loaded the
 -- voucher into an empty place, -1 if this generation was there already.
-if redis.call('HGET', KEYS[2], 'gen') == ARGV[5] then
+if redis.call('HGET', KEYS[2], 'gen') == ARGV[5] and redis.call('HEXISTS', KEYS[2], 'dropped') == 0 then
   return -1
 end
 local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
 -- A new epoch: a rebuild in flight for the state replaced stops.
 local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[4], '0', 'MKSTREAM')
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'gen', ARGV[5], 'epoch', tostring(epoch))
 redis.call('SET', KEYS[1], ARGV[1])

@@ -21,6 +21,9 @@
 -- those of another voucher that had the id. A stock without its window
 -- (a voucher half there) is deleted with the buyers and rebuilt.
 --
+-- A voucher of this generation dropped past its retention (its meta a
+-- tombstone, see drop_voucher) is not rebuilt: {-1, '', 0}.
+--
 -- Returns {0, epoch, 0} when the voucher is loaded already (its group is
 -- made at 0 if it was lost, so that its stream is read again from the
 -- start), else {1, epoch, replaced}: rebuild at epoch; replaced is 1 when
@@ -36,10 +39,14 @@ local function ensure_group()
     error(err)
   end
 end
-if (redis.call('HGET', KEYS[2], 'gen') or '0') ~= ARGV[1] then
+local gen = redis.call('HGET', KEYS[2], 'gen') or '0'
+if gen == ARGV[1] and redis.call('HEXISTS', KEYS[2], 'dropped') == 1 then
+  return {-1, '', 0}
+end
+if gen ~= ARGV[1] then
   local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
   local epoch = tostring(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1)
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
   redis.call('HSET', KEYS[2], 'gen', ARGV[1], 'epoch', epoch)
   hold()
   local replaced = 0
@@ -53,7 +60,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     ensure_group()
     return {0, redis.call('HGET', KEYS[2], 'epoch') or '0', 0}
   end
-  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call('UNLINK', KEYS[1], KEYS[3])
   redis.call('HINCRBY', KEYS[2], 'epoch', 1)
 end
 hold()

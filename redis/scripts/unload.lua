@@ -11,10 +11,16 @@
 -- ARGV[1] '1' to keep the buyers (the rebuild counts them with those it
 --         finds), '0' to delete them
 --
--- Returns the new epoch.
+-- A voucher dropped past its retention (its meta a tombstone, see
+-- drop_voucher) is left as it is: nothing to unload, nothing to make again.
+--
+-- Returns the new epoch (the tombstone's, unchanged, for a dropped one).
+if redis.call('HEXISTS', KEYS[2], 'dropped') == 1 then
+  return tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0')
+end
 if ARGV[1] == '1' then
-  redis.call('DEL', KEYS[1])
+  redis.call('UNLINK', KEYS[1])
 else
-  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call('UNLINK', KEYS[1], KEYS[3])
 end
 return redis.call('HINCRBY', KEYS[2], 'epoch', 1)
