@@ -243,12 +243,14 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		}
 		return nil, &Error{Kind: ErrUnavailable, Message: "cannot take orders right now; try again", RetryAfter: time.Second}
 	}
-	if s.Mode != ModeSync && s.knownSoldOut(voucherID) {
+	fence := s.Vouchers.fence.load()
+	if s.Mode != ModeSync && s.knownSoldOut(voucherID, fence) {
 		err := s.soldOutAnswer(ctx, userID, voucherID)
-		if !s.Confirmed || !errors.Is(err, ErrDuplicateOrder) {
+		if err != nil && (!s.Confirmed || !errors.Is(err, ErrDuplicateOrder)) {
 			return nil, err
 		}
-		// A buyer with an order: the admission below confirms it.
+		// A buyer with an order: the admission below confirms it. Or
+		// (nil) the cache server is not checked: the admission checks it.
 	}
 	if s.Mode == ModeSync {
 		o := s.pending(id, userID, voucherID)
@@ -274,83 +276,131 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 	case err == nil:
 		return s.pending(id, userID, voucherID), nil
 	case errors.Is(err, ErrSoldOut):
-		s.noteSoldOut(voucherID)
+		s.noteSoldOut(voucherID, fence)
 	}
 	return nil, err
 }
 
 // soldOutMemory remembers, per voucher id, until when it is known sold out
-// (Unix ns). It is a map replaced whole on each change and read without a
-// lock: it changes about once a second per voucher on sale, and is read
-// by every buy.
+// (Unix ns), and the word of fenceSeen it was learnt under. It is a map
+// replaced whole on each change and read without a lock: it changes about
+// once a second per voucher on sale, and is read by every buy.
 type soldOutMemory struct {
 	mu sync.Mutex // held to change m
-	m  atomic.Pointer[map[int64]int64]
+	m  atomic.Pointer[map[int64]soldOutEntry]
 }
 
-// until returns until when the voucher is known sold out, or 0.
-func (m *soldOutMemory) until(voucherID int64) int64 {
+// soldOutEntry is what soldOutMemory knows of a voucher.
+type soldOutEntry struct {
+	until int64  // Unix ns
+	fence uint64 // fenceSeen's word when it was found sold out
+}
+
+// get returns what is known of the voucher; until is 0 if nothing.
+func (m *soldOutMemory) get(voucherID int64) soldOutEntry {
 	if p := m.m.Load(); p != nil {
 		return (*p)[voucherID]
 	}
-	return 0
+	return soldOutEntry{}
 }
 
-// set makes the voucher known sold out until the time (Unix ns); 0
-// forgets it, if it is still until was. Expired entries are dropped.
-func (m *soldOutMemory) set(voucherID, until, was, now int64) {
+// set makes the voucher known sold out as e; an e.until of 0 forgets it, if
+// it is still was. Expired entries are dropped.
+func (m *soldOutMemory) set(voucherID int64, e, was soldOutEntry, now int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var old map[int64]int64
+	var old map[int64]soldOutEntry
 	if p := m.m.Load(); p != nil {
 		old = *p
 	}
-	if until == 0 && old[voucherID] != was {
+	if e.until == 0 && old[voucherID] != was {
 		return // renewed meanwhile
 	}
-	next := make(map[int64]int64, len(old)+1)
-	for id, t := range old {
-		if t > now {
-			next[id] = t
+	next := make(map[int64]soldOutEntry, len(old)+1)
+	for id, o := range old {
+		if o.until > now {
+			next[id] = o
 		}
 	}
-	if until != 0 {
-		next[voucherID] = until
+	if e.until != 0 {
+		next[voucherID] = e
 	} else {
 		delete(next, voucherID)
 	}
 	m.m.Store(&next)
 }
 
+// fenceSeen says whether this process has seen the cache server checked
+// (its Recover armed admission there: VoucherService.arm) since it last had
+// reason to doubt it (the server was not the one checked, or could not be
+// armed: VoucherService.identity and arm; or a read of a sold-out voucher
+// found admission not armed: soldOutAnswer). Its word counts the
+// changes: odd while checked. What is learnt while checked (the sold-out
+// memory) holds only while the word is the same.
+type fenceSeen struct{ w atomic.Uint64 }
+
+// load returns the current word.
+func (f *fenceSeen) load() uint64 { return f.w.Load() }
+
+// checkedIn reports whether w is a word of a checked server.
+func checkedIn(w uint64) bool { return w&1 == 1 }
+
+// checked records the server checked.
+func (f *fenceSeen) checked() { f.flip(false) }
+
+// doubt records a reason to doubt the server.
+func (f *fenceSeen) doubt() { f.flip(true) }
+
+// flip moves the word on, if it is checked (from) or not.
+func (f *fenceSeen) flip(from bool) {
+	for {
+		w := f.w.Load()
+		if checkedIn(w) != from || f.w.CompareAndSwap(w, w+1) {
+			return
+		}
+	}
+}
+
 // knownSoldOut reports whether the voucher was found sold out less than
-// SoldOutFor ago; an entry that has expired is dropped.
-func (s *OrderService) knownSoldOut(voucherID int64) bool {
-	until := s.soldOut.until(voucherID)
-	if until == 0 {
+// SoldOutFor ago, while this process has seen the cache server checked
+// (fenceSeen) without a doubt since: fence is the word now. An entry that
+// has expired, or was learnt under another word, is dropped: a server that
+// came back with older data may have stock, and lack the slot of a buyer
+// who holds an order.
+func (s *OrderService) knownSoldOut(voucherID int64, fence uint64) bool {
+	e := s.soldOut.get(voucherID)
+	if e.until == 0 {
 		return false
 	}
 	now := time.Now().UnixNano()
-	if now < until {
+	if now < e.until && e.fence == fence && checkedIn(fence) {
 		return true
 	}
-	s.soldOut.set(voucherID, 0, until, now)
+	s.soldOut.set(voucherID, soldOutEntry{}, e, now)
 	return false
 }
 
-// noteSoldOut remembers that the voucher is sold out, for SoldOutFor.
-func (s *OrderService) noteSoldOut(voucherID int64) {
+// noteSoldOut remembers that the voucher is sold out, for SoldOutFor, as
+// learnt under the word fence of fenceSeen (read before the admission).
+func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
 	wait := s.SoldOutFor
 	if wait == 0 {
 		wait = time.Second
 	}
-	if wait > 0 {
+	if wait > 0 && checkedIn(fence) {
 		now := time.Now().UnixNano()
-		s.soldOut.set(voucherID, now+int64(wait), 0, now)
+		s.soldOut.set(voucherID, soldOutEntry{until: now + int64(wait), fence: fence}, soldOutEntry{}, now)
 	}
 }
 
 // soldOutAnswer answers a buyer of a voucher known sold out: their own
-// order if they have one (G5), read from their slot; else sold out.
+// order if they have one (G5), read from their slot or the cache's copy;
+// else sold out. It returns nil when the cache cannot vouch for the slot,
+// and the caller admits: its server is not checked (ErrCacheUnverified: it
+// may have come back with older data; the memory is then doubted, and the
+// admission checks the server), or the voucher is not loaded
+// (ErrVoucherNotLoaded: its data lost, or being rebuilt; the memory of it
+// is dropped, and the admission rebuilds it).
 func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
 	var existing int64
 	var err error
@@ -360,6 +410,12 @@ func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int6
 		existing, err = heldOrder(ctx, s.Cache, userID, voucherID)
 	}
 	switch {
+	case errors.Is(err, ErrCacheUnverified):
+		s.Vouchers.fence.doubt()
+		return nil
+	case errors.Is(err, ErrVoucherNotLoaded):
+		s.soldOut.set(voucherID, soldOutEntry{}, s.soldOut.get(voucherID), time.Now().UnixNano())
+		return nil
 	case err != nil:
 		return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
 	case existing != 0:
@@ -372,7 +428,9 @@ func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int6
 // sold out from a copy it keeps true, without a round trip (redis.Client).
 type soldOutSlots interface {
 	// SoldOutBuyerOrder is BuyerOrder for a voucher the caller found sold
-	// out.
+	// out, read only from a server checked since it came up (else
+	// ErrCacheUnverified) and while the voucher is loaded (else
+	// ErrVoucherNotLoaded).
 	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 )
 
@@ -233,6 +234,148 @@ func TestBuySoldOut(t *testing.T) {
 			t.Fatalf("buy after stock was given back = %v, want admitted once the memory expires", err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestBuySoldOutAfterRedisCameBackOlder: Redis restarts from a snapshot
+// taken before a buyer was admitted (their order is in the database since)
+// while this instance remembers the voucher sold out. The buyer asking
+// again must get their order back, once the open vouchers are rebuilt from
+// the database, never sold_out: the memory of a sold-out voucher, and the
+// slots it reads, are of a Redis not checked since it came back (G5, G6).
+func TestBuySoldOutAfterRedisCameBackOlder(t *testing.T) {
+	t.Parallel()
+	rp := testenv.StartRedisProc(t)
+	vs, store, _ := services(t, "redis://"+rp.Addr)
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("older", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	first, err := s.Buy(ctx, 1, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rp.Do(ctx, "SAVE"); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Buy(ctx, 2, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Persisted, as the workers do.
+	if _, err := store.SaveOrders(ctx, []*seckill.Order{first, second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Buy(ctx, 3, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("third buyer = %v, want sold out", err)
+	}
+	var e *seckill.Error
+	if _, err := s.Buy(ctx, 2, v.ID); !errors.As(err, &e) || e.Kind != seckill.ErrDuplicateOrder || e.OrderID != second.ID {
+		t.Fatalf("buyer 2 asking again = %v, want duplicate_order with %d", err, second.ID)
+	}
+	rp.Restart(t) // back with the snapshot: no buyer 2, one unit left
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := s.Buy(ctx, 2, v.ID)
+		if errors.Is(err, seckill.ErrSoldOut) {
+			t.Fatalf("buyer 2, who holds order %d, asking after Redis came back older: %v", second.ID, err)
+		}
+		if errors.As(err, &e) && e.Kind == seckill.ErrDuplicateOrder && e.OrderID == second.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("buyer 2 asking after Redis came back older: %v after 20s, want duplicate_order with %d", err, second.ID)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBuySoldOutAfterRedisLostData: Redis loses its data (FLUSHDB: the
+// admission script stays loaded, and no check has seen it yet) while this
+// instance remembers the voucher sold out. A buyer asking again must get
+// their order back, from the voucher rebuilt from the database, never
+// sold_out read from a voucher no longer there.
+func TestBuySoldOutAfterRedisLostData(t *testing.T) {
+	t.Parallel()
+	rp := testenv.StartRedisProc(t)
+	vs, store, _ := services(t, "redis://"+rp.Addr)
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("lost", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	var orders []*seckill.Order
+	for u := int64(1); u <= 2; u++ {
+		o, err := s.Buy(ctx, u, v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders = append(orders, o)
+	}
+	if _, err := store.SaveOrders(ctx, orders); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Buy(ctx, 3, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("third buyer = %v, want sold out", err)
+	}
+	if _, err := rp.Do(ctx, "FLUSHDB"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Buy(ctx, 2, v.ID)
+	if e := (*seckill.Error)(nil); !errors.As(err, &e) || e.Kind != seckill.ErrDuplicateOrder || e.OrderID != orders[1].ID {
+		t.Fatalf("buyer 2, who holds order %d, asking after Redis lost its data: %v; want duplicate_order", orders[1].ID, err)
+	}
+}
+
+// TestSoldOutMemoryDoubtedWhenRedisChanged: the sold-out memory is learnt
+// from a Redis server this process checked. Once a check finds the server
+// is not the one checked (a restart or a failover, here one whose script
+// cache still holds the admission script), what the memory knew is
+// dropped: the next buy runs the admission, on the server checked and
+// rebuilt since, rather than be answered from before.
+func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
+	t.Parallel()
+	rp := testenv.StartRedisProc(t)
+	vs, store, _ := services(t, "redis://"+rp.Addr)
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("changed", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
+	s := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	first, err := s.Buy(ctx, 1, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.SaveOrders(ctx, []*seckill.Order{first}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Buy(ctx, 2, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+			t.Fatalf("second buyer = %v, want sold out", err)
+		}
+	}
+	if n := cache.admits.Load(); n != 2 {
+		t.Fatalf("%d admissions, want 2: the second buyer asking again is answered from memory", n)
+	}
+	if _, err := rp.Do(ctx, "HSET", "seckill:{fence}:identity", "identity", "a server that is gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := vs.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Buy(ctx, 2, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("second buyer after the check = %v, want sold out", err)
+	}
+	if n := cache.admits.Load(); n != 3 {
+		t.Errorf("%d admissions, want 3: the memory learnt from the server before the check must not answer after it", n)
 	}
 }
 

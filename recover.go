@@ -175,13 +175,17 @@ func (s *VoucherService) check(ctx context.Context) error {
 	return s.arm(ctx, identity)
 }
 
-// identity reads the cache server's identity and its fence.
+// identity reads the cache server's identity and its fence. A server not
+// the one checked makes this process doubt it (fenceSeen) until it arms it.
 func (s *VoucherService) identity(ctx context.Context) (identity, fence string, err error) {
 	if identity, err = s.Cache.Identity(ctx); err != nil {
 		return "", "", fmt.Errorf("check the cache server: %w", err)
 	}
 	if fence, err = s.Cache.Fence(ctx); err != nil {
 		return "", "", fmt.Errorf("check the cache server: %w", err)
+	}
+	if fence != identity {
+		s.fence.doubt()
 	}
 	return identity, fence, nil
 }
@@ -191,8 +195,10 @@ func (s *VoucherService) identity(ctx context.Context) (identity, fence string, 
 // armed), and the next admission checks again.
 func (s *VoucherService) arm(ctx context.Context, identity string) error {
 	if err := s.Cache.ArmAdmission(ctx, identity); err != nil {
+		s.fence.doubt()
 		return fmt.Errorf("check the cache server: %w", err)
 	}
+	s.fence.checked()
 	return nil
 }
 

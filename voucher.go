@@ -254,6 +254,10 @@ type VoucherService struct {
 	// due is poked when a check unloaded vouchers (rebuildsDue).
 	dueOnce sync.Once
 	due     chan struct{}
+	// fence says whether this process saw the cache server checked since it
+	// last had reason to doubt it: the sold-out memory (OrderService) is
+	// used only then.
+	fence fenceSeen
 	// rows holds vouchers as first read: their generation, window and
 	// initial stock never change. A rebuild refreshes its voucher's.
 	rows     sync.Map // id → *Voucher

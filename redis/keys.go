@@ -26,6 +26,9 @@ type voucherKeys struct {
 	Buyers string // hash: user id -> order id
 	Orders string // stream: admitted orders, read by the workers' group
 	DLQ    string // stream: order messages that could not be persisted
+	// Changes is a list: "ver:user,…", the buyers whose slots each bump of
+	// meta's ver changed, for the copies of the buyers (soldout.go).
+	Changes string
 	// ID is the voucher id in decimal, as scripts take it.
 	ID string
 }
@@ -34,12 +37,13 @@ func (k keyspace) voucher(id int64) voucherKeys {
 	s := strconv.FormatInt(id, 10)
 	tag := k.prefix + ":{v" + s + "}:"
 	return voucherKeys{
-		ID:     s,
-		Stock:  tag + "stock",
-		Meta:   tag + "meta",
-		Buyers: tag + "buyers",
-		Orders: tag + "orders",
-		DLQ:    tag + "dlq",
+		ID:      s,
+		Stock:   tag + "stock",
+		Meta:    tag + "meta",
+		Buyers:  tag + "buyers",
+		Orders:  tag + "orders",
+		DLQ:     tag + "dlq",
+		Changes: tag + "changes",
 	}
 }
 

@@ -60,8 +60,8 @@ func (c *Client) Reassign(ctx context.Context, voucherID, userID, orderID, keep 
 
 func (c *Client) release(ctx context.Context, voucherID, userID, orderID int64, keep string) (bool, error) {
 	k := c.keys.voucher(voucherID)
-	n, err := c.scripts.get("release").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers, k.Meta},
-		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), keep, holdMillis}).AsInt64()
+	n, err := c.scripts.get("release").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers, k.Meta, k.Changes},
+		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), keep, holdMillis, changeLogLen, changeLogTTL}).AsInt64()
 	if err != nil {
 		return false, redisErr(fmt.Sprintf("release order %d", orderID), err)
 	}

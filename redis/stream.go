@@ -124,11 +124,12 @@ func (c *Client) AckOrders(ctx context.Context, voucherID int64, entryIDs ...str
 // CountPersisted runs count_persisted.lua for orders.
 func (c *Client) CountPersisted(ctx context.Context, voucherID int64, orders []*seckill.Order) error {
 	k := c.keys.voucher(voucherID)
-	args := make([]string, 0, 2*len(orders))
+	args := make([]string, 0, 2+2*len(orders))
+	args = append(args, changeLogLen, changeLogTTL)
 	for _, o := range orders {
 		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 	}
-	n, err := c.scripts.get("count_persisted").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers, k.Meta}, args).AsInt64()
+	n, err := c.scripts.get("count_persisted").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers, k.Meta, k.Changes}, args).AsInt64()
 	if err != nil {
 		return redisErr(fmt.Sprintf("count persisted orders of voucher %d", voucherID), err)
 	}
@@ -386,9 +387,9 @@ func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl se
 		giveStock = "0"
 	}
 	n, err := c.scripts.get("dead_letter").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Buyers, k.Orders, k.DLQ, k.Meta},
+		[]string{k.Stock, k.Buyers, k.Orders, k.DLQ, k.Meta, k.Changes},
 		[]string{Group, msg.EntryID, num(msg.Order.ID), num(msg.Order.UserID), strconv.FormatInt(msg.VoucherID, 10),
-			dl.Reason, giveStock, num(dl.BuyerOrder), holdMillis},
+			dl.Reason, giveStock, num(dl.BuyerOrder), holdMillis, changeLogLen, changeLogTTL},
 	).AsInt64()
 	if err != nil {
 		return false, streamErr(fmt.Sprintf("dead-letter order message %s of voucher %d", msg.EntryID, msg.VoucherID), err)

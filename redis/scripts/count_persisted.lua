@@ -8,7 +8,12 @@
 -- KEYS[1] stock   string: units left to admit
 -- KEYS[2] buyers  hash: user id -> order id
 -- KEYS[3] meta    hash: ver, bumped when a buyer is recorded (release.lua)
--- ARGV    pairs of user id, order id
+-- KEYS[4] changes list: the log of ver, kept as release.lua keeps it; more
+--                 than 16 buyers recorded at once are logged as '*' (the
+--                 copies are then made again)
+-- ARGV[1] how many entries KEYS[4] keeps
+-- ARGV[2] how long KEYS[4] is kept after its last entry, ms
+-- ARGV[3..] pairs of user id, order id
 --
 -- The stock may go below zero: Redis then admitted more than the database
 -- can hold, and dead letters of those orders give it back.
@@ -21,16 +26,23 @@ if redis.call('HEXISTS', KEYS[3], 'dropped') == 1 then
   return 0
 end
 local has_stock = redis.call('EXISTS', KEYS[1]) == 1
-local recorded = 0
-for i = 1, #ARGV, 2 do
+local recorded = {}
+for i = 3, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
-    recorded = recorded + 1
+    recorded[#recorded + 1] = ARGV[i]
     if has_stock then
       redis.call('DECR', KEYS[1])
     end
   end
 end
-if recorded > 0 and has_stock then
+if #recorded > 0 and has_stock then
   redis.call('HINCRBY', KEYS[3], 'ver', 1)
+  local users = '*'
+  if #recorded <= 16 then
+    users = table.concat(recorded, ',')
+  end
+  redis.call('RPUSH', KEYS[4], redis.call('HGET', KEYS[3], 'ver') .. ':' .. users)
+  redis.call('LTRIM', KEYS[4], -tonumber(ARGV[1]), -1)
+  redis.call('PEXPIRE', KEYS[4], ARGV[2])
 end
-return recorded
+return #recorded

@@ -8,6 +8,7 @@
 -- KEYS[3] orders  stream: the order messages
 -- KEYS[4] dlq     stream: the dead letters
 -- KEYS[5] meta    hash: ver and held, kept as release.lua keeps them
+-- KEYS[6] changes list: the log of ver, kept as release.lua keeps it
 -- ARGV[1] consumer group
 -- ARGV[2] entry id of the message in KEYS[3]
 -- ARGV[3] order id ('' if the message has none)
@@ -18,6 +19,8 @@
 --         then only a stock below zero, Redis's oversell, is given back)
 -- ARGV[8] order id to leave as the buyer's, or '' to free the slot
 -- ARGV[9] how long a unit given back to a sold-out voucher is held, ms
+-- ARGV[10] how many entries KEYS[6] keeps
+-- ARGV[11] how long KEYS[6] is kept after its last entry, ms
 --
 -- The stock and slot go back only if the buyer's slot holds this very order:
 -- that proves the message took them, and a second call finds it freed. The
@@ -44,6 +47,9 @@ if owns then
   local stock = redis.call('GET', KEYS[1])
   if stock then
     redis.call('HINCRBY', KEYS[5], 'ver', 1)
+    redis.call('RPUSH', KEYS[6], redis.call('HGET', KEYS[5], 'ver') .. ':' .. ARGV[4])
+    redis.call('LTRIM', KEYS[6], -tonumber(ARGV[10]), -1)
+    redis.call('PEXPIRE', KEYS[6], ARGV[11])
   end
   if stock and (ARGV[7] == '1' or tonumber(stock) < 0) then
     redis.call('INCR', KEYS[1])

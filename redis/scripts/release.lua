@@ -8,20 +8,26 @@
 -- KEYS[2] buyers  hash: user id -> order id
 -- KEYS[3] meta    hash: ver, bumped by every change of a slot but an
 --                 admission's; held (unix ms)
+-- KEYS[4] changes list: "ver:user,…", the slots each bump of ver changed
 -- ARGV[1] user id
 -- ARGV[2] order id
 -- ARGV[3] order id to leave as the buyer's (keeping the stock), or '' to
 --         free the slot and give the stock back
 -- ARGV[4] how long a unit given back to a sold-out voucher is held, ms
+-- ARGV[5] how many entries KEYS[4] keeps
+-- ARGV[6] how long KEYS[4] is kept after its last entry, ms
 --
 -- While the voucher has no stock (unloaded, or being rebuilt), the slot
 -- alone changes: the rebuild sets the stock from the buyers it finds.
 --
--- ver and held keep the instances' copies of a sold-out voucher's buyers
--- true (redis/soldout.go): a copy is used only while a read of ver sent
--- less than the hold ago found it unchanged, and a unit given back to a
--- sold-out voucher is admitted to no one for the hold, so no buyer can hold
--- an order that such a copy does not show.
+-- ver, changes and held keep the instances' copies of a sold-out voucher's
+-- buyers true (redis/soldout.go): each bump of ver is logged in changes
+-- with the buyer whose slot it changed, so that a copy applies the changes
+-- since its ver instead of copying every buyer again; a copy answers alone
+-- only while a read sent less than 100 ms ago (less than the hold) found
+-- it true and the voucher sold out, and a unit given back to a sold-out
+-- voucher is admitted to no one for the hold, so no buyer can hold an order
+-- that such a copy does not show.
 --
 -- Returns 1 if done, 0 if the buyer's slot does not hold that order
 -- (already given back: nothing done).
@@ -31,6 +37,9 @@ end
 local stock = redis.call('GET', KEYS[1])
 if stock then
   redis.call('HINCRBY', KEYS[3], 'ver', 1)
+  redis.call('RPUSH', KEYS[4], redis.call('HGET', KEYS[3], 'ver') .. ':' .. ARGV[1])
+  redis.call('LTRIM', KEYS[4], -tonumber(ARGV[5]), -1)
+  redis.call('PEXPIRE', KEYS[4], ARGV[6])
 end
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
