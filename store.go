@@ -14,11 +14,12 @@ type Store interface {
 	Migrate(ctx context.Context) error
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
-	// Writable checks that the database takes writes now: a write that
-	// changes nothing, rolled back. A server that refuses writes (a
-	// standby, a read-only session) fails it. Workers ask it before they
-	// blame orders for a failure of no known kind (docs/design.md, Dead
-	// letters).
+	// Writable checks that the database takes writes now: it writes and
+	// commits one row of its own (write_probe), so that a refusal at
+	// commit fails it too. A server that refuses writes (a standby, a
+	// read-only session, a replication group out of quorum) fails it.
+	// Workers ask it before they blame orders for a failure of no known
+	// kind (docs/design.md, What counts as a delivery).
 	Writable(ctx context.Context) error
 	// Close releases the connection pool.
 	Close() error

@@ -17,6 +17,7 @@ import (
 // MySQL and MariaDB error numbers the store acts on.
 const (
 	errDiskFull              = 1021
+	errErrorOnWrite          = 1026 // a file (the binary log) could not be written
 	errOutOfMemory           = 1037
 	errOutOfSortMemory       = 1038
 	errTooManyConnections    = 1040
@@ -43,6 +44,8 @@ const (
 	errConnectionKilled      = 1927 // MariaDB
 	errStatementTimeout      = 1969 // MariaDB max_statement_time
 	errQueryTimeout          = 3024 // MySQL max_execution_time
+	errRunHookError          = 3100 // group replication refused the commit
+	errRollbackDuringCommit  = 3101 // the commit was rolled back (group replication)
 	errCheckViolationSQL     = 3819 // MySQL 8
 	errClientInactiveTimeout = 4031 // MySQL 8: the server ended an idle session
 	errCheckViolationDB      = 4025 // MariaDB
@@ -69,7 +72,8 @@ func dbErr(err error) error {
 		case errTooManyConnections, errServerShutdown, errLockWaitTimeout, errDeadlock, errConnectionKilled,
 			errOptionPrevents, errReadOnlyTransaction, errReadOnlyMode,
 			errStatementTimeout, errQueryTimeout, errQueryInterrupted,
-			errDiskFull, errTableFull, errOutOfMemory, errOutOfSortMemory, errOutOfResources,
+			errDiskFull, errErrorOnWrite, errTableFull, errOutOfMemory, errOutOfSortMemory, errOutOfResources,
+			errRunHookError, errRollbackDuringCommit,
 			errNetReadError, errNetReadInterrupted, errNetErrorOnWrite, errNetWriteInterrupted,
 			errErrorDuringCommit, errTooManyUserConns, errUserLimitReached, errClientInactiveTimeout:
 			return fmt.Errorf("%w: %w", seckill.ErrTransient, err)

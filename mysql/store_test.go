@@ -158,6 +158,8 @@ func TestDBErr(t *testing.T) {
 		{"out of memory", &mysqldriver.MySQLError{Number: 1037}, true, false},
 		{"out of resources", &mysqldriver.MySQLError{Number: 1041}, true, false},
 		{"error during commit", &mysqldriver.MySQLError{Number: 1180}, true, false},
+		{"group replication refused the commit", &mysqldriver.MySQLError{Number: 3100}, true, false},
+		{"binary log not written", &mysqldriver.MySQLError{Number: 1026}, true, false},
 		{"MariaDB check constraint", &mysqldriver.MySQLError{Number: 4025}, false, true},
 		{"MySQL check constraint", &mysqldriver.MySQLError{Number: 3819}, false, true},
 		{"data too long", &mysqldriver.MySQLError{Number: 1406}, false, true},

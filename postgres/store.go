@@ -117,19 +117,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// probeWriteSQL is Writable's write: an update of no row (ids start at 1).
-// A read-only session refuses it as it would any write.
-const probeWriteSQL = `UPDATE vouchers SET stock = stock WHERE id = 0`
+// probeWriteSQL is Writable's write, committed: write_probe's one row.
+const probeWriteSQL = `INSERT INTO write_probe (id, probed_at) VALUES (1, now())
+ON CONFLICT (id) DO UPDATE SET probed_at = EXCLUDED.probed_at`
 
 // Writable checks that the database takes writes now; see [seckill.Store].
 func (s *Store) Writable(ctx context.Context) error {
 	err := s.with(ctx, func(conn *pgx.Conn) error {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(ctx)
-		_, err = tx.Exec(ctx, probeWriteSQL)
+		_, err := conn.Exec(ctx, probeWriteSQL)
 		return err
 	})
 	if err != nil {

@@ -133,14 +133,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// probeWriteSQL is Writable's write: an update of no row (ids start at 1),
-// in a transaction that takes the write lock as it begins.
-const probeWriteSQL = `UPDATE vouchers SET stock = stock WHERE id = 0`
+// probeWriteSQL is Writable's write, committed: write_probe's one row.
+const probeWriteSQL = `INSERT INTO write_probe (id, probed_at) VALUES (1, ?)
+ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`
 
 // Writable checks that the database takes writes now; see [seckill.Store].
 func (s *Store) Writable(ctx context.Context) (err error) {
 	defer s.closeReadOnly(&err)
-	if err := sqlrows.ProbeWrite(ctx, s.db, probeWriteSQL); err != nil {
+	if _, err := s.db.ExecContext(ctx, probeWriteSQL, micros(now())); err != nil {
 		return fmt.Errorf("sqlite: probe a write: %w", dbErr(err))
 	}
 	return nil

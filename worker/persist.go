@@ -76,29 +76,26 @@ func (p *Pool) settleBatch(msgs []seckill.OrderMessage) {
 // that are the database's state (blame). A batch the database refuses
 // otherwise is saved again one order at a time, each once, so that an
 // order that fails alone is told from a database that fails them all
-// (docs/design.md, Dead letters): an order the database refuses as bad is
-// dead-lettered; one that fails for no known reason while other orders of
-// its voucher save counts a delivery (failed), as does a message read
-// alone that fails so while the database takes writes. If none of the
-// batch saves, the failure is the database's state though it does not say
-// so: what is left is saved again, in place, after a backoff, and counts
-// nothing.
+// (docs/design.md, What counts as a delivery): an order the database
+// refuses as bad is dead-lettered; one that fails for no known reason
+// while other orders of its voucher save counts a delivery (failed), as
+// does a message read alone that fails so while the database commits
+// writes. If none saves, the failure is taken for the database's state
+// though it does not say so: what is left is saved again whole, in place,
+// behind the circuit breaker, counting nothing, until it saves or other
+// orders of the voucher save again (then it is saved one at a time again).
 func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
 	voucher := batch[0].VoucherID
-	b := p.backoff()
-	for round := 0; ; round++ {
-		mark := p.savedSoFar(voucher)
-		msgs, err := p.saveOnce(ctx, batch)
-		if err == nil {
-			return
-		}
+	mark := p.savedSoFar(voucher)
+	msgs, err := p.saveOnce(ctx, batch, nil)
+	for first := true; err != nil; first = false {
 		type failure struct {
 			m   seckill.OrderMessage
 			err error
 		}
 		var left []failure
 		switch {
-		case len(msgs) == 1 && round == 0:
+		case len(msgs) == 1 && first:
 			p.failed(ctx, msgs[0], err)
 			return
 		case len(msgs) == 1:
@@ -106,7 +103,7 @@ func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
 		default:
 			p.logger.Warn("batch failed; saving its orders one at a time", "voucher", voucher, "orders", len(msgs), "err", err)
 			for _, m := range msgs {
-				if _, err := p.saveOnce(ctx, []seckill.OrderMessage{m}); err != nil {
+				if _, err := p.saveOnce(ctx, []seckill.OrderMessage{m}, nil); err != nil {
 					left = append(left, failure{m, err})
 				}
 			}
@@ -124,13 +121,10 @@ func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
 		if len(unknown) == 0 {
 			return
 		}
-		p.metrics.retries.Inc()
-		p.logger.Warn("orders fail for no known reason and none of their voucher's saves: taken for the database's state; retrying",
+		p.logger.Warn("orders fail for no known reason and none of their voucher's saves: taken for the database's state; retrying them",
 			"voucher", voucher, "orders", len(unknown), "err", left[0].err)
-		if !b.wait(ctx) {
-			return
-		}
-		batch = unknown
+		mark = p.savedSoFar(voucher)
+		msgs, err = p.saveOnce(ctx, unknown, &mark)
 	}
 }
 
@@ -138,8 +132,10 @@ func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
 // that are the database's state, and settles what it wrote. It returns nil
 // when batch is done with: settled, held by another consumer, or left
 // pending (stopping, Redis unreadable); else the messages the database
-// refused, and why.
-func (p *Pool) saveOnce(ctx context.Context, batch []seckill.OrderMessage) ([]seckill.OrderMessage, error) {
+// refused, and why. With hold, a failure of no known kind is the
+// database's state too, retried in place, as long as no batch of the
+// voucher saves (savedSoFar is still *hold).
+func (p *Pool) saveOnce(ctx context.Context, batch []seckill.OrderMessage, hold *int64) ([]seckill.OrderMessage, error) {
 	var (
 		msgs     = batch
 		outcomes []seckill.SaveOutcome
@@ -157,10 +153,14 @@ func (p *Pool) saveOnce(ctx context.Context, batch []seckill.OrderMessage) ([]se
 			o := msgs[i].Order
 			orders[i] = &o
 		}
-		return blame(ctx, p.store, func() (err error) {
+		err = blame(ctx, p.store, func() (err error) {
 			outcomes, err = p.store.SaveOrders(ctx, orders)
 			return err
 		})
+		if hold != nil && unknown(ctx, err) && p.savedSoFar(batch[0].VoucherID) == *hold {
+			return fmt.Errorf("%w: %w (and no order of the voucher saves)", seckill.ErrTransient, err)
+		}
+		return err
 	})
 	switch {
 	case err == nil && len(msgs) == 0:
@@ -178,8 +178,9 @@ func (p *Pool) saveOnce(ctx context.Context, batch []seckill.OrderMessage) ([]se
 	return nil, nil
 }
 
-// savedSoFar counts the batches of the voucher this pool has saved: a
-// change tells that the database takes the voucher's orders.
+// savedSoFar counts the batches of the voucher this pool has saved, new
+// orders committed (a redelivery's AlreadySaved commits nothing): a change
+// tells that the database takes the voucher's orders.
 func (p *Pool) savedSoFar(voucherID int64) int64 {
 	if n, ok := p.saves.Load(voucherID); ok {
 		return n.(*atomic.Int64).Load()
@@ -310,7 +311,6 @@ func (p *Pool) settle(ctx context.Context, msgs []seckill.OrderMessage, outcomes
 			saved = append(saved, &m.Order)
 		case seckill.AlreadySaved:
 			p.metrics.redelivered.Inc()
-			saves = true
 			ack = append(ack, m.EntryID)
 			saved = append(saved, &m.Order)
 		case seckill.BuyerConflict:
@@ -346,13 +346,8 @@ func (p *Pool) buyerOrder(ctx context.Context, o seckill.Order) int64 {
 	return id
 }
 
-// buyerOrder returns the id of o's buyer's created order of o's voucher in
-// the database, or 0 if there is none or it cannot be read.
-func buyerOrder(ctx context.Context, store Store, o *seckill.Order) int64 {
-	id, _ := findBuyerOrder(ctx, store, o)
-	return id
-}
-
+// findBuyerOrder returns the id of o's buyer's created order of o's
+// voucher in the database, or 0 if there is none.
 func findBuyerOrder(ctx context.Context, store Store, o *seckill.Order) (int64, error) {
 	orders, err := store.UserOrders(ctx, o.UserID, 1000)
 	if err != nil {

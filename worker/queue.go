@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,9 @@ type Queue struct {
 	guard  recoverer
 
 	persisted, full prometheus.Counter
+	// saves counts the orders written: a change tells that the database
+	// takes orders (save).
+	saves atomic.Int64
 
 	mu     sync.RWMutex // guards closed against Offer
 	closed bool
@@ -204,32 +208,28 @@ func (q *Queue) saveGuarded(batch []*seckill.Order) {
 // database's state (blame). A batch the database refuses otherwise is
 // written again one order at a time, each once, as the stream mode's
 // Pool.save does: an order the database refuses as bad, or that fails for
-// no known reason while others save (or read alone), fails; if none saves,
-// the failure is the database's state, and what is left is written again,
-// in place, after a backoff.
+// no known reason while others save (or alone, the database committing
+// writes), fails; if none saves, the failure is taken for the database's
+// state: what is left is written again whole, in place, until it is
+// written or other orders are again (then one at a time again).
 func (q *Queue) save(batch []*seckill.Order) {
-	b := q.backoff()
-	for round := 0; ; round++ {
-		err := q.saveOnce(batch)
-		switch {
-		case err == nil:
-			return
-		case len(batch) == 1 && round == 0:
+	mark := q.saves.Load()
+	err := q.saveOnce(batch, nil)
+	for first := true; err != nil; first = false {
+		if len(batch) == 1 && first {
 			q.fail(batch[0], err)
 			return
 		}
 		var (
 			unknown []*seckill.Order
-			saved   bool
 			last    = err
 		)
 		if len(batch) == 1 {
 			unknown = batch
 		} else {
 			for _, o := range batch {
-				switch err := q.saveOnce([]*seckill.Order{o}); {
+				switch err := q.saveOnce([]*seckill.Order{o}, nil); {
 				case err == nil:
-					saved = true
 				case refused(err):
 					q.fail(o, err)
 				default:
@@ -237,7 +237,7 @@ func (q *Queue) save(batch []*seckill.Order) {
 				}
 			}
 		}
-		if saved {
+		if q.saves.Load() != mark {
 			for _, o := range unknown {
 				q.fail(o, last)
 			}
@@ -246,20 +246,19 @@ func (q *Queue) save(batch []*seckill.Order) {
 		if len(unknown) == 0 {
 			return
 		}
-		q.logger.Warn("queued orders fail for no known reason and none saves: taken for the database's state; retrying", "orders", len(unknown), "err", last)
-		if !b.wait(q.ctx) {
-			q.logger.Error("queued orders lost at shutdown; run seckill reconcile", "orders", len(unknown))
-			return
-		}
+		q.logger.Warn("queued orders fail for no known reason and none is written: taken for the database's state; retrying them", "orders", len(unknown), "err", last)
 		batch = unknown
+		err = q.saveOnce(batch, &mark)
 	}
 }
 
 // saveOnce writes a batch in one transaction, retrying in place the
 // failures that are the database's state, and settles the outcomes. It
 // returns nil when the batch is done with (written, settled, or lost at
-// shutdown), else why the database refused it.
-func (q *Queue) saveOnce(batch []*seckill.Order) error {
+// shutdown), else why the database refused it. With hold, a failure of no
+// known kind is the database's state too, retried in place, as long as the
+// queue writes no order (saves is still *hold).
+func (q *Queue) saveOnce(batch []*seckill.Order, hold *int64) error {
 	b := q.backoff()
 	for {
 		var outcomes []seckill.SaveOutcome
@@ -267,6 +266,9 @@ func (q *Queue) saveOnce(batch []*seckill.Order) error {
 			outcomes, err = q.store.SaveOrders(q.ctx, batch)
 			return err
 		})
+		if hold != nil && unknown(q.ctx, err) && q.saves.Load() == *hold {
+			err = fmt.Errorf("%w: %w (and no order is written)", seckill.ErrTransient, err)
+		}
 		switch {
 		case q.ctx.Err() != nil:
 			q.logger.Error("queued orders lost at shutdown; run seckill reconcile", "orders", len(batch))
@@ -275,6 +277,7 @@ func (q *Queue) saveOnce(batch []*seckill.Order) error {
 			for i, o := range batch {
 				switch outcomes[i] {
 				case seckill.Saved:
+					q.saves.Add(1)
 					q.persisted.Inc()
 				case seckill.BuyerConflict:
 					q.failTwice(o)
@@ -327,7 +330,21 @@ func (q *Queue) fail(o *seckill.Order, cause error) {
 // order took. The second admission's unit counts the first order, so the
 // stock stays taken and the buyer's slot goes to the database's order.
 func (q *Queue) failTwice(o *seckill.Order) {
-	existing := buyerOrder(q.ctx, q.store, o)
+	var existing int64
+	b := q.backoff()
+	for {
+		var err error
+		if existing, err = findBuyerOrder(q.ctx, q.store, o); err == nil {
+			break
+		}
+		// Unread, the buyer's order would count as none, and the unit
+		// it holds would be given back and sold again: keep the
+		// reservation until the database answers.
+		if !errors.Is(err, seckill.ErrTransient) || !b.wait(q.ctx) {
+			q.logger.Error("could not read the order of a buyer Redis admitted twice; the reservation stays taken; run seckill reconcile", "voucher", o.VoucherID, "order", o.ID, "err", err)
+			return
+		}
+	}
 	if !q.recordFailed(o, fmt.Sprintf("buyer already has order %d", existing)) {
 		return
 	}

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +156,60 @@ func TestQueueFailureNotRecorded(t *testing.T) {
 	}
 	if got := b.redisStock(); got != 9 {
 		t.Errorf("Redis stock %d, want 9: the unit given back", got)
+	}
+}
+
+// flakyUserOrders fails the first read of a buyer's orders as transient.
+type flakyUserOrders struct {
+	Store
+	failed atomic.Bool
+}
+
+func (s *flakyUserOrders) UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error) {
+	if s.failed.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("%w: injected", seckill.ErrTransient)
+	}
+	return s.Store.UserOrders(ctx, userID, limit)
+}
+
+// TestQueueBuyerAdmittedTwiceReadFails: the queue mode meets a buyer Redis
+// admitted twice, and its first read of the buyer's order in the database
+// fails for now. Read as none, the unit the second admission holds (which
+// counts the first order) was given back and sold again; it must be read
+// again, and the slot handed to the database's order.
+func TestQueueBuyerAdmittedTwiceReadFails(t *testing.T) {
+	t.Parallel()
+	b := newRig(t, "mysql", 10)
+	ctx := context.Background()
+	store := &flakyUserOrders{Store: b.store}
+	q := b.queue(QueueConfig{BackoffMax: 100 * time.Millisecond}, store, prometheus.NewRegistry(), true)
+	first, err := b.reserve(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offer(t, q, first)
+	testenv.WaitFor(t, 10*time.Second, "first order persisted", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 1
+	})
+	b.loseAdmission(7)
+	second, err := b.reserve(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offer(t, q, second)
+	testenv.WaitFor(t, 10*time.Second, "second order failed", func() bool {
+		o, err := b.store.Order(ctx, second.ID)
+		return err == nil && o.Status == seckill.OrderFailed
+	})
+	q.Stop()
+	if !store.failed.Load() {
+		t.Fatal("the buyer's orders were never read")
+	}
+	if got := b.slot(7); got != first.ID {
+		t.Errorf("buyer 7's slot holds %d, want the database's order %d", got, first.ID)
+	}
+	if got := b.redisStock(); got != 9 {
+		t.Errorf("Redis stock %d, want 9: the unit that counts the first order was given back", got)
 	}
 }

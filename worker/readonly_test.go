@@ -5,9 +5,11 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill"
@@ -75,6 +77,35 @@ func TestDatabaseRefusesWrites(t *testing.T) {
 			return b.store, (*disk).Set
 		}
 	}
+	// Every commit is refused, with an error of no kind the store knows,
+	// as a replication group out of quorum refuses them: a probe that
+	// rolled its write back would take the database for well, and blame
+	// orders read alone.
+	commitRefused := func(t *testing.T, b *rig) (Store, func(bool)) {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, b.dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		exec := func(q string) {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+		exec(`CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'commit refused' USING ERRCODE = 'XX000'; END $$`)
+		return b.store, func(on bool) {
+			for _, table := range []string{"orders", "write_probe"} {
+				if on {
+					exec("CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT OR UPDATE ON " + table +
+						" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()")
+				} else {
+					exec("DROP TRIGGER refuse_commit ON " + table)
+				}
+			}
+		}
+	}
 	type setup func(t *testing.T, b *rig) (Store, func(on bool))
 	cases := []struct {
 		name, backend string
@@ -82,6 +113,8 @@ func TestDatabaseRefusesWrites(t *testing.T) {
 		unclassified  bool
 		// sqliteDisk: the SQLite file lives on a disk of the test's own.
 		sqliteDisk bool
+		// trickle: a buyer at a time, so that orders are read alone.
+		trickle bool
 	}{
 		{name: "mysql/read-only", backend: "mysql", setup: readOnly(testenv.ServerReadOnly)},
 		{name: "mysql/read-only-sessions", backend: "mysql", setup: readOnly(testenv.SessionsReadOnly)},
@@ -89,6 +122,7 @@ func TestDatabaseRefusesWrites(t *testing.T) {
 		{name: "postgres/read-only", backend: "postgres", setup: readOnly(0)},
 		{name: "postgres/read-only/unclassified", backend: "postgres", setup: readOnly(0), unclassified: true},
 		{name: "postgres/disk-full", backend: "postgres"},
+		{name: "postgres/commit-refused", backend: "postgres", setup: commitRefused, trickle: true},
 		{name: "sqlite/disk-full", backend: "sqlite", sqliteDisk: true},
 	}
 	for _, c := range cases {
@@ -135,12 +169,16 @@ func TestDatabaseRefusesWrites(t *testing.T) {
 
 			refuse(true)
 			outage := time.After(8 * lease)
+			pace, n := 50*time.Millisecond, 5
+			if c.trickle {
+				pace, n = 300*time.Millisecond, 1
+			}
 			for down := true; down; {
 				select {
 				case <-outage:
 					down = false
-				case <-time.After(50 * time.Millisecond):
-					admit(5)
+				case <-time.After(pace):
+					admit(n)
 				}
 			}
 			// A full disk may still take orders into the pages it has.
@@ -169,5 +207,60 @@ func TestDatabaseRefusesWrites(t *testing.T) {
 			}
 			t.Logf("%d orders admitted, %d while the database refused writes for %v", admitted, admitted-100, 8*lease)
 		})
+	}
+}
+
+// refusedOrders refuses every order, while on, with an error of no kind a
+// store knows; the database itself takes writes (the probe's). It counts
+// the saves.
+type refusedOrders struct {
+	Store
+	on    atomic.Bool
+	saves atomic.Int64
+}
+
+func (s *refusedOrders) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+	s.saves.Add(1)
+	if s.on.Load() {
+		return nil, errors.New("injected refusal of no known kind")
+	}
+	return s.Store.SaveOrders(ctx, orders)
+}
+
+// TestStuckBatchBacksOff: a database that commits the probe's write but
+// refuses every order for no reason it gives cannot be told from orders
+// that fail; a batch read together whose orders all fail is taken for the
+// database's state and saved again in place. It must wait behind the
+// circuit breaker between tries, not save each order again and again (700
+// saves a second from one slot before), and count no delivery; once the
+// database takes orders, all are created.
+func TestStuckBatchBacksOff(t *testing.T) {
+	t.Parallel()
+	b := newRig(t, "mysql", 100)
+	ctx := context.Background()
+	store := &refusedOrders{Store: b.store}
+	store.on.Store(true)
+	// Admitted before the pool reads: one batch.
+	for u := range int64(20) {
+		b.admit(u + 1)
+	}
+	b.poolWith(Config{
+		Consumer: "w", Lease: time.Second, ReclaimEvery: 100 * time.Millisecond,
+		Block: 50 * time.Millisecond, WatchEvery: 100 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+	}, nil, store, prometheus.NewRegistry(), true).Watch(b.voucher.ID)
+	time.Sleep(5 * time.Second) // a window to count the saves in, not a wait for an event
+	if n := store.saves.Load(); n > 150 {
+		t.Errorf("%d saves of 20 stuck orders in 5s, want a few dozen: the batch is not held back", n)
+	}
+	if id, n := b.mostDelivered(); n > 1 {
+		t.Errorf("order message %s delivered %d times, want once: the database's state counted a delivery", id, n)
+	}
+	store.on.Store(false)
+	testenv.WaitFor(t, 60*time.Second, "the orders created", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 20
+	})
+	if dl := b.dlqLen(); dl != 0 {
+		t.Errorf("%d dead letters, want none", dl)
 	}
 }

@@ -89,18 +89,6 @@ func Placeholders(group string, n int) string {
 	return b.String()
 }
 
-// ProbeWrite runs stmt, a write that changes nothing, in a transaction it
-// rolls back: a server that refuses writes refuses it. Its error comes back
-// as the driver returned it.
-func ProbeWrite(ctx context.Context, db *sql.DB, stmt string) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, stmt)
-	return err
-}
 
 // CloseIdle closes db's idle connections now and keeps up to maxIdle from
 // then on: for a store whose connections may all reach a server that
