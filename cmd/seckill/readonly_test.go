@@ -10,17 +10,19 @@ import (
 )
 
 // TestDatabaseReadOnlyUnderLoad: in the middle of a sale the database turns
-// read-only for two minutes, as in a managed database's failover whose
+// read-only for a minute (12 claim leases), as in a managed database's failover whose
 // writer is demoted under the service's pooled connections, then takes
 // writes again (on MariaDB the sessions made meanwhile stay read-only
 // until closed; on PostgreSQL likewise). Admission, which needs only
 // Redis, answers 200 throughout; the workers must count no delivery, so
 // every order answered 200 ends created, none failed or dead-lettered, and
-// Redis and the database agree. SECKILL_TEST_DB_OUTAGE shortens the
-// outage for a run by hand.
+// Redis and the database agree. SECKILL_TEST_DB_OUTAGE sets another length
+// for a run by hand (2m, as issue 19 asks, passed: BENCHMARKS.md); past a
+// few leases nothing changes but the backlog (the breaker's cool-down tops
+// out at 30 s), and CI's time is better spent elsewhere.
 func TestDatabaseReadOnlyUnderLoad(t *testing.T) {
 	t.Parallel()
-	outage := 2 * time.Minute
+	outage := time.Minute
 	if d, err := time.ParseDuration(os.Getenv("SECKILL_TEST_DB_OUTAGE")); err == nil {
 		outage = d
 	}
@@ -40,7 +42,7 @@ func TestDatabaseReadOnlyUnderLoad(t *testing.T) {
 			}
 			redisURL, prefix := testenv.RedisURL(t), testenv.RedisPrefix(t)
 			env := serveEnv(redisURL, prefix, ro.URL)
-			// Two minutes are 24 leases.
+			// A minute is 12 leases.
 			env["SECKILL_CLAIM_LEASE"] = "5s"
 			env["SECKILL_BATCH_SIZE"] = "200"
 			db := openDatabase(t, dbURL)
@@ -51,7 +53,7 @@ func TestDatabaseReadOnlyUnderLoad(t *testing.T) {
 			const stock = 50_000
 			voucher := createVoucher(t, client, s.url, stock)
 			// About 100 new buyers a second, for longer than the outage.
-			users := buyers(int(outage.Seconds()*100) + 3000)
+			users := buyers(int(outage.Seconds()*100) + 1500)
 			l := newLoad(t, client, voucher, users)
 			l.setTargets(s.url)
 			l.start(t, users, 4, 40*time.Millisecond, outage+2*time.Minute)

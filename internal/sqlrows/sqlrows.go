@@ -89,7 +89,6 @@ func Placeholders(group string, n int) string {
 	return b.String()
 }
 
-
 // CloseIdle closes db's idle connections now and keeps up to maxIdle from
 // then on: for a store whose connections may all reach a server that
 // refuses writes on them (a writer demoted by a failover), so that new

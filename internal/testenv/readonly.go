@@ -26,11 +26,10 @@ type ReadOnlyDB struct {
 	// URL is the database's URL as the test's user.
 	URL string
 
-	t    testing.TB
-	mu   sync.Mutex
-	on   bool
-	set  func(ctx context.Context, on bool) error
-	lock func() // releases the MariaDB lock held while read-only
+	t   testing.TB
+	mu  sync.Mutex
+	on  bool
+	set func(ctx context.Context, on bool) error
 }
 
 // ReadOnlyMode says how a MariaDB user's sessions refuse writes.
@@ -51,9 +50,11 @@ const (
 // MySQLReadOnly makes a user of the test's own for the database of
 // dbURL (a URL of MySQLURL), and returns it.
 //
-// MariaDB's read_only and init_connect are the server's, so a test that
-// sets them holds a named lock on the server meanwhile: tests of other
-// packages (other processes) that use them wait for it.
+// MariaDB's read_only and init_connect are the server's, and refuse the
+// writes of every user but the superuser: a test that uses them holds a
+// named lock on the server from now to its end, and the others (in other
+// packages too: other processes) wait for it. Held only while one was
+// read-only, another's user's sessions made meanwhile came out read-only.
 func MySQLReadOnly(t testing.TB, dbURL string, mode ReadOnlyMode) *ReadOnlyDB {
 	t.Helper()
 	u, err := url.Parse(dbURL)
@@ -62,6 +63,14 @@ func MySQLReadOnly(t testing.TB, dbURL string, mode ReadOnlyMode) *ReadOnlyDB {
 	}
 	admin := mysqlAdmin(t, u)
 	ctx := context.Background()
+	lock, err := admin.Conn(ctx)
+	if err != nil {
+		t.Fatalf("MariaDB: %v", err)
+	}
+	var got sql.NullInt64
+	if err := lock.QueryRowContext(ctx, "SELECT GET_LOCK('seckill_test_read_only', 1200)").Scan(&got); err != nil || got.Int64 != 1 {
+		t.Fatalf("MariaDB: take the lock on read_only: %v (%v)", got, err)
+	}
 	user, password := "seckill_u_"+Random(), Random()
 	db := strings.TrimPrefix(u.Path, "/")
 	for _, stmt := range []string{
@@ -77,21 +86,6 @@ func MySQLReadOnly(t testing.TB, dbURL string, mode ReadOnlyMode) *ReadOnlyDB {
 	uu.User = url.UserPassword(user, password)
 	r.URL = uu.String()
 	r.set = func(ctx context.Context, on bool) error {
-		if on {
-			conn, err := admin.Conn(ctx)
-			if err != nil {
-				return err
-			}
-			var got sql.NullInt64
-			if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('seckill_test_read_only', 600)").Scan(&got); err != nil || got.Int64 != 1 {
-				conn.Close()
-				return fmt.Errorf("take the lock on read_only: %v (%v)", got, err)
-			}
-			r.lock = func() {
-				conn.ExecContext(context.Background(), "DO RELEASE_LOCK('seckill_test_read_only')")
-				conn.Close()
-			}
-		}
 		var stmts []string
 		switch {
 		case mode == ServerReadOnly && on:
@@ -117,15 +111,14 @@ func MySQLReadOnly(t testing.TB, dbURL string, mode ReadOnlyMode) *ReadOnlyDB {
 				admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)) // it may have ended
 			}
 		}
-		if !on && r.lock != nil {
-			r.lock()
-			r.lock = nil
-		}
 		return nil
 	}
 	t.Cleanup(func() {
 		r.Set(false)
-		admin.ExecContext(context.Background(), fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user))
+		ctx := context.Background()
+		admin.ExecContext(ctx, fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user))
+		lock.ExecContext(ctx, "DO RELEASE_LOCK('seckill_test_read_only')")
+		lock.Close()
 		admin.Close()
 	})
 	return r
