@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // database is the created orders of a voucher as the database holds them,
@@ -485,4 +487,57 @@ func TestRebuildRestoresLostGroup(t *testing.T) {
 			t.Errorf("ReadOrders after the rebuild (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestRebuildAcrossOlderRestart: a rebuild is staging a voucher's buyers
+// when Redis comes back from an older snapshot, and the check unloads the
+// voucher again. The epoch the rebuild holds must not come back: an epoch
+// that counted up from the snapshot's was the very one the rebuild held,
+// its later steps passed, and it set the stock from the buyers staged after
+// the restart alone, selling again every unit of those staged before
+// (found by review).
+func TestRebuildAcrossOlderRestart(t *testing.T) {
+	t.Parallel()
+	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	ctx := context.Background()
+	c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	v := onSale(1, 20_000)
+	v.Generation = 7
+	mustLoad(t, c, v)
+	do(t, c, "SAVE") // the snapshot Redis comes back with
+	if err := c.Unload(ctx, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The database holds 5,010 orders: two pages.
+	var orders []*seckill.Order
+	for i := range int64(rebuildPage + 10) {
+		orders = append(orders, &seckill.Order{ID: 1000 + i, UserID: 1 + i, VoucherID: v.ID, Status: seckill.OrderCreated})
+	}
+	var restarted bool
+	pages := func(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
+		i := sort.Search(len(orders), func(i int) bool { return orders[i].ID > afterID })
+		if i > 0 && !restarted {
+			// The first page is staged: Redis restarts from the snapshot,
+			// and the check unloads the voucher before the rebuild's next
+			// step.
+			restarted = true
+			rp.Kill()
+			rp.Restart(t)
+			testenv.WaitFor(t, 10*time.Second, "Redis back", func() bool { return c.Unload(ctx, v.ID) == nil })
+		}
+		return orders[i:min(i+limit, len(orders))], nil
+	}
+	if _, err := c.Rebuild(ctx, v, pages); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stock(t, c, v.ID), v.InitialStock-int64(len(orders)); got != want {
+		t.Errorf("stock after the rebuild %d, want %d: the buyers staged before the restart are sold again", got, want)
+	}
+	if n, _ := do(t, c, "HLEN", c.keys.voucher(v.ID).Buyers).AsInt64(); n != int64(len(orders)) {
+		t.Errorf("%d buyers after the rebuild, want %d", n, len(orders))
+	}
 }

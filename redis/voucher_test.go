@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,7 +30,13 @@ func TestLoadVoucher(t *testing.T) {
 		}
 		k := c.keys.voucher(7)
 		meta := hash(t, c, k.Meta)
-		want := map[string]string{"begin": fmt.Sprint(begin.UnixMilli()), "end": fmt.Sprint(begin.Add(time.Hour).UnixMilli()), "gen": "71", "epoch": "1"}
+		// An epoch is Redis's clock in microseconds, or more: one that
+		// never repeats, also after Redis comes back with older data.
+		if e, err := strconv.ParseInt(meta["epoch"], 10, 64); err != nil || e < time.Now().Add(-time.Hour).UnixMicro() {
+			t.Errorf("epoch %q, want Redis's clock in microseconds", meta["epoch"])
+		}
+		delete(meta, "epoch")
+		want := map[string]string{"begin": fmt.Sprint(begin.UnixMilli()), "end": fmt.Sprint(begin.Add(time.Hour).UnixMilli()), "gen": "71"}
 		if diff := cmp.Diff(want, meta); diff != "" {
 			t.Errorf("meta (-want +got):\n%s", diff)
 		}

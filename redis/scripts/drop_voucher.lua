@@ -52,9 +52,17 @@ if #last > 0 then
     return 0
   end
 end
+-- The next epoch: the larger of the count's next and Redis's clock in
+-- microseconds, so that it never repeats, also after Redis came back with
+-- older data (whose counts a rebuild in flight may hold again).
+local function next_epoch()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return string.format('%d', math.max(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1, now))
+end
 local gen = redis.call('HGET', KEYS[2], 'gen') or '0'
-local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1
+local epoch = next_epoch()
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-redis.call('HSET', KEYS[2], 'dropped', '1', 'gen', gen, 'epoch', tostring(epoch))
+redis.call('HSET', KEYS[2], 'dropped', '1', 'gen', gen, 'epoch', epoch)
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1

@@ -22,15 +22,23 @@
 --
 -- Returns 1 if it replaced state Redis held for the id, 0 if it loaded the
 -- voucher into an empty place, -1 if this generation was there already.
+-- The next epoch: the larger of the count's next and Redis's clock in
+-- microseconds, so that it never repeats, also after Redis came back with
+-- older data (whose counts a rebuild in flight may hold again).
+local function next_epoch()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return string.format('%d', math.max(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1, now))
+end
 if redis.call('HGET', KEYS[2], 'gen') == ARGV[5] and redis.call('HEXISTS', KEYS[2], 'dropped') == 0 then
   return -1
 end
 local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
 -- A new epoch: a rebuild in flight for the state replaced stops.
-local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1
+local epoch = next_epoch()
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[4], '0', 'MKSTREAM')
-redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'gen', ARGV[5], 'epoch', tostring(epoch))
+redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'gen', ARGV[5], 'epoch', epoch)
 redis.call('SET', KEYS[1], ARGV[1])
 if stale > 0 then
   return 1

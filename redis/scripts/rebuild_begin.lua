@@ -39,13 +39,21 @@ local function ensure_group()
     error(err)
   end
 end
+-- The next epoch: the larger of the count's next and Redis's clock in
+-- microseconds, so that it never repeats, also after Redis came back with
+-- older data (whose counts a rebuild in flight may hold again).
+local function next_epoch()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return string.format('%d', math.max(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1, now))
+end
 local gen = redis.call('HGET', KEYS[2], 'gen') or '0'
 if gen == ARGV[1] and redis.call('HEXISTS', KEYS[2], 'dropped') == 1 then
   return {-1, '', 0}
 end
 if gen ~= ARGV[1] then
   local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
-  local epoch = tostring(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1)
+  local epoch = next_epoch()
   redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
   redis.call('HSET', KEYS[2], 'gen', ARGV[1], 'epoch', epoch)
   hold()
@@ -61,7 +69,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     return {0, redis.call('HGET', KEYS[2], 'epoch') or '0', 0}
   end
   redis.call('UNLINK', KEYS[1], KEYS[3])
-  redis.call('HINCRBY', KEYS[2], 'epoch', 1)
+  redis.call('HSET', KEYS[2], 'epoch', next_epoch())
 end
 hold()
 return {1, redis.call('HGET', KEYS[2], 'epoch') or '0', 0}

@@ -15,6 +15,14 @@
 -- drop_voucher) is left as it is: nothing to unload, nothing to make again.
 --
 -- Returns the new epoch (the tombstone's, unchanged, for a dropped one).
+-- The next epoch: the larger of the count's next and Redis's clock in
+-- microseconds, so that it never repeats, also after Redis came back with
+-- older data (whose counts a rebuild in flight may hold again).
+local function next_epoch()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return string.format('%d', math.max(tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0') + 1, now))
+end
 if redis.call('HEXISTS', KEYS[2], 'dropped') == 1 then
   return tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0')
 end
@@ -23,4 +31,6 @@ if ARGV[1] == '1' then
 else
   redis.call('UNLINK', KEYS[1], KEYS[3])
 end
-return redis.call('HINCRBY', KEYS[2], 'epoch', 1)
+local epoch = next_epoch()
+redis.call('HSET', KEYS[2], 'epoch', epoch)
+return tonumber(epoch)
