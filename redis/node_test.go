@@ -475,3 +475,121 @@ func TestNodeLeaseRedisRollback(t *testing.T) {
 			slices.Min(fromB), b.Node(), slices.Max(fromA))
 	}
 }
+
+// TestNodeLeaseLapsedHolderAfterRollback: a holder is cut off from Redis
+// for longer than its lease (its generator stops on its own), another
+// instance takes its node id, and Redis comes back from a snapshot made
+// before that, naming the holder again. The holder's renewal must not
+// succeed on the lease it had: both would make ids with one node id until
+// the other's next renewal failed (592 ids made by both, found by review).
+// It must take a node id anew, and wait out the server's new epoch.
+func TestNodeLeaseLapsedHolderAfterRollback(t *testing.T) {
+	t.Parallel()
+	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	ctx := context.Background()
+	open := func() *Client {
+		c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	ch, cx := open(), open()
+	// Every node id but one held for a day: both leases take the free one.
+	const free = 7
+	held := strconv.FormatInt(time.Now().Add(24*time.Hour).UnixMilli(), 10)
+	args := []string{"HSET", ch.keys.nodes(), "epoch", "1"}
+	for n := range NodeCount {
+		if n != free {
+			args = append(args, strconv.Itoa(n), "other "+held+" 0")
+		}
+	}
+	do(t, ch, args...)
+	// The wait of a newcomer (FreshWait) well within the lease it took.
+	const ttl, valid = 4 * time.Second, 1500 * time.Millisecond
+	lease := func(c *Client, g Leaser) *NodeLease {
+		l := c.NewNodeLease(g, testLogger(t))
+		l.TTL, l.Renew, l.Valid, l.FreshWait = ttl, time.Hour, valid, valid
+		t.Cleanup(l.Stop)
+		return l
+	}
+	gh := orderid.New()
+	h := lease(ch, gh)
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ch, "SAVE") // the snapshot Redis comes back with: node 7 the holder's
+
+	// Cut off (it renews nothing) for longer than its lease.
+	testenv.WaitFor(t, 2*ttl, "the holder's lease runs out", func() bool {
+		v, _ := do(t, ch, "HGET", ch.keys.nodes(), strconv.Itoa(free)).ToString()
+		f := strings.Fields(v)
+		expiry, _ := strconv.ParseInt(f[1], 10, 64)
+		return expiry < time.Now().Add(-50*time.Millisecond).UnixMilli()
+	})
+	gx := orderid.New()
+	x := lease(cx, gx)
+	if err := x.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if x.Node() != free {
+		t.Fatalf("the other took node %d, want %d", x.Node(), free)
+	}
+	xIDs := makeIDs(gx)
+
+	rp.Kill()
+	rp.Restart(t) // node 7 the holder's again
+	hIDs := makeIDs(gh)
+	// The holder's renewal, once one reaches the restarted server (the
+	// first may meet a connection the restart broke).
+	var renewed bool
+	testenv.WaitFor(t, 10*time.Second, "the holder's renewal reaches Redis", func() bool {
+		ok, err := h.renew(ctx)
+		renewed = ok
+		return err == nil
+	})
+	t.Logf("the holder's renewal on the restarted server: %v", renewed)
+	if !renewed {
+		// As its loop would: take a node id anew.
+		tctx, cancel := context.WithCancel(ctx)
+		ticked := make(chan struct{})
+		go func() {
+			defer close(ticked)
+			for tctx.Err() == nil {
+				if _, ok := gh.Node(); ok {
+					return
+				}
+				h.tick(tctx) // a tick that meets a connection the restart broke does nothing
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		t.Cleanup(func() { cancel(); <-ticked })
+	}
+	// Until the other has stopped and the holder makes ids again, and a
+	// little more.
+	testenv.WaitFor(t, 3*valid, "the other stops making ids", func() bool {
+		_, ok := gx.Node()
+		return !ok
+	})
+	testenv.WaitFor(t, 10*time.Second, "the holder makes ids again", func() bool {
+		_, ok := gh.Node()
+		return ok
+	})
+	time.Sleep(100 * time.Millisecond)
+	fromH, fromX := hIDs.end(), xIDs.end()
+	seen := make(map[int64]bool, len(fromX))
+	for _, id := range fromX {
+		seen[id] = true
+	}
+	dups := 0
+	for _, id := range fromH {
+		if seen[id] {
+			dups++
+		}
+	}
+	t.Logf("after the restart the holder made %d ids, the other %d in all", len(fromH), len(fromX))
+	if dups > 0 {
+		t.Errorf("%d ids made by both the holder and the other, with node %d", dups, free)
+	}
+}

@@ -10,12 +10,28 @@
 -- ARGV[4] newest order-id time used, unix milliseconds
 --
 -- Returns 1 if renewed, 0 if the node id is not the caller's (the lease was
--- lost: taken by another, or Redis lost it): the caller must stop using it.
+-- lost: taken by another, or Redis lost it) or its lease ran out: the
+-- caller must stop using it, and take a node id anew.
+--
+-- A lease that ran out is not renewed, though it still names the caller:
+-- another may have taken the node id meanwhile, and Redis come back with
+-- data from before it did (a restart from an older snapshot, a failover to
+-- a replica that lagged). Renewed, the caller would make ids with the node
+-- id the other still uses; taking one anew, it waits out the leases'
+-- epoch, which a server change restarts (node_acquire), by which time the
+-- other has stopped (found by review).
 local v = redis.call('HGET', KEYS[1], ARGV[1])
-if not v or string.match(v, '^(%S+) ') ~= ARGV[2] then
+if not v then
+  return 0
+end
+local token, expiry = string.match(v, '^(%S+) (%d+)')
+if token ~= ARGV[2] then
   return 0
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if tonumber(expiry) <= now then
+  return 0
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. tostring(now + tonumber(ARGV[3])) .. ' ' .. ARGV[4])
 return 1
