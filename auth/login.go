@@ -143,9 +143,12 @@ func (l *Login) LogIn(ctx context.Context, client, phone, code string) (string, 
 		}
 	}
 	err = l.Codes.RedeemCode(ctx, phone, code)
-	if guarded && !errors.Is(err, seckill.ErrUnauthorized) {
-		// A right code, or one that could not be checked: the allowances
-		// count wrong codes.
+	if guarded && err == nil {
+		// A right code: the allowances count wrong codes. One that could
+		// not be checked counts as wrong: the script may have run and
+		// counted a try (a client that hangs up mid-check), and giving
+		// it back let one address void anyone's code for free (found by
+		// review).
 		l.refund(ctx, client)
 	}
 	if err != nil {

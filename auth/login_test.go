@@ -119,6 +119,9 @@ type memCodes struct {
 	// makes SpendGuess return it.
 	spent, refunded int
 	refuse          error
+	// unchecked, when set, is what RedeemCode answers, having counted a
+	// try: a check whose answer was lost (a client that hung up).
+	unchecked error
 }
 
 func (m *memCodes) IssueCode(_ context.Context, phone, code string) (bool, error) {
@@ -140,6 +143,9 @@ func (m *memCodes) IssueCode(_ context.Context, phone, code string) (bool, error
 func (m *memCodes) RedeemCode(_ context.Context, phone, code string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.unchecked != nil {
+		return m.unchecked
+	}
 	if m.codes[phone] != code {
 		return seckill.ErrUnauthorized
 	}
@@ -466,6 +472,20 @@ func TestLogInSpendsGuesses(t *testing.T) {
 	}
 	if codes.spent != 2 || codes.refunded != 1 {
 		t.Errorf("after a right code: spent %d, refunded %d; want 2, 1", codes.spent, codes.refunded)
+	}
+	// A check whose answer was lost (the client hung up while the script
+	// ran, and counted a try) is not given back: given back, one address
+	// voided anyone's code for free (found by review).
+	if err := l.SendCode(ctx, "+8613700137000"); err != nil {
+		t.Fatal(err)
+	}
+	codes.unchecked = fmt.Errorf("%w: context canceled", seckill.ErrUnavailable)
+	if _, _, err := l.LogIn(ctx, "192.0.2.1", "+8613700137000", sent.code); !errors.Is(err, seckill.ErrUnavailable) {
+		t.Fatalf("LogIn whose check was lost = %v", err)
+	}
+	codes.unchecked = nil
+	if codes.spent != 3 || codes.refunded != 1 {
+		t.Errorf("after a check whose answer was lost: spent %d, refunded %d; want 3, 1", codes.spent, codes.refunded)
 	}
 	// Refused: the code is not checked (it would log in), the refusal is the answer.
 	if err := l.SendCode(ctx, "+8613900139000"); err != nil {

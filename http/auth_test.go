@@ -711,18 +711,26 @@ func TestLoginGuessesBounded(t *testing.T) {
 			t.Errorf("Retry-After %q, want 1..3600 seconds", res.header.Get("Retry-After"))
 		}
 	}
-	// Other addresses fill the service's 7, then every address is refused,
-	// even with the right code (the price of a global bound).
+	// Other addresses fill the service's 7. Past it an address that
+	// counted a wrong code is refused, even with the right code; one that
+	// counted nothing is heard once: an honest buyer's right code logs in
+	// while an attacker spends the allowance, and a guess costs a fresh
+	// address.
 	for i := range 3 {
 		servers[0].wantError(logIn(i%2, fmt.Sprintf("198.51.100.%d", i+1), false), 401, "unauthorized")
 	}
 	for i, right := range []bool{false, true} {
-		res := logIn(i, "203.0.113.1", right)
+		res := logIn(i, "198.51.100.1", right)
 		servers[0].wantError(res, 429, "rate_limited")
 		if msg, _ := res.body["message"].(string); !strings.Contains(msg, "service") {
 			t.Errorf("refusal %q does not say it is the service's allowance", msg)
 		}
 	}
+	if res := logIn(1, "203.0.113.1", true); res.status != 200 {
+		t.Errorf("a fresh address's right code past the service's allowance = %d %s, want 200", res.status, res.raw)
+	}
+	servers[0].wantError(logIn(0, "203.0.113.2", false), 401, "unauthorized")
+	servers[0].wantError(logIn(1, "203.0.113.2", true), 429, "rate_limited")
 }
 
 // wrongCode returns a well-formed code other than code.

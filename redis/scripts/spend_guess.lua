@@ -13,6 +13,13 @@
 -- attempt of a right code is given back (refund_guess.lua), so the counts
 -- are of wrong codes and of attempts still being checked.
 --
+-- Past the global allowance, a client that has counted nothing this window
+-- is still heard, its attempt counted: an honest buyer, whose first code
+-- is right, logs in while an attacker spends the allowance, and the
+-- attacker gets one attempt per fresh address (found by review: refusing
+-- everyone let one client, 334 addresses of one IPv6 /55 at the defaults,
+-- shut every login for an hour).
+--
 -- Returns {0, ''} when the attempt is counted in both; else nothing is
 -- counted, and it returns the milliseconds until the allowance that refused
 -- it renews and which it was, 'client' or 'global' (the client's is asked
@@ -28,7 +35,8 @@ if client > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') >= client then
   redis.call('PEXPIRE', KEYS[2], window)
   return {window, 'client'}
 end
-if global > 0 and tonumber(redis.call('GET', KEYS[1]) or '0') >= global then
+local fresh = client > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') == 0
+if global > 0 and not fresh and tonumber(redis.call('GET', KEYS[1]) or '0') >= global then
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl > 0 then
     return {ttl, 'global'}
