@@ -143,6 +143,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 		if opt.BlockingPoolSize == 0 {
 			opt.BlockingPoolSize = DefaultWaitPoolSize
 		}
+		closeIdleBlocking(&opt)
 		if c.confirm, err = rueidis.NewClient(opt); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("redis: connect to %s for admissions that wait for replicas: %w", strings.Join(opt.InitAddress, ","), err)
@@ -192,6 +193,7 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 	// either, so a Redis that is down is an error at once, not a wait.
 	opt.DisableCache = true
 	opt.DisableRetry = true
+	closeIdleBlocking(&opt)
 	rdb, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect to %s: %w", strings.Join(opt.InitAddress, ","), err)
@@ -205,6 +207,23 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 	return &Client{rdb: rdb, confirm: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded,
 		tls: opt.TLSConfig != nil, soldOut: newSoldOutCopies()}, nil
 }
+
+// closeIdleBlocking has the pool of dedicated connections (stream reads
+// that block, admissions that wait for replicas) close the connections
+// idle for blockingIdle, down to blockingMin: rueidis keeps them open
+// otherwise, and after one burst of a sale each instance held hundreds of
+// connections for good (556 after 600 admissions at once), nearing Redis's
+// maxclients with a few instances (found by review).
+func closeIdleBlocking(opt *rueidis.ClientOption) {
+	opt.BlockingPoolCleanup = blockingIdle
+	opt.BlockingPoolMinSize = blockingMin
+}
+
+// blockingIdle and blockingMin: see closeIdleBlocking. A variable for
+// the tests.
+var blockingIdle = time.Minute
+
+const blockingMin = 8
 
 // redactURL hides the password of a Redis URL for messages and logs.
 func redactURL(raw string) string {

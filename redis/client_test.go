@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -217,4 +219,42 @@ func TestOpenRedactsPassword(t *testing.T) {
 			t.Errorf("Open(%q) error shows the password: %v", raw, err)
 		}
 	}
+}
+
+// TestBlockingConnectionsClosed: a burst of reads that block (as many
+// vouchers' readers, or admissions that wait for replicas) opens as many
+// dedicated connections; once idle they are closed, down to a few, not
+// kept for good.
+func TestBlockingConnectionsClosed(t *testing.T) {
+	old := blockingIdle
+	blockingIdle = 200 * time.Millisecond
+	t.Cleanup(func() { blockingIdle = old })
+	rp := testenv.StartRedisProc(t)
+	ctx := context.Background()
+	c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	mustLoad(t, c, onSale(1, 10))
+	clients := func() int {
+		for line := range strings.Lines(rp.Info("clients")) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_clients:"); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		return -1
+	}
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() { c.WaitOrders(ctx, 1, 300*time.Millisecond) })
+	}
+	wg.Wait()
+	busy := clients()
+	if busy < 50 {
+		t.Fatalf("%d clients during 100 blocking reads, want about 100: the test does not make the burst", busy)
+	}
+	testenv.WaitFor(t, 10*time.Second, "idle blocking connections closed", func() bool { return clients() <= blockingMin+4 })
+	t.Logf("%d clients during the burst, %d after", busy, clients())
 }
