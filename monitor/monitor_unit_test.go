@@ -448,3 +448,28 @@ func TestNewValidates(t *testing.T) {
 		t.Error("mode fast: no error")
 	}
 }
+
+// TestCollectFailureCached: a read that fails serves its failure for the
+// cache's time too: a flood of scrapes while a read fails fast (a
+// CLUSTERDOWN) made a read of every open voucher each (found by review).
+func TestCollectFailureCached(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	f.err = errors.New("CLUSTERDOWN")
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	m := newMonitor(t, f, Config{Now: c.Now})
+	for range 20 {
+		testutil.CollectAndCount(m)
+		c.add(100 * time.Millisecond)
+	}
+	if f.reads != 1 {
+		t.Errorf("20 scrapes over 2s of a failing read read %d times, want 1", f.reads)
+	}
+	f.mu.Lock()
+	f.err = nil
+	f.mu.Unlock()
+	c.add(8 * time.Second)
+	if err := testutil.CollectAndCompare(m, strings.NewReader("# HELP seckill_stats_up 1 if the last read of the open vouchers in Redis and the database (shared by the scrapes of a few seconds) succeeded, else 0 (and no voucher series).\n# TYPE seckill_stats_up gauge\nseckill_stats_up 1\n"), "seckill_stats_up"); err != nil {
+		t.Errorf("10s after the failure, want a new read that succeeds: %v", err)
+	}
+}
