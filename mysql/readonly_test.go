@@ -15,5 +15,7 @@ func TestReadOnlyConnectionsClosed(t *testing.T) {
 		func(t testing.TB, dbURL string) *testenv.ReadOnlyDB {
 			return testenv.MySQLReadOnly(t, dbURL, testenv.SessionsReadOnly)
 		},
-		func(ctx context.Context, url string, maxConns int) (seckill.Store, error) { return Open(ctx, url, maxConns) })
+		func(ctx context.Context, url string, maxConns int) (seckill.Store, error) {
+			return Open(ctx, url, maxConns)
+		})
 }

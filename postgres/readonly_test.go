@@ -12,5 +12,7 @@ import (
 func TestReadOnlyConnectionsClosed(t *testing.T) {
 	t.Parallel()
 	storetest.ReadOnlyConnectionsClosed(t, testenv.PostgresURL(t), testenv.PostgresReadOnly,
-		func(ctx context.Context, url string, maxConns int) (seckill.Store, error) { return Open(ctx, url, maxConns) })
+		func(ctx context.Context, url string, maxConns int) (seckill.Store, error) {
+			return Open(ctx, url, maxConns)
+		})
 }
