@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	drvmysql "github.com/go-sql-driver/mysql"
 
@@ -53,8 +54,8 @@ func openStore(ctx context.Context, c *Config, logger *slog.Logger) (seckill.Sto
 	switch scheme {
 	case "mysql":
 		// The driver logs to the standard error on its own; send that to
-		// our log instead.
-		drvmysql.SetLogger(mysqlLogger{logger})
+		// our log instead (see driverLog).
+		driverLog.Store(logger)
 		store, err = mysql.Open(ctx, raw, c.DBMaxConns)
 	case "postgres", "postgresql":
 		store, err = postgres.Open(ctx, raw, c.DBMaxConns)
@@ -183,10 +184,24 @@ func jwtSecret(c *Config, embedded bool) ([]byte, error) {
 	return []byte(secret), nil
 }
 
-// mysqlLogger is the MySQL driver's logger, writing to ours.
-type mysqlLogger struct{ logger *slog.Logger }
+// driverLog is the log the MySQL driver's own messages go to: the latest
+// store's. The driver's logger is a global that each of its configurations
+// reads as it is made, so it is set once, before anything runs (init), and
+// only the log it writes to changes: set per store, it raced with a
+// configuration made at the same time (two stores opened at once in one
+// process, as the tests do).
+var driverLog atomic.Pointer[slog.Logger]
 
-func (l mysqlLogger) Print(v ...any) { l.logger.Warn("mysql driver: " + fmt.Sprint(v...)) }
+func init() { drvmysql.SetLogger(mysqlLogger{}) }
+
+// mysqlLogger is the MySQL driver's logger, writing to driverLog.
+type mysqlLogger struct{}
+
+func (mysqlLogger) Print(v ...any) {
+	if l := driverLog.Load(); l != nil {
+		l.Warn("mysql driver: " + fmt.Sprint(v...))
+	}
+}
 
 // redact hides the password of a URL for messages and logs.
 func redact(raw string) string {
