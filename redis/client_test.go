@@ -248,10 +248,19 @@ func TestBlockingConnectionsClosed(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for range 100 {
-		wg.Go(func() { c.WaitOrders(ctx, 1, 300*time.Millisecond) })
+		wg.Go(func() { c.WaitOrders(ctx, 1, 2*time.Second) })
 	}
-	wg.Wait()
-	busy := clients()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	busy := 0
+	for waiting := true; waiting; {
+		busy = max(busy, clients())
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	if busy < 50 {
 		t.Fatalf("%d clients during 100 blocking reads, want about 100: the test does not make the burst", busy)
 	}
