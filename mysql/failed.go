@@ -32,7 +32,7 @@ VALUES (?, ?, ?, ?, ?, ?)`
 // committing between the two statements leaves the id in both tables,
 // which reads as created.
 func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) (err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	if o == nil {
 		return fmt.Errorf("mysql: fail order: %w: nil order", seckill.ErrInvalidArgument)
 	}

@@ -55,7 +55,7 @@ var placeRetry = retry.Policy{
 // the unique key, and gets it back (G5). A deadlock or a lock wait
 // timeout starts the transaction over, as placeRetry says.
 func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time) (err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	if o == nil {
 		return fmt.Errorf("mysql: place order: %w: nil order", seckill.ErrInvalidArgument)
 	}

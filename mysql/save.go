@@ -66,7 +66,7 @@ var saveRetry = retry.Policy{
 // order inserted meanwhile for another voucher (a clashing id), or a
 // deadlock; it then starts over, as saveRetry says.
 func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) (_ []seckill.SaveOutcome, err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	if slices.Contains(orders, nil) {
 		return nil, fmt.Errorf("mysql: save orders: %w: nil order", seckill.ErrInvalidArgument)
 	}

@@ -37,8 +37,7 @@ const defaultPageLimit = 1000
 
 // Store is a [seckill.Store] on one MySQL or MariaDB database.
 type Store struct {
-	db       *sql.DB
-	maxConns int
+	db *sql.DB
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -70,7 +69,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	// Below the session's wait_timeout (parseURL): the pool drops an idle
 	// connection before the server does.
 	db.SetConnMaxIdleTime(sessionIdle / 2)
-	s := &Store{db: db, maxConns: maxConns}
+	s := &Store{db: db}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mysql: open %s: %w", redact(rawURL), err)
@@ -159,23 +158,23 @@ ON DUPLICATE KEY UPDATE probed_at = VALUES(probed_at)`
 
 // Writable checks that the database takes writes now; see [seckill.Store].
 func (s *Store) Writable(ctx context.Context) (err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	if _, err := s.db.ExecContext(ctx, probeWriteSQL); err != nil {
 		return fmt.Errorf("mysql: probe a write: %w", dbErr(err))
 	}
 	return nil
 }
 
-// closeReadOnly closes the pool's idle connections if *err says the server
+// closeReadOnly closes the pool's idle connections (sqlrows.CloseIdle) if *err says the server
 // refused a write as read-only. After a failover the pool's connections may
 // reach a writer that was demoted, which refuses writes on them until they
 // are closed, while a new connection reaches the new writer. The write
 // methods defer it: by then the connection that was refused is back among
 // the idle ones; one in use elsewhere is closed when its own write is
 // refused (TestReadOnlyConnectionsClosed).
-func (s *Store) closeReadOnly(err *error) {
+func (s *Store) closeReadOnly(ctx context.Context, err *error) {
 	if isReadOnly(*err) {
-		sqlrows.CloseIdle(s.db, s.maxConns)
+		sqlrows.CloseIdle(ctx, s.db)
 	}
 }
 

@@ -25,7 +25,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`
 // not validate v: the service does. The database refuses a negative stock
 // with an error wrapping [seckill.ErrInvalidArgument].
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
 		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation)

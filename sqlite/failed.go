@@ -22,7 +22,7 @@ ON CONFLICT (id) DO NOTHING`
 // it changes nothing, so that the first reason stays. It does not touch the
 // stock: a failed order never took any in the database.
 func (s *Store) FailOrder(ctx context.Context, o *seckill.Order) (err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	if o == nil {
 		return fmt.Errorf("sqlite: fail order: %w: nil order", seckill.ErrInvalidArgument)
 	}

@@ -34,7 +34,7 @@ WHERE v.id = ?2`
 // and there is nothing to retry. The only unique violation left is of the
 // id, taken by another order; SQLITE_BUSY after busy_timeout is transient.
 func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time) (err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	if o == nil {
 		return fmt.Errorf("sqlite: place order: %w: nil order", seckill.ErrInvalidArgument)
 	}

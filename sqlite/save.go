@@ -45,7 +45,7 @@ var saveRetry = retry.Policy{Attempts: 3, Retryable: isUniqueViolation}
 // [seckill.OrderStore]. Writers are serialized by SQLite's write lock, taken
 // as the transaction begins, so the orders found stored are all there are.
 func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) (_ []seckill.SaveOutcome, err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	if slices.Contains(orders, nil) {
 		return nil, fmt.Errorf("sqlite: save orders: %w: nil order", seckill.ErrInvalidArgument)
 	}

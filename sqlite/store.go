@@ -43,8 +43,7 @@ const defaultPageLimit = 1000
 
 // Store is a [seckill.Store] on one SQLite database file.
 type Store struct {
-	db       *sql.DB
-	maxConns int
+	db *sql.DB
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -69,7 +68,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db, maxConns: maxConns}
+	s := &Store{db: db}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", rawURL, err)
@@ -139,20 +138,20 @@ ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`
 
 // Writable checks that the database takes writes now; see [seckill.Store].
 func (s *Store) Writable(ctx context.Context) (err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	if _, err := s.db.ExecContext(ctx, probeWriteSQL, micros(now())); err != nil {
 		return fmt.Errorf("sqlite: probe a write: %w", dbErr(err))
 	}
 	return nil
 }
 
-// closeReadOnly closes the pool's idle connections if *err says SQLite
+// closeReadOnly closes the pool's idle connections (sqlrows.CloseIdle) if *err says SQLite
 // refused a write as read-only: a connection that opened the file so goes
 // on refusing writes after it is writable again. The write methods defer
 // it: by then the connection that was refused is back among the idle ones.
-func (s *Store) closeReadOnly(err *error) {
+func (s *Store) closeReadOnly(ctx context.Context, err *error) {
 	if isReadOnly(*err) {
-		sqlrows.CloseIdle(s.db, s.maxConns)
+		sqlrows.CloseIdle(ctx, s.db)
 	}
 }
 

@@ -22,7 +22,7 @@ const (
 // calls race to create it, the unique phone lets one insert win; the others
 // find its row.
 func (s *Store) EnsureUser(ctx context.Context, phone string, legacy ...string) (_ *seckill.User, _ bool, err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	u, err := scanUser(s.db.QueryRowContext(ctx, selectUserByPhoneSQL, phone))
 	if err == nil {
 		return u, false, nil

@@ -25,7 +25,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`
 // not validate v: the service does. The database refuses a negative stock
 // with an error wrapping [seckill.ErrInvalidArgument].
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
-	defer s.closeReadOnly(&err)
+	defer s.closeReadOnly(ctx, &err)
 	created := now()
 	err = s.db.QueryRowContext(ctx, insertVoucherSQL,
 		v.Title, v.Stock, v.InitialStock, micros(v.BeginTime), micros(v.EndTime), micros(created), v.Generation,

@@ -8,7 +8,9 @@ package sqlrows
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"strings"
+	"time"
 )
 
 // Querier is what *sql.DB, *sql.Conn and *sql.Tx share, for code that runs
@@ -89,11 +91,30 @@ func Placeholders(group string, n int) string {
 	return b.String()
 }
 
-// CloseIdle closes db's idle connections now and keeps up to maxIdle from
-// then on: for a store whose connections may all reach a server that
-// refuses writes on them (a writer demoted by a failover), so that new
-// ones reach the new writer. A connection in use is not closed.
-func CloseIdle(db *sql.DB, maxIdle int) {
-	db.SetMaxIdleConns(0) // closes every idle connection
-	db.SetMaxIdleConns(maxIdle)
+// CloseIdle closes the connections db holds idle now: for a store whose
+// connections may all reach a server that refuses writes on them (a writer
+// demoted by a failover), so that new ones reach the new writer. It takes
+// each out of the pool and has database/sql discard it (Conn.Raw with
+// driver.ErrBadConn); a connection in use is not closed. (Setting the idle
+// limit to zero and back closes them too, but database/sql's
+// SetMaxIdleConns reads the connections it closes after unlocking the
+// pool, a data race with a connection returned meanwhile.)
+func CloseIdle(ctx context.Context, db *sql.DB) {
+	// Bounded: a connection returned after Stats was read is taken in
+	// place of one taken meanwhile, and none is waited for.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	idle := db.Stats().Idle
+	conns := make([]*sql.Conn, 0, idle)
+	for range idle {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Raw(func(any) error { return driver.ErrBadConn })
+		c.Close()
+	}
 }
