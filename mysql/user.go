@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/sqlrows"
 )
 
 const (
@@ -63,47 +64,9 @@ func (s *Store) EnsureUser(ctx context.Context, phone string, legacy ...string) 
 }
 
 // adoptLegacyUser makes the oldest user stored under one of the legacy
-// forms of phone the phone's user, and returns it; nil when there is none.
-// The rewrite is conditional, and the phone unique: of concurrent calls,
-// one rewrites and the others read the phone's user.
+// forms of phone the phone's user (sqlrows.AdoptLegacyUser).
 func (s *Store) adoptLegacyUser(ctx context.Context, phone string, legacy []string) (*seckill.User, error) {
-	var old *seckill.User
-	for _, l := range legacy {
-		u, err := scanUser(s.db.QueryRowContext(ctx, selectUserByPhoneSQL, l))
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if old == nil || u.ID < old.ID {
-			old = u
-		}
-	}
-	if old == nil {
-		return nil, nil
-	}
-	res, err := s.db.ExecContext(ctx, adoptUserSQL, phone, old.ID, old.Phone)
-	switch {
-	case err == nil:
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, err
-		}
-		if n == 1 {
-			old.Phone = phone
-			return old, nil
-		}
-	case !isUniqueViolation(err):
-		return nil, err
-	}
-	// Another call took the phone first: it rewrote the same row, or made
-	// a user of the phone; either is the phone's user.
-	u, err := scanUser(s.db.QueryRowContext(ctx, selectUserByPhoneSQL, phone))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	return u, err
+	return sqlrows.AdoptLegacyUser(ctx, s.db, scanUser, selectUserByPhoneSQL, adoptUserSQL, isUniqueViolation, phone, legacy)
 }
 
 // User returns the user with the id, or an error wrapping

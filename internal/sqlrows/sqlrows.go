@@ -1,6 +1,7 @@
 // Package sqlrows is the database/sql plumbing that the stores on it
-// (mysql, sqlite) share: reading a query's rows into values, and writing
-// the placeholders of a statement about many rows. The SQL, and what a
+// (mysql, sqlite) share: reading a query's rows into values, writing the
+// placeholders of a statement about many rows, closing idle connections,
+// adopting a user stored under a legacy phone. The SQL, and what a
 // driver's errors mean, stay with each store: errors come back as the
 // driver returned them, for the store to interpret.
 package sqlrows
@@ -9,8 +10,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"strings"
 	"time"
+
+	seckill "github.com/seckill/seckill"
 )
 
 // Querier is what *sql.DB, *sql.Conn and *sql.Tx share, for code that runs
@@ -117,4 +121,52 @@ func CloseIdle(ctx context.Context, db *sql.DB) {
 		c.Raw(func(any) error { return driver.ErrBadConn })
 		c.Close()
 	}
+}
+
+// AdoptLegacyUser makes the oldest user stored under one of the legacy
+// forms of phone the phone's user, and returns it; nil when there is none.
+// The rewrite is conditional, and the phone unique: of concurrent calls,
+// one rewrites and the others read the phone's user. scan reads a user row
+// of selectByPhone (its one argument the phone); adopt rewrites a phone
+// (arguments: the new phone, the user's id, the old phone); isUnique tells
+// the phone's unique key refusing it.
+func AdoptLegacyUser(ctx context.Context, db *sql.DB, scan func(*sql.Row) (*seckill.User, error),
+	selectByPhone, adopt string, isUnique func(error) bool, phone string, legacy []string) (*seckill.User, error) {
+	var old *seckill.User
+	for _, l := range legacy {
+		u, err := scan(db.QueryRowContext(ctx, selectByPhone, l))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if old == nil || u.ID < old.ID {
+			old = u
+		}
+	}
+	if old == nil {
+		return nil, nil
+	}
+	res, err := db.ExecContext(ctx, adopt, phone, old.ID, old.Phone)
+	switch {
+	case err == nil:
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, err
+		}
+		if n == 1 {
+			old.Phone = phone
+			return old, nil
+		}
+	case !isUnique(err):
+		return nil, err
+	}
+	// Another call took the phone first: it rewrote the same row, or made
+	// a user of the phone; either is the phone's user.
+	u, err := scan(db.QueryRowContext(ctx, selectByPhone, phone))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return u, err
 }
