@@ -68,6 +68,10 @@ type NodeLease struct {
 	logger *slog.Logger
 	token  string
 	node   atomic.Int64 // -1 until leased
+	// confirmed is when the last renewal confirmed was sent (nil before
+	// the first of a lease): node_renew renews a lease past its expiry for
+	// a holder whose last renewal is within Valid.
+	confirmed atomic.Pointer[time.Time]
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -156,6 +160,7 @@ func (l *NodeLease) tick(ctx context.Context) {
 		l.logger.Warn("could not renew the node lease", "node", l.Node(), "err", err)
 	case !ok:
 		l.gen.Revoke()
+		l.confirmed.Store(nil)
 		l.logger.Error("node lease lost (Redis lost it, or it lapsed); taking another", "node", l.Node())
 		for ctx.Err() == nil {
 			if err := l.acquire(ctx); err == nil {
@@ -175,8 +180,12 @@ func (l *NodeLease) tick(ctx context.Context) {
 // renewal was sent.
 func (l *NodeLease) renew(ctx context.Context) (bool, error) {
 	sent := time.Now()
+	recent := "0"
+	if c := l.confirmed.Load(); c != nil && sent.Sub(*c) < l.Valid {
+		recent = "1"
+	}
 	n, err := l.c.scripts.get("node_renew").Exec(ctx, l.c.rdb, []string{l.c.keys.nodes()},
-		[]string{strconv.Itoa(l.Node()), l.token, strconv.FormatInt(l.TTL.Milliseconds(), 10), strconv.FormatInt(l.gen.LastUnixMilli(), 10)},
+		[]string{strconv.Itoa(l.Node()), l.token, strconv.FormatInt(l.TTL.Milliseconds(), 10), strconv.FormatInt(l.gen.LastUnixMilli(), 10), recent},
 	).AsInt64()
 	if err != nil {
 		return false, redisErr("renew node lease", err)
@@ -184,6 +193,7 @@ func (l *NodeLease) renew(ctx context.Context) (bool, error) {
 	if n != 1 {
 		return false, nil
 	}
+	l.confirmed.Store(&sent)
 	l.gen.Extend(sent.Add(l.Valid))
 	return true, nil
 }
@@ -223,6 +233,7 @@ func (l *NodeLease) acquire(ctx context.Context) error {
 		}
 	}
 	l.node.Store(node)
+	l.confirmed.Store(nil)
 	l.gen.Lease(int(node), last, time.Time{})
 	ok, err := l.renew(ctx)
 	if err != nil {

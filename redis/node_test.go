@@ -593,3 +593,39 @@ func TestNodeLeaseLapsedHolderAfterRollback(t *testing.T) {
 		t.Errorf("%d ids made by both the holder and the other, with node %d", dups, free)
 	}
 }
+
+// TestNodeLeaseRenewsThroughOlderRestart: a holder that renews all along
+// goes on making ids through a restart of Redis from a snapshot older than
+// its lease, where its lease comes back expired: it held the lease on the
+// server before, so no one took it. Refused as expired, every instance
+// stopped making ids for the wait of a new lease after every such restart
+// (found by review).
+func TestNodeLeaseRenewsThroughOlderRestart(t *testing.T) {
+	t.Parallel()
+	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	ctx := context.Background()
+	c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	g := orderid.New()
+	l := c.NewNodeLease(g, testLogger(t))
+	l.TTL, l.Renew, l.Valid, l.FreshWait = 2*time.Second, 100*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond
+	t.Cleanup(l.Stop)
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node := l.Node()
+	do(t, c, "SAVE")
+	time.Sleep(2500 * time.Millisecond) // the snapshot grows older than the lease
+	rp.Kill()
+	rp.Restart(t) // the lease comes back expired
+	restarted := time.Now()
+	for time.Since(restarted) < 2*time.Second {
+		if n, ok := g.Node(); !ok || n != node {
+			t.Fatalf("%v after the restart the holder makes no ids with node %d (node %d, valid %v)", time.Since(restarted).Round(time.Millisecond), node, n, ok)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
