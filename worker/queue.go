@@ -224,9 +224,16 @@ func (q *Queue) save(batch []*seckill.Order) {
 			unknown []*seckill.Order
 			last    = err
 		)
-		if len(batch) == 1 {
+		switch {
+		case len(batch) == 1 && refused(err):
+			// Held in place, then refused (sold out meanwhile): the
+			// refusal is its answer, as the split's (found by review: it
+			// was written again at once, without a pause).
+			q.fail(batch[0], err)
+			return
+		case len(batch) == 1:
 			unknown = batch
-		} else {
+		default:
 			for _, o := range batch {
 				switch err := q.saveOnce([]*seckill.Order{o}, nil); {
 				case err == nil:
