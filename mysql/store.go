@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -37,7 +38,8 @@ const defaultPageLimit = 1000
 
 // Store is a [seckill.Store] on one MySQL or MariaDB database.
 type Store struct {
-	db *sql.DB
+	db      *sql.DB
+	closing sync.Mutex // held by closeReadOnly
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -173,7 +175,12 @@ func (s *Store) Writable(ctx context.Context) (err error) {
 // the idle ones; one in use elsewhere is closed when its own write is
 // refused (TestReadOnlyConnectionsClosed).
 func (s *Store) closeReadOnly(ctx context.Context, err *error) {
+	// One at a time: two that read the same idle count would take every
+	// connection between them and wait for more (found by review). Each
+	// still closes what is idle after its own connection came back.
 	if isReadOnly(*err) {
+		s.closing.Lock()
+		defer s.closing.Unlock()
 		sqlrows.CloseIdle(ctx, s.db)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -43,7 +44,8 @@ const defaultPageLimit = 1000
 
 // Store is a [seckill.Store] on one SQLite database file.
 type Store struct {
-	db *sql.DB
+	db      *sql.DB
+	closing sync.Mutex // held by closeReadOnly
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -150,7 +152,12 @@ func (s *Store) Writable(ctx context.Context) (err error) {
 // on refusing writes after it is writable again. The write methods defer
 // it: by then the connection that was refused is back among the idle ones.
 func (s *Store) closeReadOnly(ctx context.Context, err *error) {
+	// One at a time: two that read the same idle count would take every
+	// connection between them and wait for more (found by review). Each
+	// still closes what is idle after its own connection came back.
 	if isReadOnly(*err) {
+		s.closing.Lock()
+		defer s.closing.Unlock()
 		sqlrows.CloseIdle(ctx, s.db)
 	}
 }

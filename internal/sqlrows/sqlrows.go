@@ -105,8 +105,9 @@ func Placeholders(group string, n int) string {
 // pool, a data race with a connection returned meanwhile.)
 func CloseIdle(ctx context.Context, db *sql.DB) {
 	// Bounded: a connection returned after Stats was read is taken in
-	// place of one taken meanwhile, and none is waited for.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	// place of one taken meanwhile, and none is waited for long. One call
+	// at a time per db (the caller's).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
 	defer cancel()
 	idle := db.Stats().Idle
 	conns := make([]*sql.Conn, 0, idle)
