@@ -16,9 +16,8 @@ import (
 // orderid.LeaseStore. The leases record the server they are written on, so
 // that leases found on another server are new (docs/design.md, Order ids).
 func (c *Client) AcquireNode(ctx context.Context, token string, ttl time.Duration, first, count int) (node int, lastUnixMs int64, age time.Duration, err error) {
-	res, err := c.scripts.get("node_acquire").Exec(ctx, c.rdb, []string{c.keys.nodes()},
-		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10), strconv.Itoa(first), strconv.Itoa(count), c.nodeServer()},
-	).ToArray()
+	res, err := nodeAcquireScript.run(ctx, c, []string{c.keys.nodes()},
+		nodeAcquireArgs{Token: token, TTL: ttl, First: first, Count: count, Server: c.nodeServer()}).ToArray()
 	if err != nil {
 		return 0, 0, 0, redisErr("take a node id", err)
 	}
@@ -39,24 +38,16 @@ func (c *Client) AcquireNode(ctx context.Context, token string, ttl time.Duratio
 
 // RenewNode extends a node lease (node_renew.lua): see orderid.LeaseStore.
 func (c *Client) RenewNode(ctx context.Context, node int, token string, ttl time.Duration, lastUnixMs int64, recent bool) (bool, error) {
-	r := "0"
-	if recent {
-		r = "1"
-	}
-	n, err := c.scripts.get("node_renew").Exec(ctx, c.rdb, []string{c.keys.nodes()},
-		[]string{strconv.Itoa(node), token, strconv.FormatInt(ttl.Milliseconds(), 10), strconv.FormatInt(lastUnixMs, 10), r},
-	).AsInt64()
-	if err != nil {
-		return false, redisErr("renew node lease", err)
-	}
-	return n == 1, nil
+	n, err := nodeRenewScript.runInt(ctx, c, "renew node lease", []string{c.keys.nodes()},
+		nodeRenewArgs{Node: node, Token: token, TTL: ttl, LastUnixMs: lastUnixMs, Recent: recent})
+	return n == 1, err
 }
 
 // ReleaseNode gives a node id back (node_release.lua): see
 // orderid.LeaseStore.
 func (c *Client) ReleaseNode(ctx context.Context, node int, token string, lastUnixMs int64) error {
-	err := c.scripts.get("node_release").Exec(ctx, c.rdb, []string{c.keys.nodes()},
-		[]string{strconv.Itoa(node), token, strconv.FormatInt(lastUnixMs, 10)}).Error()
+	err := nodeReleaseScript.run(ctx, c, []string{c.keys.nodes()},
+		args{strconv.Itoa(node), token, strconv.FormatInt(lastUnixMs, 10)}).Error()
 	if err != nil {
 		return redisErr("give a node id back", err)
 	}
