@@ -3,8 +3,9 @@
 //
 // The layout is Snowflake's: 41 bits of milliseconds since Epoch (enough
 // until 2095), 10 bits of node id, 12 bits of sequence within the
-// millisecond. Each instance leases its node id (package redis keeps the
-// leases) and may make ids only while its lease is known to be valid.
+// millisecond. Each instance leases its node id (Lease, in a LeaseStore
+// that package redis implements) and may make ids only while its lease is
+// known to be valid.
 package orderid
 
 import (

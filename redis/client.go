@@ -82,7 +82,11 @@ type Client struct {
 	// rdb when admissions do not wait.
 	confirm rueidis.Client
 	keys    keyspace
-	scripts scripts
+	// admitLua is the deployment's admission script
+	// (admitScript.deployment).
+	admitLua loaded
+	// scripts: TODO: soldout.go: remove with scriptNames.
+	scripts scriptNames
 	logger  *slog.Logger
 	// embedded: the server is the embedded one (this client's, or that of
 	// a running serve).
@@ -204,8 +208,9 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{rdb: rdb, confirm: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded,
-		tls: opt.TLSConfig != nil, soldOut: newSoldOutCopies()}, nil
+	admit := admitScript.deployment(prefix, embedded)
+	return &Client{rdb: rdb, confirm: rdb, keys: keyspace{prefix: prefix}, admitLua: admit, scripts: scriptNames{admit: admit, embedded: embedded},
+		logger: logger, embedded: embedded, tls: opt.TLSConfig != nil, soldOut: newSoldOutCopies()}, nil
 }
 
 // closeIdleBlocking has the pool of dedicated connections (stream reads

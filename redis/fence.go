@@ -267,12 +267,8 @@ func (c *Client) LockCheck(ctx context.Context, token string, ttl time.Duration)
 // RenewCheck extends the caller's hold on the check, and reports false if
 // it no longer held it.
 func (c *Client) RenewCheck(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	n, err := c.scripts.get("fence_renew").Exec(ctx, c.rdb, []string{c.keys.fence().Lock},
-		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
-	if err != nil {
-		return false, redisErr("renew the check of the server", err)
-	}
-	return n == 1, nil
+	n, err := fenceRenewScript.runInt(ctx, c, "renew the check of the server", []string{c.keys.fence().Lock}, args{token, ms(ttl)})
+	return n == 1, err
 }
 
 // LockRebuilds takes the rebuilding of the vouchers a check unloaded for
@@ -292,12 +288,8 @@ func (c *Client) LockRebuilds(ctx context.Context, token string, ttl time.Durati
 // RenewRebuilds extends the caller's hold on the rebuilds by ttl, or ends
 // it when ttl is 0, and reports false if it no longer held it.
 func (c *Client) RenewRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	n, err := c.scripts.get("fence_renew").Exec(ctx, c.rdb, []string{c.keys.fence().Rebuilds},
-		[]string{token, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
-	if err != nil {
-		return false, redisErr("renew the rebuilds", err)
-	}
-	return n == 1, nil
+	n, err := fenceRenewScript.runInt(ctx, c, "renew the rebuilds", []string{c.keys.fence().Rebuilds}, args{token, ms(ttl)})
+	return n == 1, err
 }
 
 // SetFence records identity as the server the data was checked against and
@@ -305,11 +297,8 @@ func (c *Client) RenewRebuilds(ctx context.Context, token string, ttl time.Durat
 // the check (nothing recorded).
 func (c *Client) SetFence(ctx context.Context, token, identity string) (bool, error) {
 	k := c.keys.fence()
-	n, err := c.scripts.get("fence_set").Exec(ctx, c.rdb, []string{k.Fence, k.Lock}, []string{token, identity}).AsInt64()
-	if err != nil {
-		return false, redisErr("record the fence", err)
-	}
-	return n == 1, nil
+	n, err := fenceSetScript.runInt(ctx, c, "record the fence", []string{k.Fence, k.Lock}, args{token, identity})
+	return n == 1, err
 }
 
 // ArmAdmission loads the admission script into every master's script
@@ -331,7 +320,7 @@ func (c *Client) SetFence(ctx context.Context, token, identity string) (bool, er
 // slots that move between masters that did not change keep their data
 // (see StaleSince).
 func (c *Client) ArmAdmission(ctx context.Context, identity string) error {
-	script := c.scripts.get("admit").src
+	script := c.admitLua.src
 	if c.embedded {
 		if err := c.rdb.Do(ctx, c.rdb.B().ScriptLoad().Script(script).Build()).Error(); err != nil {
 			return redisErr("load the admission script", err)

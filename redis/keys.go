@@ -2,8 +2,8 @@ package redis
 
 import (
 	"strconv"
-	"sync"
-	"sync/atomic"
+
+	"github.com/seckill/seckill/internal/cow"
 )
 
 // keyspace builds every key this package touches. All keys of one voucher
@@ -48,38 +48,26 @@ func (k keyspace) voucher(id int64) voucherKeys {
 }
 
 // hotKeys keeps the keys of the vouchers admitted to, so that each buy
-// does not build (and allocate) them again. It is a map replaced whole on
-// each new voucher, read without a lock; a sale has few vouchers, and past
+// does not build (and allocate) them again. A sale has few vouchers; past
 // maxHotKeys it starts over. Its zero value is empty and ready.
-type hotKeys struct {
-	mu sync.Mutex // held to add a voucher
-	m  atomic.Pointer[map[int64]*voucherKeys]
-}
+type hotKeys = cow.Map[int64, *voucherKeys]
 
 // maxHotKeys bounds hotKeys.
 const maxHotKeys = 1024
 
 // hotVoucher returns the keys of the voucher, as keyspace.voucher does.
 func (c *Client) hotVoucher(id int64) *voucherKeys {
-	if m := c.hot.m.Load(); m != nil {
-		if k := (*m)[id]; k != nil {
-			return k
-		}
+	if k, ok := c.hot.Load(id); ok {
+		return k
 	}
 	k := c.keys.voucher(id)
-	c.hot.mu.Lock()
-	defer c.hot.mu.Unlock()
-	var next map[int64]*voucherKeys
-	if old := c.hot.m.Load(); old != nil && len(*old) < maxHotKeys {
-		next = make(map[int64]*voucherKeys, len(*old)+1)
-		for v, vk := range *old {
-			next[v] = vk
+	c.hot.Update(func(next map[int64]*voucherKeys) bool {
+		if len(next) >= maxHotKeys {
+			clear(next)
 		}
-	} else {
-		next = make(map[int64]*voucherKeys, 1)
-	}
-	next[id] = &k
-	c.hot.m.Store(&next)
+		next[id] = &k
+		return true
+	})
 	return &k
 }
 

@@ -24,13 +24,9 @@ const (
 // issued is false.
 func (c *Client) IssueCode(ctx context.Context, phone, code string) (issued bool, err error) {
 	k := c.keys.login(phone)
-	wait, err := c.scripts.get("issue_code").Exec(ctx, c.rdb,
-		[]string{k.Code, k.Tries, k.Cooldown},
-		[]string{code, ms(CodeTTL), ms(CodeCooldown)}).AsInt64()
-	if err != nil {
-		return false, redisErr("issue login code", err)
-	}
-	return wait == 0, nil
+	wait, err := issueCodeScript.runInt(ctx, c, "issue login code",
+		[]string{k.Code, k.Tries, k.Cooldown}, args{code, ms(CodeTTL), ms(CodeCooldown)})
+	return err == nil && wait == 0, err
 }
 
 // wrongCode is the one answer to a code that did not log in, whether it was
@@ -41,11 +37,9 @@ const wrongCode = "the code is wrong, used or expired; check it, or ask for a ne
 // RedeemCode consumes the phone's code if code matches it.
 func (c *Client) RedeemCode(ctx context.Context, phone, code string) error {
 	k := c.keys.login(phone)
-	n, err := c.scripts.get("redeem_code").Exec(ctx, c.rdb,
-		[]string{k.Code, k.Tries},
-		[]string{code, strconv.Itoa(CodeTries)}).AsInt64()
+	n, err := redeemCodeScript.runInt(ctx, c, "redeem login code", []string{k.Code, k.Tries}, args{code, strconv.Itoa(CodeTries)})
 	if err != nil {
-		return redisErr("redeem login code", err)
+		return err
 	}
 	if n != 0 {
 		return seckill.Errorf(seckill.ErrUnauthorized, wrongCode)
@@ -58,8 +52,7 @@ func (c *Client) RedeemCode(ctx context.Context, phone, code string) error {
 // usable and must not make the phone wait.
 func (c *Client) WithdrawCode(ctx context.Context, phone, code string) error {
 	k := c.keys.login(phone)
-	if err := c.scripts.get("withdraw_code").Exec(ctx, c.rdb,
-		[]string{k.Code, k.Tries, k.Cooldown}, []string{code}).Error(); err != nil {
+	if err := withdrawCodeScript.run(ctx, c, []string{k.Code, k.Tries, k.Cooldown}, args{code}).Error(); err != nil {
 		return redisErr("withdraw login code", err)
 	}
 	return nil
@@ -76,9 +69,8 @@ func (c *Client) SpendGuess(ctx context.Context, client string, lim seckill.Gues
 		perClient = 0
 	}
 	k := c.keys.guesses(client)
-	res, err := c.scripts.get("spend_guess").Exec(ctx, c.rdb,
-		[]string{k.Global, k.Client},
-		[]string{strconv.FormatInt(max(lim.Global, 0), 10), strconv.FormatInt(max(perClient, 0), 10), ms(lim.Window)}).ToArray()
+	res, err := spendGuessScript.run(ctx, c, []string{k.Global, k.Client},
+		args{strconv.FormatInt(max(lim.Global, 0), 10), strconv.FormatInt(max(perClient, 0), 10), ms(lim.Window)}).ToArray()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("spend_guess answered %d values, want 2", len(res))
 	}
@@ -108,8 +100,7 @@ func (c *Client) SpendGuess(ctx context.Context, client string, lim seckill.Gues
 // RefundGuess gives back an attempt SpendGuess counted.
 func (c *Client) RefundGuess(ctx context.Context, client string) error {
 	k := c.keys.guesses(client)
-	if err := c.scripts.get("refund_guess").Exec(ctx, c.rdb,
-		[]string{k.Global, k.Client}, nil).Error(); err != nil {
+	if err := refundGuessScript.run(ctx, c, []string{k.Global, k.Client}, nil).Error(); err != nil {
 		return redisErr("give back a login attempt", err)
 	}
 	return nil

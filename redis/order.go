@@ -60,12 +60,9 @@ func (c *Client) Reassign(ctx context.Context, voucherID, userID, orderID, keep 
 
 func (c *Client) release(ctx context.Context, voucherID, userID, orderID int64, keep string) (bool, error) {
 	k := c.keys.voucher(voucherID)
-	n, err := c.scripts.get("release").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers, k.Meta, k.Changes},
-		[]string{strconv.FormatInt(userID, 10), strconv.FormatInt(orderID, 10), keep, holdMillis, changeLogLen, changeLogTTL}).AsInt64()
-	if err != nil {
-		return false, redisErr(fmt.Sprintf("release order %d", orderID), err)
-	}
-	return n == 1, nil
+	n, err := releaseScript.runInt(ctx, c, fmt.Sprintf("release order %d", orderID), []string{k.Stock, k.Buyers, k.Meta, k.Changes},
+		releaseArgs{UserID: userID, OrderID: orderID, Keep: keep})
+	return n == 1, err
 }
 
 // heldWaits bounds how many times an admission waits out a hold (see
@@ -95,21 +92,13 @@ func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) er
 // when the script says so (with an ErrUnavailable), else 0.
 func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool) (held time.Duration, _ error) {
 	k := c.hotVoucher(a.VoucherID)
-	appendFlag := "0"
-	if stream {
-		appendFlag = "1"
-	}
-	waitFlag := "0"
-	if c.waitReplicas > 0 {
-		waitFlag = "1"
-	}
+	argv := admitArgs{UserID: a.UserID, OrderID: a.OrderID, VoucherID: k.ID, Append: stream, Generation: a.Generation,
+		Wait: c.waitReplicas > 0}.fields()
 	b := c.rdb.B()
 	if c.waitReplicas > 0 {
 		b = c.confirm.B() // run on its connections (admitReplicated)
 	}
-	cmd := b.Evalsha().Sha1(c.scripts.get("admit").sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).
-		Arg(strconv.FormatInt(a.UserID, 10), strconv.FormatInt(a.OrderID, 10), k.ID, appendFlag,
-			strconv.FormatInt(a.Generation, 10), waitFlag).Build()
+	cmd := b.Evalsha().Sha1(c.admitLua.sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).Arg(argv[:]...).Build()
 	var res []rueidis.RedisMessage
 	var err error
 	if c.waitReplicas > 0 {

@@ -390,7 +390,7 @@ func TestHotVoucherKeys(t *testing.T) {
 			}
 		}
 	}
-	if m := c.hot.m.Load(); m == nil || len(*m) > maxHotKeys {
+	if n := c.hot.Len(); n == 0 || n > maxHotKeys {
 		t.Errorf("hotKeys holds more than %d vouchers", maxHotKeys)
 	}
 }

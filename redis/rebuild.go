@@ -61,8 +61,7 @@ func (c *Client) rebuildOnce(ctx context.Context, v *seckill.Voucher, orders sec
 	k := c.keys.voucher(v.ID)
 	op := fmt.Sprintf("rebuild voucher %d", v.ID)
 	gen := strconv.FormatInt(v.Generation, 10)
-	res, err := c.scripts.get("rebuild_begin").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ}, []string{gen, Group, holdMillis}).ToArray()
+	res, err := rebuildBeginScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ}, args{gen, Group, holdMillis}).ToArray()
 	if err != nil {
 		return seckill.Rebuilt{}, redisErr(op, err)
 	}
@@ -94,14 +93,8 @@ func (c *Client) rebuildOnce(ctx context.Context, v *seckill.Voucher, orders sec
 	if staging, err = c.stageQueued(ctx, v.ID, gen, epoch); err != nil || !staging {
 		return out, err
 	}
-	fin, err := c.scripts.get("finish_rebuild").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Meta, k.Buyers, k.Orders},
-		[]string{gen, epoch,
-			strconv.FormatInt(v.InitialStock, 10),
-			strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
-			strconv.FormatInt(v.EndTime.UnixMilli(), 10),
-			Group,
-		}).ToArray()
+	fin, err := finishRebuildScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+		finishRebuildArgs{Generation: gen, Epoch: epoch, InitialStock: v.InitialStock, Begin: v.BeginTime, End: v.EndTime}).ToArray()
 	if err != nil {
 		return out, redisErr(op, err)
 	}
@@ -130,15 +123,15 @@ func (c *Client) stageOrders(ctx context.Context, v *seckill.Voucher, gen, epoch
 			return false, fmt.Errorf("rebuild voucher %d: read its orders: %w", v.ID, err)
 		}
 		for chunk := range chunks(page, stageChunk) {
-			args := make([]string, 0, 2+2*len(chunk))
-			args = append(args, gen, epoch)
+			a := make(args, 0, 2+2*len(chunk))
+			a = append(a, gen, epoch)
 			for _, o := range chunk {
-				args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+				a = append(a, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 			}
-			n, err := c.scripts.get("stage_buyers").Exec(ctx, c.rdb, []string{k.Stock, k.Meta, k.Buyers}, args).AsInt64()
+			n, err := stageBuyersScript.runInt(ctx, c, fmt.Sprintf("stage buyers of voucher %d", v.ID), []string{k.Stock, k.Meta, k.Buyers}, a)
 			switch {
 			case err != nil:
-				return false, redisErr(fmt.Sprintf("stage buyers of voucher %d", v.ID), err)
+				return false, err
 			case n == -1:
 				return false, errSuperseded
 			case n == 0:
@@ -159,8 +152,8 @@ func (c *Client) stageQueued(ctx context.Context, voucherID int64, gen, epoch st
 	op := fmt.Sprintf("stage queued buyers of voucher %d", voucherID)
 	start := "-"
 	for {
-		res, err := c.scripts.get("stage_queued").Exec(ctx, c.rdb, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
-			[]string{gen, epoch, start, strconv.Itoa(queuedPage)}).ToArray()
+		res, err := stageQueuedScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+			args{gen, epoch, start, strconv.Itoa(queuedPage)}).ToArray()
 		if err != nil {
 			return false, redisErr(op, err)
 		}
@@ -208,7 +201,7 @@ func (c *Client) UnloadStock(ctx context.Context, voucherID int64) error {
 
 func (c *Client) unload(ctx context.Context, voucherID int64, keepBuyers string) error {
 	k := c.keys.voucher(voucherID)
-	if err := c.scripts.get("unload").Exec(ctx, c.rdb, []string{k.Stock, k.Meta, k.Buyers}, []string{keepBuyers}).Error(); err != nil {
+	if err := unloadScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers}, args{keepBuyers}).Error(); err != nil {
 		return redisErr(fmt.Sprintf("unload voucher %d", voucherID), err)
 	}
 	return nil

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -25,10 +24,7 @@ const tombstoneFor = 7 * 24 * time.Hour
 // Loading a new voucher of the id (another generation) replaces it.
 func (c *Client) DropVoucher(ctx context.Context, voucherID int64) (bool, error) {
 	k := c.keys.voucher(voucherID)
-	n, err := c.scripts.get("drop_voucher").Exec(ctx, c.rdb, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
-		[]string{Group, strconv.FormatInt(tombstoneFor.Milliseconds(), 10)}).AsInt64()
-	if err != nil {
-		return false, redisErr(fmt.Sprintf("drop voucher %d", voucherID), err)
-	}
-	return n == 1, nil
+	n, err := dropVoucherScript.runInt(ctx, c, fmt.Sprintf("drop voucher %d", voucherID), []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
+		args{Group, ms(tombstoneFor)})
+	return n == 1, err
 }

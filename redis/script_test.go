@@ -3,10 +3,14 @@ package redis
 import (
 	"fmt"
 	"io/fs"
+	"maps"
+	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -20,8 +24,8 @@ func TestScriptsDeclareKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) < 11 {
-		t.Fatalf("found %d embedded scripts %v, want at least the 11 that loadScripts loads", len(names), names)
+	if len(names) != len(sources) {
+		t.Fatalf("found %d embedded scripts %v, want the %d that have handles", len(names), names, len(sources))
 	}
 	for _, name := range names {
 		src, err := scriptFiles.ReadFile(name)
@@ -86,6 +90,116 @@ func TestScriptsDeclareKeys(t *testing.T) {
 				t.Errorf("lintScript (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestScriptHandles: every embedded script has exactly one handle and
+// every handle a script; a handle of no file, or a second handle of one,
+// fails when the package loads.
+func TestScriptHandles(t *testing.T) {
+	t.Parallel()
+	names, err := fs.Glob(scriptFiles, "scripts/*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, n := range names {
+		files = append(files, strings.TrimSuffix(path.Base(n), ".lua"))
+	}
+	if diff := cmp.Diff(files, slices.Sorted(maps.Keys(sources))); diff != "" {
+		t.Errorf("embedded scripts (-files +handles):\n%s", diff)
+	}
+	for name, s := range sources {
+		if s.name != name {
+			t.Errorf("sources[%q] is the handle of %q", name, s.name)
+		}
+		if !strings.HasPrefix(s.redis.src, "#!lua") || strings.HasPrefix(s.embedded.src, "#!") ||
+			!strings.HasSuffix(s.redis.src, s.embedded.src) {
+			t.Errorf("%s: want the file for Redis, and it without its #!lua line for the embedded server", name)
+		}
+	}
+	for _, name := range []string{"no_such_script", "admit"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("newScript(%q) did not panic", name)
+				}
+			}()
+			newScript[args](name)
+		}()
+	}
+	if len(files) != len(sources) {
+		t.Errorf("a refused handle was recorded: %d handles for %d files", len(sources), len(files))
+	}
+}
+
+// TestAdmitScriptIsTheDeployments: each deployment (key prefix) runs an
+// admission script of its own SHA, for Redis and the embedded server alike.
+func TestAdmitScriptIsTheDeployments(t *testing.T) {
+	t.Parallel()
+	for _, embedded := range []bool{false, true} {
+		a, b := admitScript.deployment("a", embedded), admitScript.deployment("b", embedded)
+		if a.sha == b.sha || a.sha == admitScript.on(embedded).sha {
+			t.Errorf("embedded %v: the SHAs of two deployments' admission scripts, %s and %s, are not their own", embedded, a.sha, b.sha)
+		}
+		if !strings.HasPrefix(a.src, admitScript.on(embedded).src) || !strings.HasSuffix(a.src, "-- deployment \"a\"\n") {
+			t.Errorf("embedded %v: deployment \"a\"'s admission script ends %q", embedded, a.src[max(0, len(a.src)-40):])
+		}
+	}
+}
+
+// TestScriptArgs: the ARGV each args struct makes are as many as its
+// script's header names, its list (ARGV[n..]) aside, and each in the
+// header's place.
+func TestScriptArgs(t *testing.T) {
+	t.Parallel()
+	at := time.UnixMilli(1700000000000)
+	tests := []struct {
+		script string
+		argv   []string
+		want   map[int]string // ARGV index -> value
+	}{
+		{"admit", admitArgs{UserID: 7, OrderID: 1001, VoucherID: "3", Append: true, Generation: 2}.argv(),
+			map[int]string{1: "7", 2: "1001", 3: "3", 4: "1", 5: "2", 6: "0"}},
+		{"claim_stale", claimStaleArgs{Consumer: "c", MinIdle: time.Second, Cursor: "0-0", Count: 5, Scan: 50}.argv(),
+			map[int]string{1: Group, 2: "c", 3: "1000", 4: "0-0", 5: "5", 6: "50"}},
+		{"dead_letter", deadLetterArgs{EntryID: "1-0", OrderID: 1001, VoucherID: 3, Reason: "r", GiveStock: true}.argv(),
+			map[int]string{1: Group, 2: "1-0", 3: "1001", 4: "", 5: "3", 6: "r", 7: "1", 8: "", 9: holdMillis, 10: changeLogLen, 11: changeLogTTL}},
+		{"finish_rebuild", finishRebuildArgs{Generation: "2", Epoch: "9", InitialStock: 100, Begin: at, End: at.Add(time.Second)}.argv(),
+			map[int]string{1: "2", 2: "9", 3: "100", 4: "1700000000000", 5: "1700000001000", 6: Group}},
+		{"load_voucher", loadVoucherArgs{Stock: 100, Begin: at, End: at.Add(time.Second), Generation: 2}.argv(),
+			map[int]string{1: "100", 2: "1700000000000", 3: "1700000001000", 4: Group, 5: "2"}},
+		{"node_acquire", nodeAcquireArgs{Token: "tk", TTL: time.Second, First: 7, Count: 1024}.argv(),
+			map[int]string{1: "tk", 2: "1000", 3: "7", 4: "1024", 5: ""}},
+		{"node_renew", nodeRenewArgs{Node: 7, Token: "tk", TTL: time.Second, LastUnixMs: 5, Recent: true}.argv(),
+			map[int]string{1: "7", 2: "tk", 3: "1000", 4: "5", 5: "1"}},
+		{"release", releaseArgs{UserID: 7, OrderID: 1001, Keep: "1002"}.argv(),
+			map[int]string{1: "7", 2: "1001", 3: "1002", 4: holdMillis, 5: changeLogLen, 6: changeLogTTL}},
+	}
+	argvLine := regexp.MustCompile(`(?m)^-- ARGV\[(\d+)\]`)
+	for _, tt := range tests {
+		src := sources[tt.script].redis.src
+		n := 0
+		for _, m := range argvLine.FindAllStringSubmatch(src, -1) {
+			i, _ := strconv.Atoi(m[1])
+			n = max(n, i)
+		}
+		if n <= 4 || len(tt.argv) != n {
+			t.Errorf("%s: %d ARGV made, the header names %d (want more than four)", tt.script, len(tt.argv), n)
+			continue
+		}
+		for i, want := range tt.want {
+			if got := tt.argv[i-1]; got != want {
+				t.Errorf("%s: ARGV[%d] = %q, want %q", tt.script, i, got, want)
+			}
+		}
+		if len(tt.want) != n {
+			t.Errorf("%s: the test checks %d ARGV of %d", tt.script, len(tt.want), n)
+		}
+	}
+	live := claimStaleArgs{Live: []string{"a", "b"}}.argv()
+	if !slices.Equal(live[6:], []string{"a", "b"}) {
+		t.Errorf("claim_stale: ARGV[7..] = %q, want the live consumers", live[6:])
 	}
 }
 

@@ -124,14 +124,14 @@ func (c *Client) AckOrders(ctx context.Context, voucherID int64, entryIDs ...str
 // CountPersisted runs count_persisted.lua for orders.
 func (c *Client) CountPersisted(ctx context.Context, voucherID int64, orders []*seckill.Order) error {
 	k := c.keys.voucher(voucherID)
-	args := make([]string, 0, 2+2*len(orders))
-	args = append(args, changeLogLen, changeLogTTL)
+	a := make(args, 0, 2+2*len(orders))
+	a = append(a, changeLogLen, changeLogTTL)
 	for _, o := range orders {
-		args = append(args, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+		a = append(a, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 	}
-	n, err := c.scripts.get("count_persisted").Exec(ctx, c.rdb, []string{k.Stock, k.Buyers, k.Meta, k.Changes}, args).AsInt64()
+	n, err := countPersistedScript.runInt(ctx, c, fmt.Sprintf("count persisted orders of voucher %d", voucherID), []string{k.Stock, k.Buyers, k.Meta, k.Changes}, a)
 	if err != nil {
-		return redisErr(fmt.Sprintf("count persisted orders of voucher %d", voucherID), err)
+		return err
 	}
 	if n > 0 {
 		c.logger.Warn("Redis did not count orders the database holds (it lost data); counted them now", "voucher", voucherID, "orders", n)
@@ -180,9 +180,8 @@ func (c *Client) ClaimStale(ctx context.Context, voucherID int64, consumer strin
 	for len(msgs) < count {
 		want := min(count-len(msgs), claimChunk)
 		// Look at ten entries for each one wanted, as XAUTOCLAIM does.
-		args := append([]string{Group, consumer, strconv.FormatInt(minIdle.Milliseconds(), 10), cursor,
-			strconv.Itoa(want), strconv.Itoa(10 * want)}, live...)
-		res, err := c.scripts.get("claim_stale").Exec(ctx, c.rdb, []string{k.Orders}, args).ToArray()
+		res, err := claimStaleScript.run(ctx, c, []string{k.Orders},
+			claimStaleArgs{Consumer: consumer, MinIdle: minIdle, Cursor: cursor, Count: want, Scan: 10 * want, Live: live}).ToArray()
 		if err != nil {
 			return nil, nil, streamErr(op, err)
 		}
@@ -291,8 +290,7 @@ func (c *Client) GiveUp(ctx context.Context, voucherID int64, consumer string, e
 		return nil
 	}
 	k := c.keys.voucher(voucherID)
-	args := append([]string{Group, consumer, Abandoned(consumer)}, entryIDs...)
-	err := c.scripts.get("give_up").Exec(ctx, c.rdb, []string{k.Orders}, args).Error()
+	err := giveUpScript.run(ctx, c, []string{k.Orders}, append(args{Group, consumer, Abandoned(consumer)}, entryIDs...)).Error()
 	if err != nil {
 		return streamErr(fmt.Sprintf("give up order messages of voucher %d", voucherID), err)
 	}
@@ -376,20 +374,9 @@ func (c *Client) pendingWith(ctx context.Context, stream, consumer string, ids [
 // DeadLetter runs dead_letter.lua for msg.
 func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl seckill.DeadLetter) (bool, error) {
 	k := c.keys.voucher(msg.VoucherID)
-	num := func(n int64) string {
-		if n <= 0 {
-			return ""
-		}
-		return strconv.FormatInt(n, 10)
-	}
-	giveStock := "1"
-	if dl.KeepStock {
-		giveStock = "0"
-	}
-	n, err := c.scripts.get("dead_letter").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Buyers, k.Orders, k.DLQ, k.Meta, k.Changes},
-		[]string{Group, msg.EntryID, num(msg.Order.ID), num(msg.Order.UserID), strconv.FormatInt(msg.VoucherID, 10),
-			dl.Reason, giveStock, num(dl.BuyerOrder), holdMillis, changeLogLen, changeLogTTL},
+	n, err := deadLetterScript.run(ctx, c, []string{k.Stock, k.Buyers, k.Orders, k.DLQ, k.Meta, k.Changes},
+		deadLetterArgs{EntryID: msg.EntryID, OrderID: msg.Order.ID, UserID: msg.Order.UserID, VoucherID: msg.VoucherID,
+			Reason: dl.Reason, GiveStock: !dl.KeepStock, KeepOrder: dl.BuyerOrder},
 	).AsInt64()
 	if err != nil {
 		return false, streamErr(fmt.Sprintf("dead-letter order message %s of voucher %d", msg.EntryID, msg.VoucherID), err)
@@ -426,7 +413,7 @@ func (c *Client) TrimOrders(ctx context.Context, voucherID int64) (int64, error)
 			minID = oldest
 		}
 	}
-	n, err := c.scripts.get("trim_orders").Exec(ctx, c.rdb, []string{k.Stock, k.Orders}, []string{minID}).AsInt64()
+	n, err := trimOrdersScript.run(ctx, c, []string{k.Stock, k.Orders}, args{minID}).AsInt64()
 	if err != nil {
 		return 0, streamErr(op, err)
 	}
@@ -483,7 +470,7 @@ func (c *Client) ReapConsumers(ctx context.Context, voucherID int64, self string
 		if name == self || idles[name] <= idle {
 			continue
 		}
-		n, err := c.scripts.get("reap_consumer").Exec(ctx, c.rdb, []string{k.Orders}, []string{Group, name}).AsInt64()
+		n, err := reapConsumerScript.run(ctx, c, []string{k.Orders}, args{Group, name}).AsInt64()
 		if err != nil {
 			return reaped, streamErr(op, err)
 		}

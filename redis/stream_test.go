@@ -365,8 +365,8 @@ func TestClaimStaleBounded(t *testing.T) {
 		if err := c.RefreshClaims(ctx, 1, "live", ids...); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.scripts.get("claim_stale").Exec(ctx, c.rdb, []string{c.keys.voucher(1).Orders},
-			[]string{Group, "b", "500", "0-0", "1", "10"}).ToArray()
+		res, err := claimStaleScript.run(ctx, c, []string{c.keys.voucher(1).Orders},
+			claimStaleArgs{Consumer: "b", MinIdle: 500 * time.Millisecond, Cursor: "0-0", Count: 1, Scan: 10}).ToArray()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,8 +374,8 @@ func TestClaimStaleBounded(t *testing.T) {
 		if err != nil || len(claimed) != 1 || claimed[0].EntryID != es[0].ID || cursor != es[1].ID {
 			t.Fatalf("claim_stale(count 1) = cursor %s, %v, %v; want %s and cursor %s", cursor, msgs(claimed), err, es[0].ID, es[1].ID)
 		}
-		res, err = c.scripts.get("claim_stale").Exec(ctx, c.rdb, []string{c.keys.voucher(1).Orders},
-			[]string{Group, "b", "500", cursor, "1", "10"}).ToArray()
+		res, err = claimStaleScript.run(ctx, c, []string{c.keys.voucher(1).Orders},
+			claimStaleArgs{Consumer: "b", MinIdle: 500 * time.Millisecond, Cursor: cursor, Count: 1, Scan: 10}).ToArray()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -367,25 +367,10 @@ func (c *Client) voucherNode(ctx context.Context, voucherID int64) string {
 	return t.VoucherMaster(c.keys, voucherID)
 }
 
-// keySlot is the Cluster slot of key: CRC16 (XMODEM) of its hash tag (the
-// part between the first '{' and the next '}', if not empty) or of the
-// whole key, mod 16384.
+// keySlot is the Cluster slot of key, as rueidis computes it to route
+// the key's commands: CRC16 of its hash tag (the part between the first
+// '{' and the next '}', if not empty) or of the whole key, mod 16384.
 func keySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
+	cmd := rueidis.Completed{}.SetSlot(key)
+	return int(cmd.Slot())
 }

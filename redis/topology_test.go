@@ -108,7 +108,7 @@ func TestTopologySingle(t *testing.T) {
 		t.Errorf("Topology() = %+v, want single with master %s", topo, master.Addr)
 	}
 	arm(t, c)
-	sha := c.scripts.get("admit").sha
+	sha := c.admitLua.sha
 	for _, node := range []*testenv.RedisProc{master, replica} {
 		got, err := node.Do(ctx, "SCRIPT", "EXISTS", sha)
 		if err != nil {
@@ -151,7 +151,7 @@ func TestArmAdmissionChecksIdentity(t *testing.T) {
 	if !errors.Is(armErr, seckill.ErrUnavailable) {
 		t.Errorf("ArmAdmission(the identity before the failover) = %v, want ErrUnavailable", armErr)
 	}
-	sha := c.scripts.get("admit").sha
+	sha := c.admitLua.sha
 	for _, m := range cl.Masters(t) {
 		got, err := m.Do(ctx, "SCRIPT", "EXISTS", sha)
 		if err != nil {

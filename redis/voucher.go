@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/rueidis"
 
@@ -16,17 +15,10 @@ import (
 // stale state, and logs it: two databases may share one key prefix.
 func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, error) {
 	k := c.keys.voucher(v.ID)
-	n, err := c.scripts.get("load_voucher").Exec(ctx, c.rdb,
-		[]string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
-		[]string{
-			strconv.FormatInt(v.Stock, 10),
-			strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
-			strconv.FormatInt(v.EndTime.UnixMilli(), 10),
-			Group,
-			strconv.FormatInt(v.Generation, 10),
-		}).AsInt64()
+	n, err := loadVoucherScript.runInt(ctx, c, fmt.Sprintf("load voucher %d", v.ID), []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
+		loadVoucherArgs{Stock: v.Stock, Begin: v.BeginTime, End: v.EndTime, Generation: v.Generation})
 	if err != nil {
-		return false, redisErr(fmt.Sprintf("load voucher %d", v.ID), err)
+		return false, err
 	}
 	switch n {
 	case 1:

@@ -64,7 +64,7 @@ type Config struct {
 
 	// IDs makes order ids. Default a generator whose node id is leased in
 	// Redis. NodeFreshWait is that lease's FreshWait (see
-	// redis.NodeLease): zero, its default; negative, no wait (a key prefix
+	// orderid.Lease): zero, its default; negative, no wait (a key prefix
 	// private to a test).
 	IDs           seckill.IDGenerator
 	NodeFreshWait time.Duration
@@ -165,7 +165,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Order ids: a node id leased in Redis, unique among running
 		// instances.
 		gen := orderid.New()
-		lease := cfg.Cache.NewNodeLease(gen, logger)
+		lease := orderid.NewLease(cfg.Cache, gen, logger)
+		if cfg.Cache.Addr() != "" {
+			// The embedded server lives and dies with this process.
+			lease.LeaseTimes = orderid.EmbeddedLeaseTimes
+		}
 		lease.OnPanic = panics.WithLabelValues("node_lease").Inc
 		if cfg.NodeFreshWait != 0 {
 			lease.FreshWait = max(cfg.NodeFreshWait, 0)

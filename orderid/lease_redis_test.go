@@ -1,18 +1,31 @@
-package redis
+package orderid
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/redis"
 )
+
+// The tests of the lease on Redis: its scripts, and Redis losing,
+// restarting from older snapshots, or going away under it. The lease's
+// own logic is tested on a fake store in lease_test.go.
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testenv.LeakIgnores()...)
+}
+
+var _ LeaseStore = (*redis.Client)(nil)
 
 // Short lease times keep the tests fast.
 const (
@@ -21,11 +34,104 @@ const (
 	testValid = 300 * time.Millisecond
 )
 
-// newLease returns a lease for gen with the short test times, stopped when
-// the test ends.
-func newLease(t *testing.T, c *Client, gen Leaser) *NodeLease {
+// store is a Redis the leases are kept in, with a raw connection to it
+// under the same key prefix.
+type store struct {
+	c        *redis.Client
+	raw      rueidis.Client
+	prefix   string
+	embedded bool
+}
+
+// nodes is the key of the leases' hash, as package redis names it.
+func (s store) nodes() string { return s.prefix + ":{nodes}:leases" }
+
+// do runs a raw command and fails the test on an error other than nil.
+func (s store) do(t testing.TB, cmd ...string) rueidis.RedisResult {
 	t.Helper()
-	l := c.NewNodeLease(gen, testLogger(t))
+	res := s.raw.Do(context.Background(), s.raw.B().Arbitrary(cmd...).Build())
+	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatalf("%v: %v", cmd, err)
+	}
+	return res
+}
+
+// openStore opens a Client and a raw connection on url under prefix
+// ("" for the default), both closed when the test ends.
+func openStore(t *testing.T, url, prefix string) store {
+	t.Helper()
+	c, err := redis.Open(context.Background(), redis.Config{URL: url, Prefix: prefix}, testLogger(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(c.Close)
+	if prefix == "" {
+		prefix = redis.DefaultPrefix
+	}
+	return store{c: c, raw: rawClient(t, url), prefix: prefix}
+}
+
+// rawClient connects to url, and closes the connection when the test ends.
+func rawClient(t *testing.T, url string) rueidis.Client {
+	t.Helper()
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DisableCache = true
+	raw, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	return raw
+}
+
+// each runs test on a Redis server, a Redis Cluster and the embedded
+// server, each with a key prefix of its own.
+func each(t *testing.T, test func(t *testing.T, s store)) {
+	t.Helper()
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		test(t, openStore(t, testenv.RedisURL(t), testenv.RedisPrefix(t)))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		// The script's keys must be in one slot; a Cluster refuses the
+		// ones that are not (CROSSSLOT).
+		t.Parallel()
+		test(t, openStore(t, testenv.SharedCluster(t).URL, "t"+testenv.Random()))
+	})
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		c, err := redis.OpenEmbedded("", testLogger(t))
+		if err != nil {
+			t.Fatalf("OpenEmbedded: %v", err)
+		}
+		t.Cleanup(c.Close)
+		test(t, store{c: c, raw: rawClient(t, "redis://"+c.Addr()), prefix: redis.DefaultPrefix, embedded: true})
+	})
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// newLease returns a lease in s for gen with the short test times, stopped
+// when the test ends; on the embedded server with its times otherwise, as
+// the service takes it there.
+func newLease(t *testing.T, s store, gen *Generator) *Lease {
+	t.Helper()
+	l := NewLease(s.c, gen, testLogger(t))
+	if s.embedded {
+		l.LeaseTimes = EmbeddedLeaseTimes
+	}
 	l.TTL, l.Renew, l.Valid = testTTL, testRenew, testValid
 	if l.FreshWait > 0 { // the embedded server needs no wait
 		l.FreshWait = testValid
@@ -34,16 +140,16 @@ func newLease(t *testing.T, c *Client, gen Leaser) *NodeLease {
 	return l
 }
 
-func startLease(t *testing.T, c *Client, gen *orderid.Generator) *NodeLease {
+func startLease(t *testing.T, s store, gen *Generator) *Lease {
 	t.Helper()
-	l := newLease(t, c, gen)
+	l := newLease(t, s, gen)
 	if err := l.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	return l
 }
 
-func next(t *testing.T, g *orderid.Generator) int64 {
+func next(t *testing.T, g *Generator) int64 {
 	t.Helper()
 	id, err := g.Next()
 	if err != nil {
@@ -56,7 +162,7 @@ func next(t *testing.T, g *orderid.Generator) int64 {
 // the time just before the last id it made, when the lease was valid; or
 // since, if it made none (not the time of the call, which a stalled test
 // may reach late).
-func lastID(t *testing.T, g *orderid.Generator, since time.Time) time.Time {
+func lastID(t *testing.T, g *Generator, since time.Time) time.Time {
 	t.Helper()
 	last := since
 	testenv.WaitFor(t, 5*time.Second, "the generator stops making ids", func() bool {
@@ -66,7 +172,7 @@ func lastID(t *testing.T, g *orderid.Generator, since time.Time) time.Time {
 			last = before
 			return false
 		}
-		if !errors.Is(err, orderid.ErrNoLease) {
+		if !errors.Is(err, ErrNoLease) {
 			t.Fatalf("Next: %v", err)
 		}
 		return true
@@ -75,78 +181,24 @@ func lastID(t *testing.T, g *orderid.Generator, since time.Time) time.Time {
 }
 
 // ownRedis starts a redis-server of the test's own and connects to it.
-func ownRedis(t *testing.T) (*Client, func()) {
+func ownRedis(t *testing.T) (store, func()) {
 	t.Helper()
 	url, kill := testenv.StartRedis(t)
-	c, err := Open(context.Background(), Config{URL: url}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c, kill
-}
-
-// TestNodeLeaseLateRenewal: with the default times, a lease last confirmed
-// 20 s ago stops making ids on a real Redis, where another instance may
-// hold the node id by then, and goes on on the embedded server, whose
-// renewals wait behind the sale's admissions on its one connection (5 s
-// was not enough under the race detector in CI).
-func TestNodeLeaseLateRenewal(t *testing.T) {
-	t.Parallel()
-	each(t, func(t *testing.T, c *Client) {
-		var ahead atomic.Int64 // how far the generator's clock is ahead
-		gen := orderid.New()
-		gen.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
-		l := c.NewNodeLease(gen, testLogger(t))
-		l.Renew, l.FreshWait = time.Hour, 0 // no renewal after the first
-		if err := l.Start(context.Background()); err != nil {
-			t.Fatalf("Start: %v", err)
-		}
-		t.Cleanup(l.Stop)
-		next(t, gen)
-		ahead.Store(int64(20 * time.Second)) // the renewal is 20 s late
-		_, err := gen.Next()
-		switch {
-		case c.server != nil && err != nil:
-			t.Fatalf("embedded server: Next after a late renewal: %v, want an id", err)
-		case c.server == nil && !errors.Is(err, orderid.ErrNoLease):
-			t.Fatalf("Next after a late renewal: %v, want ErrNoLease", err)
-		}
-	})
-}
-
-func TestNodeLeaseDefaults(t *testing.T) {
-	t.Parallel()
-	each(t, func(t *testing.T, c *Client) {
-		l := c.NewNodeLease(orderid.New(), testLogger(t))
-		if !(l.Renew < l.Valid && l.Valid < l.TTL) {
-			t.Errorf("Renew %v, Valid %v, TTL %v: want Renew < Valid < TTL", l.Renew, l.Valid, l.TTL)
-		}
-		want := l.Valid // a Redis that lost its leases may have holders from before
-		if c.server != nil {
-			want = 0 // the embedded server lives and dies with its only holder
-		}
-		if l.FreshWait != want {
-			t.Errorf("FreshWait %v, want %v", l.FreshWait, want)
-		}
-		if l.Node() != -1 {
-			t.Errorf("Node() of a lease not started = %d, want -1", l.Node())
-		}
-	})
+	return openStore(t, url, ""), kill
 }
 
 func TestNodeLeaseDistinct(t *testing.T) {
 	t.Parallel()
-	each(t, func(t *testing.T, c *Client) {
-		ga, gb := orderid.New(), orderid.New()
+	each(t, func(t *testing.T, c store) {
+		ga, gb := New(), New()
 		a, b := startLease(t, c, ga), startLease(t, c, gb)
 		if a.Node() < 0 || b.Node() < 0 || a.Node() == b.Node() {
 			t.Fatalf("nodes %d and %d, want two distinct node ids", a.Node(), b.Node())
 		}
-		if n := orderid.NodeOf(next(t, ga)); n != a.Node() {
+		if n := NodeOf(next(t, ga)); n != a.Node() {
 			t.Errorf("a's id has node %d, want %d", n, a.Node())
 		}
-		if n := orderid.NodeOf(next(t, gb)); n != b.Node() {
+		if n := NodeOf(next(t, gb)); n != b.Node() {
 			t.Errorf("b's id has node %d, want %d", n, b.Node())
 		}
 	})
@@ -156,19 +208,19 @@ func TestNodeLeaseDistinct(t *testing.T) {
 // take that one.
 func TestNodeLeaseRelease(t *testing.T) {
 	t.Parallel()
-	each(t, func(t *testing.T, c *Client) {
+	each(t, func(t *testing.T, c store) {
 		ctx := context.Background()
 		const free = 7
 		held := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-		args := []string{"HSET", c.keys.nodes(), "epoch", "1"} // leases written long ago: no wait
-		for n := range NodeCount {
+		args := []string{"HSET", c.nodes(), "epoch", "1"} // leases written long ago: no wait
+		for n := range Nodes {
 			if n != free {
 				args = append(args, strconv.Itoa(n), "other "+held+" 0")
 			}
 		}
-		do(t, c, args...)
+		c.do(t, args...)
 
-		ga := orderid.New()
+		ga := New()
 		a := startLease(t, c, ga)
 		if a.Node() != free {
 			t.Fatalf("lease took node %d, want the free one, %d", a.Node(), free)
@@ -177,34 +229,34 @@ func TestNodeLeaseRelease(t *testing.T) {
 		for range 3 {
 			last = max(last, next(t, ga))
 		}
-		err := newLease(t, c, orderid.New()).Start(ctx)
+		err := newLease(t, c, New()).Start(ctx)
 		if err == nil || !strings.Contains(err.Error(), "every node id is leased") {
 			t.Fatalf("Start with every node id held: got %v, want an error saying so", err)
 		}
 
 		a.Stop()
 		a.Stop() // safe twice
-		if _, err := ga.Next(); !errors.Is(err, orderid.ErrNoLease) {
+		if _, err := ga.Next(); !errors.Is(err, ErrNoLease) {
 			t.Errorf("Next after Stop: got %v, want ErrNoLease", err)
 		}
 		want := a.token + " 0 " + strconv.FormatInt(ga.LastUnixMilli(), 10)
-		if got, _ := do(t, c, "HGET", c.keys.nodes(), strconv.Itoa(free)).ToString(); got != want {
+		if got, _ := c.do(t, "HGET", c.nodes(), strconv.Itoa(free)).ToString(); got != want {
 			t.Errorf("released lease %q, want %q", got, want)
 		}
 
 		// The next holder's clock is an hour behind: its ids still come
 		// after the ones made with the node before.
-		gb := orderid.New()
+		gb := New()
 		gb.Now = func() time.Time { return time.Now().Add(-time.Hour) }
 		b := startLease(t, c, gb)
 		if b.Node() != free {
 			t.Fatalf("second lease took node %d, want the released one, %d", b.Node(), free)
 		}
-		if id := next(t, gb); id <= last || orderid.NodeOf(id) != free {
+		if id := next(t, gb); id <= last || NodeOf(id) != free {
 			t.Errorf("new holder's id %d (node %d), want above the old holder's last id %d, node %d",
-				id, orderid.NodeOf(id), last, free)
+				id, NodeOf(id), last, free)
 		}
-		newLease(t, c, orderid.New()).Stop() // never started: safe
+		newLease(t, c, New()).Stop() // never started: safe
 	})
 }
 
@@ -215,13 +267,13 @@ func TestNodeLeaseRedisLosesLeases(t *testing.T) {
 	t.Parallel()
 	c, _ := ownRedis(t)
 	ctx := context.Background()
-	ga := orderid.New()
+	ga := New()
 	startLease(t, c, ga)
 	before := next(t, ga)
 
-	do(t, c, "FLUSHALL")
+	c.do(t, "FLUSHALL")
 	flushed := time.Now()
-	gb := orderid.New()
+	gb := New()
 	b := newLease(t, c, gb)
 	type started struct {
 		at  time.Time
@@ -260,8 +312,8 @@ func TestNodeLeaseRedisLosesLeases(t *testing.T) {
 		return err == nil
 	})
 	idA, idB := next(t, ga), next(t, gb)
-	if orderid.NodeOf(idA) == orderid.NodeOf(idB) {
-		t.Errorf("both holders make ids with node %d", orderid.NodeOf(idA))
+	if NodeOf(idA) == NodeOf(idB) {
+		t.Errorf("both holders make ids with node %d", NodeOf(idA))
 	}
 	if idA <= before {
 		t.Errorf("old holder's id %d after the loss, want above %d", idA, before)
@@ -273,7 +325,7 @@ func TestNodeLeaseRedisLosesLeases(t *testing.T) {
 func TestNodeLeaseRedisDown(t *testing.T) {
 	t.Parallel()
 	c, kill := ownRedis(t)
-	g := orderid.New()
+	g := New()
 	startLease(t, c, g)
 	next(t, g)
 
@@ -283,7 +335,7 @@ func TestNodeLeaseRedisDown(t *testing.T) {
 		t.Errorf("the holder made ids until %v after Redis went down, want it stopped within Valid (%v)", stopped, testValid)
 	}
 	time.Sleep(3 * testRenew)
-	if _, err := g.Next(); !errors.Is(err, orderid.ErrNoLease) {
+	if _, err := g.Next(); !errors.Is(err, ErrNoLease) {
 		t.Errorf("Next with Redis still down: got %v, want ErrNoLease", err)
 	}
 }
@@ -293,9 +345,9 @@ func TestNodeLeaseRedisDown(t *testing.T) {
 func TestNodeLeaseNodeWhileRenewing(t *testing.T) {
 	t.Parallel()
 	c, _ := ownRedis(t)
-	g := orderid.New()
+	g := New()
 	l := startLease(t, c, g)
-	do(t, c, "FLUSHALL")
+	c.do(t, "FLUSHALL")
 	testenv.WaitFor(t, 2*time.Second, "the lease is lost", func() bool {
 		_ = l.Node()
 		_, ok := g.Node()
@@ -308,49 +360,6 @@ func TestNodeLeaseNodeWhileRenewing(t *testing.T) {
 	})
 }
 
-// panickyGen is a generator whose second Extend panics: the first renewal
-// after the one that takes the lease.
-type panickyGen struct {
-	*orderid.Generator
-	extends atomic.Int64
-}
-
-func (g *panickyGen) Extend(validUntil time.Time) {
-	if g.extends.Add(1) == 2 {
-		panic("injected panic in Extend")
-	}
-	g.Generator.Extend(validUntil)
-}
-
-// TestNodeLeasePanic: a renewal that panics is recovered and counted, and
-// the renewals go on: the generator keeps making ids, and Stop returns.
-func TestNodeLeasePanic(t *testing.T) {
-	t.Parallel()
-	each(t, func(t *testing.T, c *Client) {
-		g := &panickyGen{Generator: orderid.New()}
-		l := newLease(t, c, g)
-		var panics atomic.Int64
-		l.OnPanic = func() { panics.Add(1) }
-		if err := l.Start(context.Background()); err != nil {
-			t.Fatalf("Start: %v", err)
-		}
-		testenv.WaitFor(t, 5*time.Second, "renewals after the panic", func() bool { return g.extends.Load() >= 4 })
-		if n := panics.Load(); n != 1 {
-			t.Errorf("OnPanic called %d times, want 1", n)
-		}
-		if n := orderid.NodeOf(next(t, g.Generator)); n != l.Node() {
-			t.Errorf("id made with node %d after the panic, want %d", n, l.Node())
-		}
-		stopped := make(chan struct{})
-		go func() { l.Stop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Stop did not return")
-		}
-	})
-}
-
 // idLog collects the ids a generator makes in the background, one about
 // every 100 µs (slower than the clock, so the generator never runs ahead
 // of it), until stop.
@@ -360,7 +369,7 @@ type idLog struct {
 	done chan struct{}
 }
 
-func makeIDs(g *orderid.Generator) *idLog {
+func makeIDs(g *Generator) *idLog {
 	l := &idLog{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
@@ -396,38 +405,31 @@ func TestNodeLeaseRedisRollback(t *testing.T) {
 	t.Parallel()
 	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
-	open := func() *Client {
-		c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	open := func() store { return openStore(t, "redis://"+rp.Addr, "") }
 	ca := open()
 	// Every node id but one held for a day, the leases written long ago:
 	// both leases must take the free one, and nothing new makes anyone wait.
 	const free = 7
 	held := strconv.FormatInt(time.Now().Add(24*time.Hour).UnixMilli(), 10)
-	args := []string{"HSET", ca.keys.nodes(), "epoch", "1"}
-	for n := range NodeCount {
+	args := []string{"HSET", ca.nodes(), "epoch", "1"}
+	for n := range Nodes {
 		if n != free {
 			args = append(args, strconv.Itoa(n), "other "+held+" 0")
 		}
 	}
-	do(t, ca, args...)
-	do(t, ca, "SAVE") // the snapshot Redis comes back with: the node id free
+	ca.do(t, args...)
+	ca.do(t, "SAVE") // the snapshot Redis comes back with: the node id free
 
 	// The holder does not renew within the test: its lease stays valid
 	// for Valid after it was taken, whatever Redis says meanwhile.
 	const valid = 3 * time.Second
-	lease := func(c *Client, g Leaser) *NodeLease {
-		l := c.NewNodeLease(g, testLogger(t))
+	lease := func(s store, g *Generator) *Lease {
+		l := NewLease(s.c, g, testLogger(t))
 		l.TTL, l.Renew, l.Valid, l.FreshWait = 10*time.Second, time.Hour, valid, valid
 		t.Cleanup(l.Stop)
 		return l
 	}
-	ga := orderid.New()
+	ga := New()
 	a := lease(ca, ga)
 	if err := a.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -440,7 +442,7 @@ func TestNodeLeaseRedisRollback(t *testing.T) {
 	rp.Kill()
 	rp.Restart(t) // from the snapshot, which has no lease on the node id
 	restarted := time.Now()
-	gb := orderid.New()
+	gb := New()
 	b := lease(open(), gb)
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -487,48 +489,41 @@ func TestNodeLeaseLapsedHolderAfterRollback(t *testing.T) {
 	t.Parallel()
 	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
-	open := func() *Client {
-		c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
+	open := func() store { return openStore(t, "redis://"+rp.Addr, "") }
 	ch, cx := open(), open()
 	// Every node id but one held for a day: both leases take the free one.
 	const free = 7
 	held := strconv.FormatInt(time.Now().Add(24*time.Hour).UnixMilli(), 10)
-	args := []string{"HSET", ch.keys.nodes(), "epoch", "1"}
-	for n := range NodeCount {
+	args := []string{"HSET", ch.nodes(), "epoch", "1"}
+	for n := range Nodes {
 		if n != free {
 			args = append(args, strconv.Itoa(n), "other "+held+" 0")
 		}
 	}
-	do(t, ch, args...)
+	ch.do(t, args...)
 	// The wait of a newcomer (FreshWait) well within the lease it took.
 	const ttl, valid = 4 * time.Second, 1500 * time.Millisecond
-	lease := func(c *Client, g Leaser) *NodeLease {
-		l := c.NewNodeLease(g, testLogger(t))
+	lease := func(s store, g *Generator) *Lease {
+		l := NewLease(s.c, g, testLogger(t))
 		l.TTL, l.Renew, l.Valid, l.FreshWait = ttl, time.Hour, valid, valid
 		t.Cleanup(l.Stop)
 		return l
 	}
-	gh := orderid.New()
+	gh := New()
 	h := lease(ch, gh)
 	if err := h.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	do(t, ch, "SAVE") // the snapshot Redis comes back with: node 7 the holder's
+	ch.do(t, "SAVE") // the snapshot Redis comes back with: node 7 the holder's
 
 	// Cut off (it renews nothing) for longer than its lease.
 	testenv.WaitFor(t, 2*ttl, "the holder's lease runs out", func() bool {
-		v, _ := do(t, ch, "HGET", ch.keys.nodes(), strconv.Itoa(free)).ToString()
+		v, _ := ch.do(t, "HGET", ch.nodes(), strconv.Itoa(free)).ToString()
 		f := strings.Fields(v)
 		expiry, _ := strconv.ParseInt(f[1], 10, 64)
 		return expiry < time.Now().Add(-50*time.Millisecond).UnixMilli()
 	})
-	gx := orderid.New()
+	gx := New()
 	x := lease(cx, gx)
 	if err := x.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -604,20 +599,16 @@ func TestNodeLeaseRenewsThroughOlderRestart(t *testing.T) {
 	t.Parallel()
 	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	g := orderid.New()
-	l := c.NewNodeLease(g, testLogger(t))
+	c := openStore(t, "redis://"+rp.Addr, "")
+	g := New()
+	l := NewLease(c.c, g, testLogger(t))
 	l.TTL, l.Renew, l.Valid, l.FreshWait = 2*time.Second, 100*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond
 	t.Cleanup(l.Stop)
 	if err := l.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	node := l.Node()
-	do(t, c, "SAVE")
+	c.do(t, "SAVE")
 	time.Sleep(2500 * time.Millisecond) // the snapshot grows older than the lease
 	rp.Kill()
 	rp.Restart(t) // the lease comes back expired
