@@ -214,6 +214,10 @@ type OrderService struct {
 	// cache (one HGET). Stock given back (a dead letter, a repair) is sold
 	// again after at most this long. Default 1s; negative turns it off.
 	SoldOutFor time.Duration
+	// SoldOut, if set, answers the buyers of a voucher found sold out
+	// (soldout.Copies: from this instance's copy of its buyers); else
+	// each reads its slot (OrderCache.BuyerOrder).
+	SoldOut SoldOutReader
 	// Confirmed says the cache confirms every admission with replicas
 	// before answering it (redis: Config.WaitReplicas > 0): an order found
 	// in a buyer's slot by a plain read may then be one no replica has, and
@@ -404,8 +408,8 @@ func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
 func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
 	var existing int64
 	var err error
-	if c, ok := s.Cache.(soldOutSlots); ok {
-		existing, err = c.SoldOutBuyerOrder(ctx, userID, voucherID)
+	if s.SoldOut != nil {
+		existing, err = s.SoldOut.SoldOutBuyerOrder(ctx, userID, voucherID)
 	} else {
 		existing, err = heldOrder(ctx, s.Cache, userID, voucherID)
 	}
@@ -424,9 +428,10 @@ func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int6
 	return &Error{Kind: ErrSoldOut, Message: "voucher " + strconv.FormatInt(voucherID, 10) + " is sold out"}
 }
 
-// soldOutSlots is an OrderCache that reads the slots of a voucher found
-// sold out from a copy it keeps true, without a round trip (redis.Client).
-type soldOutSlots interface {
+// SoldOutReader reads the slots of a voucher found sold out, from a copy
+// it keeps true without a round trip (soldout.Copies), or from the cache
+// (redis.Client).
+type SoldOutReader interface {
 	// SoldOutBuyerOrder is BuyerOrder for a voucher the caller found sold
 	// out, read only from a server checked since it came up (else
 	// ErrCacheUnverified) and while the voucher is loaded (else

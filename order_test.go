@@ -159,7 +159,8 @@ func TestBuySoldOut(t *testing.T) {
 	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
 	ids := &counter{n: 100}
 	s := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour,
+		SoldOut: soldOutReader(t, vs)}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +218,8 @@ func TestBuySoldOut(t *testing.T) {
 	}
 	// Stock given back (a repair) sells again once the memory expires.
 	s2 := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: &counter{n: 200}, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: 20 * time.Millisecond}
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: 20 * time.Millisecond,
+		SoldOut: soldOutReader(t, vs)}
 	if _, err := s2.Buy(ctx, 5, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
 		t.Fatal(err)
 	}
@@ -253,7 +255,8 @@ func TestBuySoldOutAfterRedisCameBackOlder(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour,
+		SoldOut: soldOutReader(t, vs)}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +311,8 @@ func TestBuySoldOutAfterRedisLostData(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour,
+		SoldOut: soldOutReader(t, vs)}
 	var orders []*seckill.Order
 	for u := int64(1); u <= 2; u++ {
 		o, err := s.Buy(ctx, u, v.ID)
@@ -349,7 +353,8 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 	}
 	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
 	s := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour,
+		SoldOut: soldOutReader(t, vs)}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -379,6 +384,13 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 	if n := cache.admits.Load(); n == 2 {
 		t.Errorf("%d admissions, want more: the memory learnt from the server before the check must not answer after it", n)
 	}
+}
+
+// soldOutReader returns what answers the buyers of a voucher found sold
+// out, as internal/app wires it, over the service's Redis.
+func soldOutReader(t *testing.T, vs *seckill.VoucherService) seckill.SoldOutReader {
+	t.Helper()
+	return vs.Cache.(*redis.Client)
 }
 
 // countingCache is the real cache, counting admissions.
@@ -526,7 +538,8 @@ func TestBuyNoIDsNotSoldOut(t *testing.T) {
 	cache := &forgetfulCache{Client: vs.Cache.(*redis.Client)}
 	ids := &stalledIDs{n: 100}
 	s := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour,
+		SoldOut: soldOutReader(t, vs)}
 	if _, err := s.Buy(ctx, 1, v.ID); err != nil {
 		t.Fatal(err)
 	}

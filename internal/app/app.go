@@ -178,7 +178,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 
 	a.Orders = &seckill.OrderService{Mode: cfg.Mode, Cache: cfg.Cache, Store: cfg.Store, Vouchers: a.Vouchers, IDs: ids,
-		Logger: logger, OrderTime: orderid.Time, Confirmed: cfg.Cache.WaitReplicas() > 0}
+		Logger: logger, OrderTime: orderid.Time, Confirmed: cfg.Cache.WaitReplicas() > 0, SoldOut: cfg.Cache}
 
 	var workers monitor.WorkerInfo
 	switch cfg.Mode {
