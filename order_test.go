@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/soldout"
 )
 
 // lostReply is the real cache, except that Admit's answer can be lost on
@@ -387,10 +388,13 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 }
 
 // soldOutReader returns what answers the buyers of a voucher found sold
-// out, as internal/app wires it, over the service's Redis.
+// out, as internal/app wires it: copies of their buyers over the service's
+// Redis, closed when the test ends (before the Redis client).
 func soldOutReader(t *testing.T, vs *seckill.VoucherService) seckill.SoldOutReader {
 	t.Helper()
-	return vs.Cache.(*redis.Client)
+	copies := soldout.New(vs.Cache.(*redis.Client), soldout.Config{}, vs.Logger)
+	t.Cleanup(copies.Close)
+	return copies
 }
 
 // countingCache is the real cache, counting admissions.

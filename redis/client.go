@@ -56,11 +56,6 @@ type Config struct {
 	// so that neither waits behind the other. Used only with WaitReplicas;
 	// default DefaultWaitPoolSize.
 	WaitPoolSize int
-	// NoSoldOutCopy turns off the copies of sold-out vouchers' buyers
-	// (soldout.go): every sold-out answer then reads its buyer's slot.
-	// They need every instance to run this version's scripts: turn them
-	// off while instances of an earlier version still run.
-	NoSoldOutCopy bool
 }
 
 // DefaultWaitTimeout is Config.WaitTimeout's default.
@@ -73,7 +68,8 @@ const DefaultWaitTimeout = 500 * time.Millisecond
 const DefaultWaitPoolSize = rueidis.DefaultPoolSize
 
 // Client is seckill's connection to Redis. It implements
-// [seckill.VoucherCache] and [seckill.LoginCodes].
+// [seckill.VoucherCache], [seckill.LoginCodes] and, for the copies of
+// sold-out vouchers' buyers, [soldout.Reader].
 type Client struct {
 	rdb rueidis.Client
 	// confirm runs the admissions that wait for replicas (admitReplicated),
@@ -102,8 +98,6 @@ type Client struct {
 
 	// hot holds the keys of the vouchers being sold (see hotKeys).
 	hot hotKeys
-	// soldOut holds the copies of sold-out vouchers' buyers.
-	soldOut *soldOutCopies
 
 	// topo is the topology voucherNode read last, at topoAt.
 	topoMu sync.Mutex
@@ -151,7 +145,6 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	}
 	c.opt = opt
 	c.waitReplicas, c.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
-	c.soldOut.off = cfg.NoSoldOutCopy
 	if c.waitTimeout <= 0 {
 		c.waitTimeout = DefaultWaitTimeout
 	}
@@ -205,7 +198,7 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Client{rdb: rdb, confirm: rdb, keys: keyspace{prefix: prefix}, scripts: loadScripts(embedded, prefix), logger: logger, embedded: embedded,
-		tls: opt.TLSConfig != nil, soldOut: newSoldOutCopies()}, nil
+		tls: opt.TLSConfig != nil}, nil
 }
 
 // closeIdleBlocking has the pool of dedicated connections (stream reads
@@ -261,7 +254,6 @@ func (c *Client) Addr() string {
 
 // Close closes the connections and stops the embedded server, if any.
 func (c *Client) Close() {
-	c.soldOut.close()
 	if c.confirm != c.rdb {
 		c.confirm.Close()
 	}
