@@ -230,8 +230,9 @@ type OrderService struct {
 	soldOut cow.Map[int64, soldOutEntry]
 }
 
-// SoldOutReader reads the slots of a voucher found sold out from a copy it
-// keeps true, without a round trip.
+// SoldOutReader reads the slots of a voucher found sold out, from a copy
+// it keeps true without a round trip (soldout.Copies), or from the cache
+// (redis.Client).
 type SoldOutReader interface {
 	// SoldOutBuyerOrder is OrderCache.BuyerOrder for a voucher the caller
 	// found sold out, read only from a server checked since it came up

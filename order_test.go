@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/soldout"
 )
 
 // lostReply is the real cache, except that Admit's answer can be lost on
@@ -77,7 +78,7 @@ func TestBuyUnknownOutcome(t *testing.T) {
 	}{{"reply", true}, {"request", false}, {"both", false}} {
 		t.Run(tc.mode, func(t *testing.T) {
 			lost := &lostReply{Client: real, mode: tc.mode}
-			s := &seckill.OrderService{Cache: lost, SoldOut: soldOutReader(lost.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, lost, ""),
+			s := &seckill.OrderService{Cache: lost, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, lost, ""),
 				IDs: &counter{n: map[string]int64{"reply": 100, "request": 200, "both": 300}[tc.mode]}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			user := map[string]int64{"reply": 1, "request": 2, "both": 3}[tc.mode]
 			o, err := s.Buy(ctx, user, v.ID)
@@ -96,7 +97,7 @@ func TestBuyUnknownOutcome(t *testing.T) {
 				t.Fatalf("Buy with the outcome unknown = %+v, %v; want ErrUnavailable with RetryAfter", o, err)
 			}
 			// The buyer asks again once Redis answers: one order, theirs.
-			again := &seckill.OrderService{Cache: real, SoldOut: soldOutReader(real), Store: store, Vouchers: vs, Admitter: admitter(vs, real, ""), IDs: &counter{n: 900 + user}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+			again := &seckill.OrderService{Cache: real, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, real, ""), IDs: &counter{n: 900 + user}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			o, err = again.Buy(ctx, user, v.ID)
 			if err != nil {
 				t.Fatalf("Buy again = %v", err)
@@ -134,7 +135,7 @@ func TestBuyUnknownOutcomeQueued(t *testing.T) {
 	}
 	q := &queue{}
 	lost := &lostReply{Client: vs.Cache.(*redis.Client), mode: "reply"}
-	s := &seckill.OrderService{Mode: seckill.ModeQueue, Queue: q, Cache: lost, SoldOut: soldOutReader(lost.Client),
+	s := &seckill.OrderService{Mode: seckill.ModeQueue, Queue: q, Cache: lost, SoldOut: soldOutReader(t, vs),
 		Store: store, Vouchers: vs, Admitter: admitter(vs, lost, seckill.ModeQueue), IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	o, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
@@ -160,7 +161,7 @@ func TestBuySoldOut(t *testing.T) {
 	}
 	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
 	ids := &counter{n: 100}
-	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(cache.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: ids, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: ids, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
@@ -218,7 +219,7 @@ func TestBuySoldOut(t *testing.T) {
 		t.Errorf("buyer 6 asking again here, which remembers the voucher sold out = %v, want duplicate_order with %d", err, late.ID)
 	}
 	// Stock given back (a repair) sells again once the memory expires.
-	s2 := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(cache.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: &counter{n: 200}, Logger: vs.Logger,
+	s2 := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: &counter{n: 200}, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: 20 * time.Millisecond}
 	if _, err := s2.Buy(ctx, 5, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
 		t.Fatal(err)
@@ -254,7 +255,7 @@ func TestBuySoldOutAfterRedisCameBackOlder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(vs.Cache.(*redis.Client)), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 100}, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 100}, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
@@ -309,7 +310,7 @@ func TestBuySoldOutAfterRedisLostData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(vs.Cache.(*redis.Client)), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 100}, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 100}, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	var orders []*seckill.Order
 	for u := int64(1); u <= 2; u++ {
@@ -350,7 +351,7 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
-	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(cache.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: &counter{n: 100}, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: &counter{n: 100}, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
@@ -381,6 +382,16 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 	if n := cache.admits.Load(); n == 2 {
 		t.Errorf("%d admissions, want more: the memory learnt from the server before the check must not answer after it", n)
 	}
+}
+
+// soldOutReader returns what answers the buyers of a voucher found sold
+// out, as internal/app wires it: copies of their buyers over the service's
+// Redis, closed when the test ends (before the Redis client).
+func soldOutReader(t *testing.T, vs *seckill.VoucherService) seckill.SoldOutReader {
+	t.Helper()
+	copies := soldout.New(vs.Cache.(*redis.Client), soldout.Config{}, vs.Logger)
+	t.Cleanup(copies.Close)
+	return copies
 }
 
 // countingCache is the real cache, counting admissions.
@@ -527,7 +538,7 @@ func TestBuyNoIDsNotSoldOut(t *testing.T) {
 	}
 	cache := &forgetfulCache{Client: vs.Cache.(*redis.Client)}
 	ids := &stalledIDs{n: 100}
-	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(cache.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: ids, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: ids, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	if _, err := s.Buy(ctx, 1, v.ID); err != nil {
 		t.Fatal(err)
@@ -577,7 +588,7 @@ func TestOrdersPersistedBetweenReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	racy := &persistAfterList{OrderStore: store, t: t}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(vs.Cache.(*redis.Client)), Store: racy, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 500},
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Store: racy, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 500},
 		Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	const user = 7
 	o, err := s.Buy(ctx, user, v.ID)

@@ -103,9 +103,9 @@ func admitter(vs *seckill.VoucherService, cache seckill.AdmissionCache, mode sec
 	return &seckill.Admitter{Mode: mode, Cache: cache, Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}
 }
 
-// soldOutReader is what the service reads a sold-out voucher's buyers
-// from: the cache's copies of them.
-func soldOutReader(cache *redis.Client) seckill.SoldOutReader { return cache }
+// fencedSlots reads a sold-out voucher's buyers from the cache, fenced,
+// without a copy of them.
+func fencedSlots(cache *redis.Client) seckill.SoldOutReader { return cache }
 
 // logBuffer is a log that services write from several goroutines.
 type logBuffer struct{ syncBuffer }

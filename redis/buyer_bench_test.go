@@ -4,31 +4,17 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/seckill/seckill"
 )
 
 // BenchmarkBuyerSlot measures the read of a buyer's slot that answered a
-// sold-out voucher's buyers until issue 12 (one HGET), from many
-// goroutines: winners and others alike.
+// sold-out voucher's buyers before their copies (one HGET), from many
+// goroutines: winners and others alike (soldout's
+// BenchmarkSoldOutBuyerOrder is the same answered from a copy).
 func BenchmarkBuyerSlot(b *testing.B) {
 	c := benchClient(b)
 	benchSlotReads(b, c, c.BuyerOrder, nil)
-}
-
-// BenchmarkSoldOutBuyerOrder is BenchmarkBuyerSlot answered as a sold-out
-// voucher's buyers are since issue 12: from the instance's copy.
-func BenchmarkSoldOutBuyerOrder(b *testing.B) {
-	c := benchClient(b)
-	benchSlotReads(b, c, c.SoldOutBuyerOrder, func() {
-		for !c.copied(1) {
-			if _, err := c.SoldOutBuyerOrder(context.Background(), 1, 1); err != nil {
-				b.Fatal(err)
-			}
-			time.Sleep(copyPoll)
-		}
-	})
 }
 
 // benchSlotReads sells voucher 1 out to 1,000 buyers, runs warm (if not

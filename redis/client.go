@@ -56,11 +56,6 @@ type Config struct {
 	// so that neither waits behind the other. Used only with WaitReplicas;
 	// default DefaultWaitPoolSize.
 	WaitPoolSize int
-	// NoSoldOutCopy turns off the copies of sold-out vouchers' buyers
-	// (soldout.go): every sold-out answer then reads its buyer's slot.
-	// They need every instance to run this version's scripts: turn them
-	// off while instances of an earlier version still run.
-	NoSoldOutCopy bool
 }
 
 // DefaultWaitTimeout is Config.WaitTimeout's default.
@@ -73,7 +68,8 @@ const DefaultWaitTimeout = 500 * time.Millisecond
 const DefaultWaitPoolSize = rueidis.DefaultPoolSize
 
 // Client is seckill's connection to Redis. It implements
-// [seckill.VoucherCache] and [seckill.LoginCodes].
+// [seckill.VoucherCache], [seckill.LoginCodes] and, for the copies of
+// sold-out vouchers' buyers, [soldout.Reader].
 type Client struct {
 	rdb rueidis.Client
 	// confirm runs the admissions that wait for replicas (admitReplicated),
@@ -85,9 +81,7 @@ type Client struct {
 	// admitLua is the deployment's admission script
 	// (admitScript.deployment).
 	admitLua loaded
-	// scripts: TODO: soldout.go: remove with scriptNames.
-	scripts scriptNames
-	logger  *slog.Logger
+	logger   *slog.Logger
 	// embedded: the server is the embedded one (this client's, or that of
 	// a running serve).
 	embedded bool
@@ -106,8 +100,6 @@ type Client struct {
 
 	// hot holds the keys of the vouchers being sold (see hotKeys).
 	hot hotKeys
-	// soldOut holds the copies of sold-out vouchers' buyers.
-	soldOut *soldOutCopies
 
 	// topo is the topology voucherNode read last, at topoAt.
 	topoMu sync.Mutex
@@ -155,7 +147,6 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	}
 	c.opt = opt
 	c.waitReplicas, c.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
-	c.soldOut.off = cfg.NoSoldOutCopy
 	if c.waitTimeout <= 0 {
 		c.waitTimeout = DefaultWaitTimeout
 	}
@@ -209,8 +200,8 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 		logger = slog.New(slog.DiscardHandler)
 	}
 	admit := admitScript.deployment(prefix, embedded)
-	return &Client{rdb: rdb, confirm: rdb, keys: keyspace{prefix: prefix}, admitLua: admit, scripts: scriptNames{admit: admit, embedded: embedded},
-		logger: logger, embedded: embedded, tls: opt.TLSConfig != nil, soldOut: newSoldOutCopies()}, nil
+	return &Client{rdb: rdb, confirm: rdb, keys: keyspace{prefix: prefix}, admitLua: admit,
+		logger: logger, embedded: embedded, tls: opt.TLSConfig != nil}, nil
 }
 
 // closeIdleBlocking has the pool of dedicated connections (stream reads
@@ -266,7 +257,6 @@ func (c *Client) Addr() string {
 
 // Close closes the connections and stops the embedded server, if any.
 func (c *Client) Close() {
-	c.soldOut.close()
 	if c.confirm != c.rdb {
 		c.confirm.Close()
 	}

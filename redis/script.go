@@ -141,21 +141,3 @@ func (s script[A]) deployment(prefix string, embedded bool) loaded {
 	l.Lua = nil // run by Client.admitOnce, by SHA alone
 	return l
 }
-
-// scriptNames looks scripts up by name for soldout.go alone.
-//
-// TODO: soldout.go: remove with its two lookups once it leaves the package.
-type scriptNames struct {
-	admit    loaded
-	embedded bool
-}
-
-func (s scriptNames) get(name string) loaded {
-	switch name {
-	case "admit":
-		return s.admit
-	case "copy_changes":
-		return copyChangesScript.on(s.embedded)
-	}
-	panic("redis: soldout.go looks up no script " + name)
-}

@@ -24,7 +24,7 @@ type Config struct {
 	RedisURL           string        // empty with DBURL empty: embedded default
 	RedisPrefix        string        // starts every Redis key
 	RedisWaitReplicas  int           // replicas that must have an admission before it is answered
-	SoldOutCopy        bool          // answer sold-out vouchers' buyers from a copy (redis.Config.NoSoldOutCopy)
+	SoldOutCopy        bool          // answer sold-out vouchers' buyers from a copy (app.Config.NoSoldOutCopy)
 	RedisWaitTimeout   time.Duration // how long an admission waits for them
 	RedisWaitPool      int           // connections per master for admissions that wait for replicas
 	DBURL              string        // mysql://, postgres://, sqlite://

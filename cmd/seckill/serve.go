@@ -216,6 +216,7 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		ShutdownTimeout: c.ShutdownTimeout,
 		Retention:       c.Retention,
 		MetricsCacheFor: c.MetricsCache,
+		NoSoldOutCopy:   !c.SoldOutCopy,
 	})
 	if err != nil {
 		return nil, err

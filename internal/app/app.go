@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/monitor"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/soldout"
 	"github.com/seckill/seckill/worker"
 )
 
@@ -61,6 +62,12 @@ type Config struct {
 	// Retention is how long an ended voucher's keys stay in Redis (see
 	// seckill.VoucherService). Default the service's.
 	Retention time.Duration
+
+	// NoSoldOutCopy turns off the copies of sold-out vouchers' buyers
+	// (soldout.Config.Off): every sold-out answer then reads its buyer's
+	// slot. They need every instance to run this version's scripts: turn
+	// them off while instances of an earlier version still run.
+	NoSoldOutCopy bool
 
 	// IDs makes order ids. Default a generator whose node id is leased in
 	// Redis. NodeFreshWait is that lease's FreshWait (see
@@ -181,8 +188,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		ids = gen
 	}
 
+	// The sold-out answers: from this instance's copies of the sold-out
+	// vouchers' buyers, whose pollers stop at Close.
+	copies := soldout.New(cfg.Cache, soldout.Config{Off: cfg.NoSoldOutCopy}, logger)
+	a.closers = append(a.closers, copies.Close)
 	a.Orders = &seckill.OrderService{Mode: cfg.Mode, Cache: cfg.Cache, Store: cfg.Store, Admitter: ops.Admitter,
-		Vouchers: a.Vouchers, SoldOut: cfg.Cache, IDs: ids, Logger: logger, Now: time.Now, OrderTime: orderid.Time,
+		Vouchers: a.Vouchers, SoldOut: copies, IDs: ids, Logger: logger, Now: time.Now, OrderTime: orderid.Time,
 		Confirmed: cfg.Cache.WaitReplicas() > 0}
 
 	var workers monitor.WorkerInfo

@@ -1,0 +1,301 @@
+// Package soldout keeps, per instance, a copy of each sold-out voucher's
+// buyers, so that the flood of buyers who ask after the sell-out is
+// answered without a round trip to Redis (Copies.SoldOutBuyerOrder).
+//
+// The copies read Redis only through a Reader, which redis.Client
+// implements; they own the goroutines that keep them true (one poller per
+// voucher copied), started when a voucher is first asked for and stopped
+// by Close. docs/design.md, "Sold-out copies", says why a copy may answer.
+package soldout
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/cow"
+)
+
+const (
+	// Trust is how long after it was sent a read that found a copy true
+	// and its voucher sold out lets the copy answer alone. It must stay
+	// below the hold on stock given back (redis.Hold checks it).
+	Trust = 100 * time.Millisecond
+	// copyPoll is how often a copy's voucher is read again.
+	copyPoll = 20 * time.Millisecond
+	// copyWaits bounds the polls an answer waits for when its copy's trust
+	// has lapsed (see awaitPoll): the second to end after it came was sent
+	// after it came.
+	copyWaits = 3
+	// copyWoken spaces the polls that answers waiting for one ask for: while
+	// a unit given back is not sold again every answer waits for a poll,
+	// and without it the poller would read back to back.
+	copyWoken = 5 * time.Millisecond
+	// copyIdle is how long a copy nobody asks for is kept (and polled).
+	copyIdle = 2 * time.Second
+	// copyRetry is how long after a copy could not be made (the voucher was
+	// not sold out, or Redis did not answer) no other is tried.
+	copyRetry = 250 * time.Millisecond
+	// copyDuty spaces the whole copies of one voucher's buyers (pacing):
+	// each costs copyDuty times the Redis CPU its scan takes (copyScanCost
+	// a buyer; copyRetry at least), and one begins only while the cost of
+	// those before is paid off but for one. Changes are applied one by
+	// one; only those that cannot be (see Changes.Complete) copy the
+	// buyers whole again, and so an instance spends at most about
+	// 1/copyDuty of a Redis core copying a voucher, whatever changes it,
+	// yet copies at once after a quiet spell.
+	copyDuty = 20
+	// copyScanCost is what Redis spends to HSCAN one buyer, generously
+	// (0.5 to 2.4 µs measured, the latter on a loaded machine).
+	copyScanCost = 2 * time.Microsecond
+	// maxCopyBuyers bounds the buyers an instance holds in copies, all
+	// vouchers together (about 40 bytes each): a voucher whose buyers do
+	// not fit is not copied (its buyers' slots are read one by one).
+	maxCopyBuyers = 1 << 20
+	// maxCopyDelta bounds the slots changed since a copy was made that are
+	// kept apart from it (copyView); then they are merged into it.
+	maxCopyDelta = 4096
+)
+
+// Reader is the Redis I/O the copies need. *redis.Client implements it.
+type Reader interface {
+	// SoldOutBuyerOrder reads the order the user's slot of the voucher
+	// holds (0: none), only where admission is armed (else
+	// seckill.ErrCacheUnverified) and while the voucher is loaded (else
+	// seckill.ErrVoucherNotLoaded): the answer when no copy may give it.
+	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
+	// ReadChanges reads, at one instant and only where admission is armed
+	// (else seckill.ErrCacheUnverified), the voucher's version and the
+	// slots changed since the version since, with what each holds now;
+	// with since nil, the version alone, its Last the newest order entry.
+	ReadChanges(ctx context.Context, voucherID int64, since *Version) (Changes, error)
+	// ScanBuyers reads the voucher's buyers whole (user id → order id),
+	// without holding Redis for long; size is how many it expects.
+	ScanBuyers(ctx context.Context, voucherID, size int64) (map[int64]int64, error)
+}
+
+// Version is what a copy is true against: the voucher's stock, generation,
+// epoch and version as Redis holds them ("" if absent), its number of
+// buyers, and the id of the last order entry whose buyer the copy holds.
+type Version struct {
+	Stock, Gen, Epoch, Ver string
+	// HasStock: the stock key exists (the voucher is loaded).
+	HasStock bool
+	Buyers   int64
+	Last     string
+}
+
+// SoldOut reports a loaded voucher with no stock left.
+func (v Version) SoldOut() bool {
+	n, err := strconv.ParseInt(v.Stock, 10, 64)
+	return v.HasStock && err == nil && n <= 0
+}
+
+// Changes is what one read of a copy's changes found: the voucher's
+// version and, if Complete, every slot changed since the copy's version,
+// with the order it holds now (0: none). Not Complete: the changes since
+// cannot be listed (more than one read takes, a log that does not reach
+// back), and the buyers must be copied whole again.
+type Changes struct {
+	Version  Version
+	Complete bool
+	Slots    map[int64]int64
+}
+
+var _ seckill.SoldOutReader = (*Copies)(nil)
+
+// Config configures the copies.
+type Config struct {
+	// Off turns the copies off: every sold-out answer then reads its
+	// buyer's slot (Reader.SoldOutBuyerOrder). They need every instance
+	// to run this version's scripts: turn them off while instances of an
+	// earlier version still run.
+	Off bool
+}
+
+// Copies holds, per voucher the service found sold out, a copy of its
+// buyers' slots, and answers from it while it is known true.
+//
+// A copy is made only while the voucher's stock is 0 or less: its
+// version is read, the buyers are scanned, and what changed meanwhile is
+// applied. Then, every copyPoll, what changed since is read and applied.
+// A copy that, so changed, does not hold as many buyers as Redis does
+// missed a change (a scan continued on another server skips some; an
+// admission's entry may be trimmed before it is read), and so does one
+// whose voucher changed generation or epoch, or whose changes are not
+// Complete: it answers no more until its buyers are copied whole again, no
+// sooner than copyDuty times as long as the last whole copy took.
+//
+// Every read is made only where admission is armed: where it is not, the
+// server was not checked since it came up (maybe with older data), the
+// copy is dropped, and a slot read answers seckill.ErrCacheUnverified.
+//
+// A copy answers alone only while a read sent less than Trust ago found it
+// true and the voucher sold out. An admission needs stock, which on a
+// sold-out voucher only a unit given back or a rebuild makes, and those
+// hold it for redis.Hold > Trust. So a buyer admitted after that read was
+// admitted at least the hold after it: any answer given after that
+// admission is given after the copy's trust lapsed. A copy never tells a
+// buyer who holds an order "sold out".
+//
+// Under thousands of connections at once a poll's round trip (its reply
+// waits in Go's run queue behind every request's goroutine) can take longer
+// than Trust, and the trust lapses between polls; while a unit given back
+// is not sold again, no read gives any. An answer then waits for a poll
+// sent after it came to find the copy true (awaitPoll): the copy is then
+// the voucher's buyers as of a read made after the question, which needs
+// no clock and no hold.
+type Copies struct {
+	r      Reader
+	logger *slog.Logger
+	off    bool // Config.Off
+
+	m      cow.Map[int64, *buyersCopy] // read by every sold-out answer
+	epoch  time.Time                   // mono measures from it
+	ctx    context.Context             // ends the pollers at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool // under mu: no poller starts
+	// pace holds, under mu, the pacing of the vouchers whose whole copies
+	// must wait.
+	pace map[int64]pacing
+
+	// buyers counts the buyers held in copies, bounded by maxCopyBuyers.
+	buyers atomic.Int64
+	// copies counts the whole copies made (tests tell by it a change
+	// applied from one that made the buyers be copied again).
+	copies atomic.Int64
+}
+
+// New returns the copies, reading through r; none is made before a voucher
+// is asked for. Close stops them. A nil logger discards.
+func New(r Reader, cfg Config, logger *slog.Logger) *Copies {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Copies{r: r, logger: logger, off: cfg.Off, epoch: time.Now(), ctx: ctx, cancel: cancel}
+}
+
+// Close stops the pollers and waits for them. The answers then read the
+// buyers' slots. Safe to call twice.
+func (s *Copies) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// SoldOutBuyerOrder is the order the user holds of a voucher the caller
+// found sold out (0: none): from this instance's copy of the voucher's
+// buyers while the copy is known to be true, else read from Redis (and a
+// copy is started). See Copies for why a copy may answer. It answers only
+// for a server where admission is armed and a voucher that is loaded: else
+// (a server not checked since it came up, maybe with older data; a voucher
+// being rebuilt) it answers seckill.ErrCacheUnverified or
+// seckill.ErrVoucherNotLoaded, and the caller admits, which checks the
+// server or rebuilds the voucher.
+func (s *Copies) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
+	if s.off {
+		return s.r.SoldOutBuyerOrder(ctx, userID, voucherID)
+	}
+	cp := s.get(voucherID)
+	now := s.mono()
+	switch {
+	case cp == nil:
+		s.startCopy(voucherID, nil)
+	case cp.retry != 0:
+		if now >= cp.retry {
+			s.startCopy(voucherID, cp)
+		}
+	default:
+		// Asked for, trusted or not: a copy being made is not idle.
+		if now-cp.used.Load() > int64(copyPoll) {
+			cp.used.Store(now)
+		}
+		if now < cp.trusted.Load() {
+			return cp.view.Load().order(userID), nil
+		}
+		if cp.confirmed.Load() != 0 {
+			if order, ok := cp.awaitPoll(ctx, userID, now); ok {
+				return order, nil
+			}
+		}
+	}
+	return s.r.SoldOutBuyerOrder(ctx, userID, voucherID)
+}
+
+// mono is the monotonic time since the copies were set up.
+func (s *Copies) mono() int64 { return int64(time.Since(s.epoch)) }
+
+// get returns the voucher's copy, or nil.
+func (s *Copies) get(voucherID int64) *buyersCopy {
+	cp, _ := s.m.Load(voucherID)
+	return cp
+}
+
+// put sets (or, with nil, removes) the voucher's copy, if it still is was.
+func (s *Copies) put(voucherID int64, cp, was *buyersCopy) bool {
+	return s.m.Update(func(next map[int64]*buyersCopy) bool {
+		if next[voucherID] != was {
+			return false
+		}
+		if cp != nil {
+			next[voucherID] = cp
+		} else {
+			delete(next, voucherID)
+		}
+		return true
+	})
+}
+
+// startCopy starts copying the voucher's buyers, unless another caller
+// replaced was first.
+func (s *Copies) startCopy(voucherID int64, was *buyersCopy) {
+	cp := newBuyersCopy()
+	cp.used.Store(s.mono())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || !s.put(voucherID, cp, was) {
+		return
+	}
+	s.wg.Go(func() { s.keepCopy(s.ctx, voucherID, cp) })
+}
+
+// pacing spaces one voucher's whole copies: ready is when the cost of
+// those made is paid off (mono), cost that of the last. A copy may begin
+// from ready-cost on: one at once after a quiet spell, then one per cost.
+type pacing struct{ ready, cost int64 }
+
+// copyFrom returns when (mono) the voucher's next whole copy may begin.
+func (s *Copies) copyFrom(voucherID int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pace[voucherID]
+	return p.ready - p.cost
+}
+
+// spent records a whole copy of the voucher, made or failed, that scanned
+// that many buyers.
+func (s *Copies) spent(voucherID, scanned int64) {
+	ended := s.mono()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, p := range s.pace {
+		if p.ready <= ended { // paid off: as if none was made
+			delete(s.pace, id)
+		}
+	}
+	if s.pace == nil {
+		s.pace = map[int64]pacing{}
+	}
+	cost := max(copyDuty*scanned*int64(copyScanCost), int64(copyRetry))
+	s.pace[voucherID] = pacing{ready: max(s.pace[voucherID].ready, ended) + cost, cost: cost}
+}
