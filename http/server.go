@@ -186,16 +186,12 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	}
 	s.routes = s.routeTable(reg)
 	mux := http.NewServeMux()
-	var buy http.Handler
 	for _, rt := range s.routes {
 		mux.Handle(rt.pattern, rt.handler)
 		m.addRoute(rt.pattern)
-		if rt.pattern == buyPattern {
-			buy = rt.handler
-		}
 	}
 	m.addRoute(unmatched)
-	s.handler = s.limit(s.instrument(s.recover(routeBuys(mux, buy))))
+	s.handler = s.limit(s.instrument(s.recover(mux)))
 	if s.cfg.MetricsAddr != "" {
 		metrics := http.NewServeMux()
 		metrics.Handle(metricsPattern, s.metricsRoute(reg))
@@ -221,7 +217,7 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"POST /api/admin/vouchers", s.admin(s.createVoucher)},
 		{"GET /api/vouchers", http.HandlerFunc(s.listVouchers)},
 		{"GET /api/vouchers/{id}", http.HandlerFunc(s.getVoucher)},
-		{buyPattern, s.user(s.limitRate(s.seckill))},
+		{"POST /api/vouchers/{id}/seckill", s.user(s.limitRate(s.seckill))},
 		{"GET /api/orders/{id}", s.user(reads(s.getOrder))},
 		{"GET /api/orders", s.user(reads(s.listOrders))},
 		{"GET /api/admin/stats", s.admin(s.adminStats)},
