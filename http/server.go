@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 )
 
@@ -123,7 +122,9 @@ type Services struct {
 	// Details describe, by the same names, dependencies that answer: what
 	// they are ("cluster: 3 masters, 3 replicas"), for /readyz.
 	Details map[string]Detail
-	// DeadLetters, Stats and Reconciler serve the admin API and page.
+	// DeadLetters, Stats and Reconciler serve the admin API and page; a
+	// nil one (a nil interface, not a nil pointer in one) turns its routes
+	// off: they answer 503.
 	DeadLetters DeadLetterAdmin
 	Stats       StatsSource
 	Reconciler  Reconciler
@@ -166,9 +167,6 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	admissions, err := newAdmissions(reg)
 	if err != nil {
 		return nil, err
-	}
-	if r, ok := svc.Reconciler.(*seckill.Reconciler); ok && r == nil {
-		svc.Reconciler = nil // a nil *Reconciler turns reconciling off, as before it was an interface
 	}
 	s := &Server{
 		cfg:        cfg.withDefaults(),
