@@ -1,10 +1,10 @@
 package http
 
 import (
+	"context"
 	"net/http"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
@@ -34,8 +34,11 @@ func (s *Server) recover(next http.Handler) http.Handler {
 // marks every answer as not to be cached or sniffed.
 func (s *Server) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := newRequestContext(r.Context(), time.Now().Add(s.cfg.RequestTimeout))
-		defer ctx.release()
+		// A timer for every request, a memory answer's too: a context that
+		// made it only when waited on saved less than a sale's run-to-run
+		// spread (docs/notes/standard-code.md).
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
 		r = r.WithContext(ctx)
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 		h := w.Header()

@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 )
 
@@ -123,7 +122,9 @@ type Services struct {
 	// Details describe, by the same names, dependencies that answer: what
 	// they are ("cluster: 3 masters, 3 replicas"), for /readyz.
 	Details map[string]Detail
-	// DeadLetters, Stats and Reconciler serve the admin API and page.
+	// DeadLetters, Stats and Reconciler serve the admin API and page; a
+	// nil one (a nil interface, not a nil pointer in one) turns its routes
+	// off: they answer 503.
 	DeadLetters DeadLetterAdmin
 	Stats       StatsSource
 	Reconciler  Reconciler
@@ -167,9 +168,6 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := svc.Reconciler.(*seckill.Reconciler); ok && r == nil {
-		svc.Reconciler = nil // a nil *Reconciler turns reconciling off, as before it was an interface
-	}
 	s := &Server{
 		cfg:        cfg.withDefaults(),
 		vouchers:   svc.Vouchers,
@@ -186,16 +184,12 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 	}
 	s.routes = s.routeTable(reg)
 	mux := http.NewServeMux()
-	var buy http.Handler
 	for _, rt := range s.routes {
 		mux.Handle(rt.pattern, rt.handler)
 		m.addRoute(rt.pattern)
-		if rt.pattern == buyPattern {
-			buy = rt.handler
-		}
 	}
 	m.addRoute(unmatched)
-	s.handler = s.limit(s.instrument(s.recover(routeBuys(mux, buy))))
+	s.handler = s.limit(s.instrument(s.recover(mux)))
 	if s.cfg.MetricsAddr != "" {
 		metrics := http.NewServeMux()
 		metrics.Handle(metricsPattern, s.metricsRoute(reg))
@@ -221,7 +215,7 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"POST /api/admin/vouchers", s.admin(s.createVoucher)},
 		{"GET /api/vouchers", http.HandlerFunc(s.listVouchers)},
 		{"GET /api/vouchers/{id}", http.HandlerFunc(s.getVoucher)},
-		{buyPattern, s.user(s.limitRate(s.seckill))},
+		{"POST /api/vouchers/{id}/seckill", s.user(s.limitRate(s.seckill))},
 		{"GET /api/orders/{id}", s.user(reads(s.getOrder))},
 		{"GET /api/orders", s.user(reads(s.listOrders))},
 		{"GET /api/admin/stats", s.admin(s.adminStats)},

@@ -16,17 +16,17 @@ type StatsSource interface {
 	Stats(ctx context.Context) (*seckill.Stats, error)
 }
 
-var _ StatsSource = seckill.StatsSource(nil)
-
-// statsJSON is GET /api/admin/stats's answer: a seckill.Stats.
-type statsJSON struct {
+// StatsJSON is GET /api/admin/stats's answer: a seckill.Stats as the API
+// shows it. `seckill stats --url` reads it back with Stats.
+type StatsJSON struct {
 	Time       time.Time             `json:"time"`
-	Vouchers   []voucherStatsJSON    `json:"vouchers"`
-	Admissions []admissionSecondJSON `json:"admissions"`
-	Workers    workerStatsJSON       `json:"workers"`
+	Vouchers   []VoucherStatsJSON    `json:"vouchers"`
+	Admissions []AdmissionSecondJSON `json:"admissions"`
+	Workers    WorkerStatsJSON       `json:"workers"`
 }
 
-type voucherStatsJSON struct {
+// VoucherStatsJSON is a seckill.VoucherStats in StatsJSON.
+type VoucherStatsJSON struct {
 	ID           int64  `json:"id,string"`
 	Title        string `json:"title"`
 	Stock        int64  `json:"stock"`
@@ -39,12 +39,13 @@ type voucherStatsJSON struct {
 	Drift     int64           `json:"drift"`
 	BeginTime time.Time       `json:"beginTime"`
 	EndTime   time.Time       `json:"endTime"`
-	Stream    streamStatsJSON `json:"stream"`
+	Stream    StreamStatsJSON `json:"stream"`
 	// RedisNode is the Redis master holding the voucher; "" when unknown.
 	RedisNode string `json:"redisNode"`
 }
 
-type streamStatsJSON struct {
+// StreamStatsJSON is a seckill.StreamStats in StatsJSON.
+type StreamStatsJSON struct {
 	Length  int64 `json:"length"`
 	Pending int64 `json:"pending"`
 	// Lag is null when Redis cannot tell it.
@@ -54,12 +55,14 @@ type streamStatsJSON struct {
 	DeadLetters          int64   `json:"deadLetters"`
 }
 
-type admissionSecondJSON struct {
+// AdmissionSecondJSON is a seckill.AdmissionSecond in StatsJSON.
+type AdmissionSecondJSON struct {
 	Time   time.Time        `json:"time"`
 	Counts map[string]int64 `json:"counts"`
 }
 
-type workerStatsJSON struct {
+// WorkerStatsJSON is a seckill.WorkerStats in StatsJSON.
+type WorkerStatsJSON struct {
 	Consumer string `json:"consumer"`
 	Mode     string `json:"mode"`
 	Busy     int    `json:"busy"`
@@ -67,12 +70,13 @@ type workerStatsJSON struct {
 	Breaker  string `json:"breaker"`
 }
 
-func newStatsJSON(st *seckill.Stats) statsJSON {
-	out := statsJSON{
+// NewStatsJSON returns st as the API shows it, its times in UTC.
+func NewStatsJSON(st *seckill.Stats) StatsJSON {
+	out := StatsJSON{
 		Time:       st.Time.UTC(),
-		Vouchers:   make([]voucherStatsJSON, 0, len(st.Vouchers)),
-		Admissions: make([]admissionSecondJSON, 0, len(st.Admissions)),
-		Workers: workerStatsJSON{
+		Vouchers:   make([]VoucherStatsJSON, 0, len(st.Vouchers)),
+		Admissions: make([]AdmissionSecondJSON, 0, len(st.Admissions)),
+		Workers: WorkerStatsJSON{
 			Consumer: st.Workers.Consumer,
 			Mode:     string(st.Workers.Mode),
 			Busy:     st.Workers.Busy,
@@ -82,7 +86,7 @@ func newStatsJSON(st *seckill.Stats) statsJSON {
 	}
 	for _, vs := range st.Vouchers {
 		v := vs.Voucher
-		out.Vouchers = append(out.Vouchers, voucherStatsJSON{
+		out.Vouchers = append(out.Vouchers, VoucherStatsJSON{
 			ID:           v.ID,
 			Title:        v.Title,
 			Stock:        v.Stock,
@@ -95,7 +99,7 @@ func newStatsJSON(st *seckill.Stats) statsJSON {
 			BeginTime:    v.BeginTime.UTC(),
 			EndTime:      v.EndTime.UTC(),
 			RedisNode:    vs.RedisNode,
-			Stream: streamStatsJSON{
+			Stream: StreamStatsJSON{
 				Length:               vs.Stream.Length,
 				Pending:              vs.Stream.Pending,
 				Lag:                  vs.Stream.Lag,
@@ -110,9 +114,32 @@ func newStatsJSON(st *seckill.Stats) statsJSON {
 		if counts == nil {
 			counts = map[string]int64{}
 		}
-		out.Admissions = append(out.Admissions, admissionSecondJSON{Time: a.Time.UTC(), Counts: counts})
+		out.Admissions = append(out.Admissions, AdmissionSecondJSON{Time: a.Time.UTC(), Counts: counts})
 	}
 	return out
+}
+
+// Stats returns the snapshot j shows: the seckill.Stats it was made of,
+// with the fields the API leaves out (a voucher's creation time and
+// generation) zero.
+func (j *StatsJSON) Stats() *seckill.Stats {
+	st := &seckill.Stats{Time: j.Time, Workers: seckill.WorkerStats{
+		Consumer: j.Workers.Consumer, Mode: seckill.Mode(j.Workers.Mode), Busy: j.Workers.Busy, Allowed: j.Workers.Allowed, Breaker: j.Workers.Breaker,
+	}}
+	for _, v := range j.Vouchers {
+		st.Vouchers = append(st.Vouchers, seckill.VoucherStats{
+			Voucher:   &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime},
+			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift, RedisNode: v.RedisNode,
+			Stream: seckill.StreamStats{
+				Length: v.Stream.Length, Pending: v.Stream.Pending, Lag: v.Stream.Lag,
+				OldestAge: time.Duration(v.Stream.OldestPendingSeconds * float64(time.Second)), Consumers: v.Stream.Consumers, DeadLetters: v.Stream.DeadLetters,
+			},
+		})
+	}
+	for _, a := range j.Admissions {
+		st.Admissions = append(st.Admissions, seckill.AdmissionSecond{Time: a.Time, Counts: a.Counts})
+	}
+	return st
 }
 
 // stats takes a snapshot of the sale from the stats source, with this
@@ -142,5 +169,5 @@ func (s *Server) adminStats(w http.ResponseWriter, r *http.Request, _ auth.Ident
 		s.error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newStatsJSON(st))
+	writeJSON(w, http.StatusOK, NewStatsJSON(st))
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill"
@@ -72,14 +74,13 @@ func mint(t *testing.T, tokens *auth.Tokens, id auth.Identity) string {
 	return token
 }
 
-// TestAdminStatsJSON: the snapshot's JSON, field by field: ids as strings,
-// null for a lag or a remaining stock that is not known.
-func TestAdminStatsJSON(t *testing.T) {
-	t.Parallel()
+// sampleStats is a snapshot with every field the API shows set, and some
+// not known (a lag, a remaining stock).
+func sampleStats() *seckill.Stats {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	lag, remaining := int64(3), int64(5)
 	v := &seckill.Voucher{ID: 9007199254740993, Title: "big id", Stock: 6, InitialStock: 10, BeginTime: at.Add(-time.Hour), EndTime: at.Add(time.Hour)}
-	src := statsSource{st: &seckill.Stats{
+	return &seckill.Stats{
 		Time: at,
 		Vouchers: []seckill.VoucherStats{
 			{Voucher: v, Remaining: &remaining, Created: 4, Failed: 1, Pending: 1, Drift: 0, RedisNode: "10.0.0.7:6379",
@@ -88,8 +89,14 @@ func TestAdminStatsJSON(t *testing.T) {
 		},
 		Admissions: []seckill.AdmissionSecond{{Time: at, Counts: map[string]int64{"admitted": 3, "sold_out": 9}}, {Time: at.Add(time.Second)}},
 		Workers:    seckill.WorkerStats{Consumer: "host-1", Mode: seckill.ModeStream, Busy: 1, Allowed: 4, Breaker: "closed"},
-	}}
-	url, tokens := statsServer(t, src)
+	}
+}
+
+// TestAdminStatsJSON: the snapshot's JSON, field by field: ids as strings,
+// null for a lag or a remaining stock that is not known.
+func TestAdminStatsJSON(t *testing.T) {
+	t.Parallel()
+	url, tokens := statsServer(t, statsSource{st: sampleStats()})
 	status, body := getStats(t, url, mint(t, tokens, auth.Identity{UserID: 1, Admin: true}))
 	if status != 200 {
 		t.Fatalf("GET /api/admin/stats = %d %s", status, body)
@@ -124,6 +131,27 @@ func TestAdminStatsJSON(t *testing.T) {
 	wantJSON, _ := json.MarshalIndent(want, "", "  ")
 	if string(gotJSON) != string(wantJSON) {
 		t.Errorf("got\n%s\nwant\n%s", gotJSON, wantJSON)
+	}
+}
+
+// TestAdminStatsDecodes: a server's answer, read into StatsJSON (as
+// `seckill stats --url` reads it), is the snapshot the server was given:
+// the one JSON type serves both ends.
+func TestAdminStatsDecodes(t *testing.T) {
+	t.Parallel()
+	want := sampleStats()
+	url, tokens := statsServer(t, statsSource{st: want})
+	status, body := getStats(t, url, mint(t, tokens, auth.Identity{UserID: 1, Admin: true}))
+	if status != 200 {
+		t.Fatalf("GET /api/admin/stats = %d %s", status, body)
+	}
+	var j sechttp.StatsJSON
+	if err := json.Unmarshal(body, &j); err != nil {
+		t.Fatal(err)
+	}
+	// A second without answers is shown as {}: read back, an empty map.
+	if diff := cmp.Diff(want, j.Stats(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("the answer read back (-sent +read):\n%s", diff)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
+	sechttp "github.com/seckill/seckill/http"
 	"github.com/seckill/seckill/monitor"
 )
 
@@ -122,66 +123,13 @@ func serverStats(ctx context.Context, c *Config, base string) (*seckill.Stats, e
 	return decodeStats(body)
 }
 
-// statsAnswer is GET /api/admin/stats's JSON, as the http package writes it.
-type statsAnswer struct {
-	Time     time.Time `json:"time"`
-	Vouchers []struct {
-		ID           int64     `json:"id,string"`
-		Title        string    `json:"title"`
-		Stock        int64     `json:"stock"`
-		InitialStock int64     `json:"initialStock"`
-		Remaining    *int64    `json:"remaining"`
-		Created      int64     `json:"created"`
-		Failed       int64     `json:"failed"`
-		Pending      int64     `json:"pending"`
-		Drift        int64     `json:"drift"`
-		BeginTime    time.Time `json:"beginTime"`
-		EndTime      time.Time `json:"endTime"`
-		Stream       struct {
-			Length               int64   `json:"length"`
-			Pending              int64   `json:"pending"`
-			Lag                  *int64  `json:"lag"`
-			OldestPendingSeconds float64 `json:"oldestPendingSeconds"`
-			Consumers            int64   `json:"consumers"`
-			DeadLetters          int64   `json:"deadLetters"`
-		} `json:"stream"`
-		RedisNode string `json:"redisNode"`
-	} `json:"vouchers"`
-	Admissions []struct {
-		Time   time.Time        `json:"time"`
-		Counts map[string]int64 `json:"counts"`
-	} `json:"admissions"`
-	Workers struct {
-		Consumer string `json:"consumer"`
-		Mode     string `json:"mode"`
-		Busy     int    `json:"busy"`
-		Allowed  int    `json:"allowed"`
-		Breaker  string `json:"breaker"`
-	} `json:"workers"`
-}
-
+// decodeStats reads GET /api/admin/stats's answer.
 func decodeStats(body []byte) (*seckill.Stats, error) {
-	var a statsAnswer
-	if err := json.Unmarshal(body, &a); err != nil {
+	var j sechttp.StatsJSON
+	if err := json.Unmarshal(body, &j); err != nil {
 		return nil, fmt.Errorf("decode the stats: %w", err)
 	}
-	st := &seckill.Stats{Time: a.Time, Workers: seckill.WorkerStats{
-		Consumer: a.Workers.Consumer, Mode: seckill.Mode(a.Workers.Mode), Busy: a.Workers.Busy, Allowed: a.Workers.Allowed, Breaker: a.Workers.Breaker,
-	}}
-	for _, v := range a.Vouchers {
-		st.Vouchers = append(st.Vouchers, seckill.VoucherStats{
-			Voucher:   &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime},
-			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift, RedisNode: v.RedisNode,
-			Stream: seckill.StreamStats{
-				Length: v.Stream.Length, Pending: v.Stream.Pending, Lag: v.Stream.Lag,
-				OldestAge: time.Duration(v.Stream.OldestPendingSeconds * float64(time.Second)), Consumers: v.Stream.Consumers, DeadLetters: v.Stream.DeadLetters,
-			},
-		})
-	}
-	for _, s := range a.Admissions {
-		st.Admissions = append(st.Admissions, seckill.AdmissionSecond{Time: s.Time, Counts: s.Counts})
-	}
-	return st, nil
+	return j.Stats(), nil
 }
 
 // printStats writes the snapshot as tables: the vouchers, then, from a
