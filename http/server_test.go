@@ -200,8 +200,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 			BreakerMax:   time.Second,
 		},
 		// The test's key prefix is its own: no lease holder predates it.
-		NodeFreshWait:     -1,
-		WatchCacheEvery:   -1,
+		Test:              app.TestConfig{NoNodeWait: true, NoCacheWatch: true},
 		StatsActiveWithin: time.Minute,
 	})
 	if err != nil {

@@ -131,9 +131,8 @@ func Start(t *testing.T, opts Options) *Sale {
 			ReclaimEvery: 200 * time.Millisecond,
 			WatchEvery:   200 * time.Millisecond,
 		},
-		NodeFreshWait:     -1, // the test's key prefix is its own
-		WatchCacheEvery:   -1,
-		StatsCacheFor:     -1,
+		// The test's key prefix is its own: no lease holder predates it.
+		Test:              app.TestConfig{NoNodeWait: true, NoCacheWatch: true, NoStatsCache: true},
 		MetricsCacheFor:   metricsCacheFor,
 		StatsActiveWithin: time.Minute,
 	})
