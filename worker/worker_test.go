@@ -52,7 +52,7 @@ func newRig(t *testing.T, backend string, stock int64) *rig {
 func newRigOn(t *testing.T, backend, dbURL string, stock int64) *rig {
 	t.Helper()
 	ctx := context.Background()
-	b := &rig{t: t, logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), dbURL: dbURL}
+	b := &rig{t: t, logger: testenv.Logger(t), dbURL: dbURL}
 	b.nextID.Store(time.Now().UnixMilli() << 22)
 	var err error
 	switch backend {
@@ -82,10 +82,7 @@ func newRigOn(t *testing.T, backend, dbURL string, stock int64) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.cache.Close)
-	if b.raw, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}, DisableCache: true}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.raw.Close)
+	b.raw = testenv.RawRedis(t, url)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	b.voucher = &seckill.Voucher{Title: "t", Stock: stock, InitialStock: stock, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)}
 	if err := b.store.CreateVoucher(ctx, b.voucher); err != nil {
@@ -104,16 +101,9 @@ func newRigOn(t *testing.T, backend, dbURL string, stock int64) *rig {
 	return b
 }
 
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
 // key is one of the voucher's Redis keys, e.g. "stock".
 func (b *rig) key(name string) string {
-	return fmt.Sprintf("%s:{v%d}:%s", b.prefix, b.voucher.ID, name)
+	return testenv.VoucherKey(b.prefix, b.voucher.ID, name)
 }
 
 // admit admits the user and returns the order id.

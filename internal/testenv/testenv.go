@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -241,4 +242,29 @@ func StartRedis(t testing.TB, args ...string) (url string, kill func()) {
 	t.Helper()
 	p := StartRedisProc(t, args...)
 	return "redis://" + p.Addr + "/0", p.Kill
+}
+
+// RawRedis returns a plain rueidis client of the server at url (a
+// redis:// URL, a Cluster's seeds included), for tests that read or write
+// the service's keys directly. It is closed when the test ends.
+func RawRedis(t testing.TB, url string) rueidis.Client {
+	t.Helper()
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatalf("connect to Redis at %s: %v", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// VoucherKey is the Redis key of one of a voucher's values under prefix,
+// as package redis builds it (its keyspace): name is "stock", "meta",
+// "buyers", "orders", "dlq" or "changes".
+func VoucherKey(prefix string, voucherID int64, name string) string {
+	return prefix + ":{v" + strconv.FormatInt(voucherID, 10) + "}:" + name
 }
