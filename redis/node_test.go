@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
 )
@@ -77,7 +78,7 @@ func lastID(t *testing.T, g *orderid.Generator, since time.Time) time.Time {
 // ownRedis starts a redis-server of the test's own and connects to it.
 func ownRedis(t *testing.T) (*Client, func()) {
 	t.Helper()
-	url, kill := testenv.StartRedis(t)
+	url, kill := faults.StartRedis(t)
 	c, err := Open(context.Background(), Config{URL: url}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -394,7 +395,7 @@ func (l *idLog) end() []int64 {
 // never make the same id.
 func TestNodeLeaseRedisRollback(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	rp := faults.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
 	open := func() *Client {
 		c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
@@ -485,7 +486,7 @@ func TestNodeLeaseRedisRollback(t *testing.T) {
 // It must take a node id anew, and wait out the server's new epoch.
 func TestNodeLeaseLapsedHolderAfterRollback(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	rp := faults.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
 	open := func() *Client {
 		c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
@@ -602,7 +603,7 @@ func TestNodeLeaseLapsedHolderAfterRollback(t *testing.T) {
 // (found by review).
 func TestNodeLeaseRenewsThroughOlderRestart(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	rp := faults.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
 	c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -175,7 +176,7 @@ func TestSoldOutCopyWaitsForAPoll(t *testing.T) {
 				target, prefix = server.Addr(), ""
 			}
 			target, _, _ = strings.Cut(target, "/")
-			proxy := testenv.StartProxy(t, target)
+			proxy := faults.StartProxy(t, target)
 			c, err := Open(ctx, Config{URL: "redis://" + proxy.Addr(), Prefix: prefix, Embedded: embedded}, testLogger(t))
 			if err != nil {
 				t.Fatal(err)
@@ -334,7 +335,7 @@ func TestSoldOutCopyNeverHidesABuyer(t *testing.T) {
 }
 
 // infoField returns a field of the node's INFO server section.
-func infoField(p *testenv.RedisProc, name string) string {
+func infoField(p *faults.RedisProc, name string) string {
 	for _, l := range strings.Split(p.Info("server"), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+":"); ok {
 			return v
@@ -344,7 +345,7 @@ func infoField(p *testenv.RedisProc, name string) string {
 }
 
 // hscanCalls returns how many HSCANs the node has run.
-func hscanCalls(t *testing.T, p *testenv.RedisProc) int64 {
+func hscanCalls(t *testing.T, p *faults.RedisProc) int64 {
 	for _, l := range strings.Split(p.Info("commandstats"), "\n") {
 		if strings.HasPrefix(l, "cmdstat_hscan:calls=") {
 			n, _ := strconv.ParseInt(strings.SplitN(strings.TrimPrefix(l, "cmdstat_hscan:calls="), ",", 2)[0], 10, 64)
@@ -366,7 +367,7 @@ func hscanCalls(t *testing.T, p *testenv.RedisProc) int64 {
 // copy first.
 func TestSoldOutCopyFailoverMidScan(t *testing.T) {
 	const buyers = 300_000
-	cl := testenv.StartCluster(t)
+	cl := faults.StartCluster(t)
 	ctx := context.Background()
 	c := openCluster(t, cl)
 	arm(t, c)
@@ -473,7 +474,7 @@ func TestSoldOutCopyOff(t *testing.T) {
 // order", which the service answers sold_out.
 func TestSoldOutAnswerAfterOlderRestart(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t)
+	rp := faults.StartRedisProc(t)
 	ctx := context.Background()
 	open := func(off bool) *Client {
 		c, err := Open(ctx, Config{URL: "redis://" + rp.Addr, NoSoldOutCopy: off}, testLogger(t))
@@ -516,7 +517,7 @@ func TestSoldOutAnswerAfterOlderRestart(t *testing.T) {
 }
 
 // redisCPU returns the CPU time the server has used.
-func redisCPU(t *testing.T, p *testenv.RedisProc) time.Duration {
+func redisCPU(t *testing.T, p *faults.RedisProc) time.Duration {
 	t.Helper()
 	var total float64
 	for _, l := range strings.Split(p.Info("cpu"), "\n") {
@@ -534,7 +535,7 @@ func redisCPU(t *testing.T, p *testenv.RedisProc) time.Duration {
 
 // cmdCalls returns how many times the node has run the command (lower
 // case), scripts' calls included.
-func cmdCalls(t *testing.T, p *testenv.RedisProc, cmd string) int64 {
+func cmdCalls(t *testing.T, p *faults.RedisProc, cmd string) int64 {
 	t.Helper()
 	prefix := "cmdstat_" + cmd + ":calls="
 	for _, l := range strings.Split(p.Info("commandstats"), "\n") {
@@ -559,7 +560,7 @@ func TestSoldOutCopyUnderTrickle(t *testing.T) {
 		phase  = 5 * time.Second
 		every  = 500 * time.Millisecond
 	)
-	rp := testenv.StartRedisProc(t)
+	rp := faults.StartRedisProc(t)
 	ctx := context.Background()
 	open := func() *Client {
 		c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
@@ -716,7 +717,7 @@ func TestSoldOutCopyFollowsChanges(t *testing.T) {
 				target, prefix = server.Addr(), ""
 			}
 			target, _, _ = strings.Cut(target, "/")
-			proxy := testenv.StartProxy(t, target)
+			proxy := faults.StartProxy(t, target)
 			open := func(addr string) *Client {
 				c, err := Open(ctx, Config{URL: "redis://" + addr, Prefix: prefix, Embedded: embedded}, testLogger(t))
 				if err != nil {

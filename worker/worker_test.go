@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/postgres"
@@ -313,7 +314,7 @@ func TestDatabaseDownThenBack(t *testing.T) {
 	t.Parallel()
 	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
-	proxy := testenv.StartProxy(t, "127.0.0.1:3306")
+	proxy := faults.StartProxy(t, "127.0.0.1:3306")
 	viaProxy, err := mysql.Open(ctx, strings.Replace(b.dbURL, "127.0.0.1:3306", proxy.Addr(), 1), 4)
 	if err != nil {
 		t.Fatal(err)

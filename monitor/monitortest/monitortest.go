@@ -41,7 +41,7 @@ type Options struct {
 	// HoldWorkers leaves the workers stopped until StartWorkers: the
 	// admitted orders wait in the streams.
 	HoldWorkers bool
-	// RedisURL is a Redis of the test's own (testenv.StartRedis), for a
+	// RedisURL is a Redis of the test's own (faults.StartRedis), for a
 	// test that reads the server's statistics; default the shared one.
 	RedisURL string
 	// MetricsCacheFor is the monitor's (monitor.Config); default none,
