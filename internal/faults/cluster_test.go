@@ -150,12 +150,7 @@ func TestSharedClusterForms(t *testing.T) {
 	if len(opt.InitAddress) != 6 {
 		t.Fatalf("%s names %d nodes, want 6", c.URL, len(opt.InitAddress))
 	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := testenv.RawRedis(t, c.URL)
 	if m := client.Mode(); m != rueidis.ClientModeCluster {
 		t.Fatalf("client mode %s, want cluster", m)
 	}
@@ -221,16 +216,7 @@ func TestClusterFailsOverAKilledMaster(t *testing.T) {
 	}
 
 	// A client of the cluster as it was, to follow it through the failover.
-	opt, err := rueidis.ParseURL(c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := testenv.RawRedis(t, c.URL)
 
 	m.Kill()
 	start = time.Now()
@@ -292,12 +278,7 @@ func TestSentinelFailsOverAKilledMaster(t *testing.T) {
 	if opt.Sentinel.MasterSet != s.MasterSet || len(opt.InitAddress) != 3 {
 		t.Fatalf("%s parses to master set %q and %d addresses", s.URL, opt.Sentinel.MasterSet, len(opt.InitAddress))
 	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := testenv.RawRedis(t, s.URL)
 	if m := client.Mode(); m != rueidis.ClientModeSentinel {
 		t.Fatalf("client mode %s, want sentinel", m)
 	}
@@ -350,16 +331,7 @@ func TestSharedSentinel(t *testing.T) {
 			t.Errorf("sentinel %s: %v", sn.Addr, err)
 		}
 	}
-	opt, err := rueidis.ParseURL(s.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := testenv.RawRedis(t, s.URL)
 	ctx := context.Background()
 	key := "t" + testenv.Random() + ":k"
 	if err := client.Do(ctx, client.B().Set().Key(key).Value("v").Ex(time.Minute).Build()).Error(); err != nil {
