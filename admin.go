@@ -14,21 +14,6 @@ type DeadLetterEntry struct {
 	DeadLetterRecord
 }
 
-// DeadLetterAdmin lists and settles dead letters.
-type DeadLetterAdmin interface {
-	// DeadLetters returns the dead letters of the open vouchers, oldest
-	// first.
-	DeadLetters(ctx context.Context) ([]DeadLetterEntry, error)
-	// RetryDeadLetter admits the dead letter's order again through the
-	// normal path, with its order id. It returns the order, pending, or the
-	// admission's refusal (ErrSoldOut, ErrEnded, ErrDuplicateOrder…): then
-	// the order stays failed and the dead letter stays. ErrDeadLetterNotFound
-	// if there is no such dead letter.
-	RetryDeadLetter(ctx context.Context, id string, adminID int64) (*Order, error)
-	// DiscardDeadLetter removes the dead letter; its order stays failed.
-	DiscardDeadLetter(ctx context.Context, id string, adminID int64) error
-}
-
 // Stats is a snapshot of a sale as operators watch it.
 type Stats struct {
 	Time     time.Time

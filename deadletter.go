@@ -54,22 +54,20 @@ type DeadLetterService struct {
 	Store interface {
 		FailOrder(ctx context.Context, o *Order) error
 	}
-	// Vouchers tells which vouchers to look at, and runs a retry's
-	// admission as a buy's, with its recoveries.
+	// Vouchers tells which vouchers to look at.
 	Vouchers *VoucherService
+	// Admitter runs a retry's admission as a buy's, with its recoveries.
+	Admitter *Admitter
 	Logger   *slog.Logger
+	// Now returns the current time. Default time.Now.
+	Now func() time.Time
 	// OrderTime returns the time an order id was made (orderid.Time); if
 	// nil, a retried order's CreatedAt is the time of the retry.
 	OrderTime func(id int64) time.Time
-	// Lookup bounds the look-up of the buyer's order after a retry whose
-	// admission was not heard. Default 1s.
-	Lookup time.Duration
 }
 
-var _ DeadLetterAdmin = (*DeadLetterService)(nil)
-
 // DeadLetters returns the dead letters of the vouchers on sale or ended
-// within Recent, oldest first.
+// within the retention, oldest first.
 func (s *DeadLetterService) DeadLetters(ctx context.Context) ([]DeadLetterEntry, error) {
 	recs, err := s.open(ctx)
 	if err != nil {
@@ -95,7 +93,7 @@ func (s *DeadLetterService) DeadLetters(ctx context.Context) ([]DeadLetterEntry,
 
 // open returns the dead letters of the open vouchers, oldest first.
 func (s *DeadLetterService) open(ctx context.Context) ([]DeadLetterRecord, error) {
-	ids, err := s.Vouchers.OpenIDs(ctx)
+	ids, err := s.Vouchers.OpenVoucherIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
@@ -136,10 +134,10 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 		log.Info("dead letter retry refused", "outcome", "not_stream_mode", "mode", s.Mode)
 		return nil, Errorf(ErrInvalidArgument, "dead letters are retried into the order stream, which only the stream mode's workers read; this service runs in %s mode", s.Mode)
 	}
-	// Admitted as a buy is (VoucherService.admit): a voucher the cache lost
-	// is rebuilt first, and an admission whose answer was lost is settled
-	// by reading the buyer's slot.
-	err = s.Vouchers.admit(ctx, Admission{VoucherID: rec.VoucherID, UserID: rec.UserID, OrderID: rec.OrderID}, s.Cache.Admit, s.Cache, s.Lookup)
+	// Admitted as a buy is (Admitter.Admit): a voucher the cache lost is
+	// rebuilt first, and an admission whose answer was lost is answered
+	// from the buyer's slot.
+	err = s.Admitter.Admit(ctx, Admission{VoucherID: rec.VoucherID, UserID: rec.UserID, OrderID: rec.OrderID})
 	var de *Error
 	switch {
 	case err == nil:
@@ -172,6 +170,9 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 		log.Info("dead letter's order admitted again; the workers will persist it", "outcome", "admitted")
 	}
 	created := time.Now()
+	if s.Now != nil {
+		created = s.Now()
+	}
 	if s.OrderTime != nil {
 		created = s.OrderTime(rec.OrderID)
 	}
@@ -211,7 +212,7 @@ func (s *DeadLetterService) DiscardDeadLetter(ctx context.Context, id string, ad
 		}
 		// A retry whose removal of the dead letter failed left the order
 		// admitted again: it is not failed, and the log must not say so.
-		held, err := heldOrder(ctx, s.Cache, rec.UserID, rec.VoucherID)
+		held, err := s.Cache.BuyerOrder(ctx, rec.UserID, rec.VoucherID)
 		if err != nil {
 			log.Info("dead letter discard failed", "outcome", "error", "err", err)
 			return fmt.Errorf("discard dead letter %s: %w", id, err)

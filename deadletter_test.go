@@ -70,11 +70,12 @@ func newDLQRig(t *testing.T) *dlqRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.raw.Close)
-	b.vouchers = &seckill.VoucherService{Store: store, Cache: b.cache, Logger: logger, Now: time.Now}
+	b.vouchers = newVouchers(store, b.cache, logger, time.Now)
 	if err := b.vouchers.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	b.svc = &seckill.DeadLetterService{Cache: b.cache, Store: store, Vouchers: b.vouchers, Logger: logger,
+		Admitter:  admitter(b.vouchers, b.cache, ""),
 		OrderTime: func(int64) time.Time { return time.Unix(1, 0) }}
 	return b
 }
@@ -549,6 +550,7 @@ func TestRetryDeadLetterUnknownOutcome(t *testing.T) {
 	b.deadLetter(v.ID, 1, 101, "r")
 	lost := *b.svc
 	lost.Cache = &lostAdmit{Client: b.cache}
+	lost.Admitter = admitter(b.vouchers, lost.Cache.(*lostAdmit), "")
 	if _, err := lost.RetryDeadLetter(ctx, "101", 1); !errors.Is(err, seckill.ErrUnavailable) {
 		t.Fatalf("retry whose admission never ran = %v, want ErrUnavailable", err)
 	}
@@ -556,6 +558,7 @@ func TestRetryDeadLetterUnknownOutcome(t *testing.T) {
 		t.Fatal("a retry whose admission never ran changed the dead letter or the stream")
 	}
 	lost.Cache = &lostAdmit{Client: b.cache, ran: true}
+	lost.Admitter = admitter(b.vouchers, lost.Cache.(*lostAdmit), "")
 	if _, err := lost.RetryDeadLetter(ctx, "101", 1); err != nil {
 		t.Fatalf("retry whose admission's answer was lost = %v, want success", err)
 	}

@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/internal/cow"
 )
 
 // OrderStatus is where an order stands on its way to the database.
@@ -191,22 +191,28 @@ type IDGenerator interface {
 // OrderService takes buyers' orders and tells them where their orders stand.
 type OrderService struct {
 	// Mode is how orders are taken; default ModeStream.
-	Mode     Mode
-	Cache    OrderCache
-	Store    OrderStore
+	Mode  Mode
+	Cache OrderCache
+	Store OrderStore
+	// Admitter admits in the cache (not in the sync mode).
+	Admitter *Admitter
+	// Vouchers tells which vouchers are open (a buyer's pending orders).
 	Vouchers *VoucherService
-	IDs      IDGenerator
+	// SoldOut, if set, reads a buyer's slot of a voucher found sold out
+	// from a copy kept true (package soldout); else the slot is read from
+	// the cache.
+	SoldOut SoldOutReader
+	IDs     IDGenerator
 	// Queue is the queue mode's queue.
 	Queue OrderQueue
 	// Backpressure, if set, pauses admission to a voucher whose stream
 	// holds too many orders (the stream mode's workers).
 	Backpressure Backpressure
 	Logger       *slog.Logger
+	// Now returns the current time. Default time.Now.
+	Now func() time.Time
 	// OrderTime returns the time an order id was made (orderid.Time).
 	OrderTime func(id int64) time.Time
-	// Lookup bounds the look-up of a buyer's order after an admission whose
-	// outcome was not heard. Default 1s.
-	Lookup time.Duration
 	// SoldOutFor is how long a voucher found sold out is answered sold out
 	// here without running the admission: most buyers of a flash sale ask
 	// after the stock is gone. Only the fact is kept; a buyer asking again
@@ -221,7 +227,17 @@ type OrderService struct {
 	// admission (which confirms the order it names), never from the read.
 	Confirmed bool
 
-	soldOut soldOutMemory
+	soldOut cow.Map[int64, soldOutEntry]
+}
+
+// SoldOutReader reads the slots of a voucher found sold out from a copy it
+// keeps true, without a round trip.
+type SoldOutReader interface {
+	// SoldOutBuyerOrder is OrderCache.BuyerOrder for a voucher the caller
+	// found sold out, read only from a server checked since it came up
+	// (else ErrCacheUnverified) and while the voucher is loaded (else
+	// ErrVoucherNotLoaded).
+	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 
 // Buy takes the user's order of the voucher. In the stream and queue modes
@@ -237,14 +253,22 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		// Redis may have lost the slot of a buyer who holds an order, and
 		// sold_out is a final answer.
 		if s.Mode != ModeSync && !s.Confirmed {
-			if existing, err := heldOrder(ctx, s.Cache, userID, voucherID); err == nil && existing != 0 {
+			if existing, err := s.Cache.BuyerOrder(ctx, userID, voucherID); err == nil && existing != 0 {
 				return nil, duplicate(existing)
 			}
 		}
 		return nil, &Error{Kind: ErrUnavailable, Message: "cannot take orders right now; try again", RetryAfter: time.Second}
 	}
-	fence := s.Vouchers.fence.load()
-	if s.Mode != ModeSync && s.knownSoldOut(voucherID, fence) {
+	if s.Mode == ModeSync {
+		o := s.pending(id, userID, voucherID)
+		o.Status = OrderCreated
+		if err := s.Store.PlaceOrder(ctx, o, s.now()); err != nil {
+			return nil, fmt.Errorf("buy voucher %d: %w", voucherID, err)
+		}
+		return o, nil
+	}
+	fence := s.Admitter.Fence.seen.load()
+	if s.knownSoldOut(voucherID, fence) {
 		err := s.soldOutAnswer(ctx, userID, voucherID)
 		if err != nil && (!s.Confirmed || !errors.Is(err, ErrDuplicateOrder)) {
 			return nil, err
@@ -252,22 +276,10 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		// A buyer with an order: the admission below confirms it. Or
 		// (nil) the cache server is not checked: the admission checks it.
 	}
-	if s.Mode == ModeSync {
-		o := s.pending(id, userID, voucherID)
-		o.Status = OrderCreated
-		if err := s.Store.PlaceOrder(ctx, o, time.Now()); err != nil {
-			return nil, fmt.Errorf("buy voucher %d: %w", voucherID, err)
-		}
-		return o, nil
-	}
 	if s.Backpressure != nil && s.Backpressure.Refusing(voucherID) {
 		return nil, &Error{Kind: ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}
 	}
-	admit := s.Cache.Admit
-	if s.Mode == ModeQueue {
-		admit = s.Cache.Reserve
-	}
-	err = s.Vouchers.admit(ctx, Admission{VoucherID: voucherID, UserID: userID, OrderID: id}, admit, s.Cache, s.Lookup)
+	err = s.Admitter.Admit(ctx, Admission{VoucherID: voucherID, UserID: userID, OrderID: id})
 	switch {
 	case err == nil && s.Mode == ModeQueue:
 		// Queued here also when found admitted after a lost answer: the
@@ -281,84 +293,34 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 	return nil, err
 }
 
-// soldOutMemory remembers, per voucher id, until when it is known sold out
-// (Unix ns), and the word of fenceSeen it was learnt under. It is a map
-// replaced whole on each change and read without a lock: it changes about
-// once a second per voucher on sale, and is read by every buy.
-type soldOutMemory struct {
-	mu sync.Mutex // held to change m
-	m  atomic.Pointer[map[int64]soldOutEntry]
-}
-
-// soldOutEntry is what soldOutMemory knows of a voucher.
+// soldOutEntry is what the sold-out memory (OrderService.soldOut) knows
+// of a voucher: until when it is known sold out, and the word of fenceSeen
+// it was learnt under. The memory changes about once a second per voucher
+// on sale, and is read by every buy.
 type soldOutEntry struct {
 	until int64  // Unix ns
 	fence uint64 // fenceSeen's word when it was found sold out
 }
 
-// get returns what is known of the voucher; until is 0 if nothing.
-func (m *soldOutMemory) get(voucherID int64) soldOutEntry {
-	if p := m.m.Load(); p != nil {
-		return (*p)[voucherID]
-	}
-	return soldOutEntry{}
-}
-
-// set makes the voucher known sold out as e; an e.until of 0 forgets it, if
-// it is still was. Expired entries are dropped.
-func (m *soldOutMemory) set(voucherID int64, e, was soldOutEntry, now int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var old map[int64]soldOutEntry
-	if p := m.m.Load(); p != nil {
-		old = *p
-	}
-	if e.until == 0 && old[voucherID] != was {
-		return // renewed meanwhile
-	}
-	next := make(map[int64]soldOutEntry, len(old)+1)
-	for id, o := range old {
-		if o.until > now {
-			next[id] = o
+// setSoldOut makes the voucher known sold out as e; an e.until of 0
+// forgets it, if it is still was. Expired entries are dropped.
+func (s *OrderService) setSoldOut(voucherID int64, e, was soldOutEntry, now int64) {
+	s.soldOut.Update(func(next map[int64]soldOutEntry) bool {
+		if e.until == 0 && next[voucherID] != was {
+			return false // renewed meanwhile
 		}
-	}
-	if e.until != 0 {
-		next[voucherID] = e
-	} else {
-		delete(next, voucherID)
-	}
-	m.m.Store(&next)
-}
-
-// fenceSeen says whether this process has seen the cache server checked
-// (its Recover armed admission there: VoucherService.arm) since it last had
-// reason to doubt it (the server was not the one checked, or could not be
-// armed: VoucherService.identity and arm; or a read of a sold-out voucher
-// found admission not armed: soldOutAnswer). Its word counts the
-// changes: odd while checked. What is learnt while checked (the sold-out
-// memory) holds only while the word is the same.
-type fenceSeen struct{ w atomic.Uint64 }
-
-// load returns the current word.
-func (f *fenceSeen) load() uint64 { return f.w.Load() }
-
-// checkedIn reports whether w is a word of a checked server.
-func checkedIn(w uint64) bool { return w&1 == 1 }
-
-// checked records the server checked.
-func (f *fenceSeen) checked() { f.flip(false) }
-
-// doubt records a reason to doubt the server.
-func (f *fenceSeen) doubt() { f.flip(true) }
-
-// flip moves the word on, if it is checked (from) or not.
-func (f *fenceSeen) flip(from bool) {
-	for {
-		w := f.w.Load()
-		if checkedIn(w) != from || f.w.CompareAndSwap(w, w+1) {
-			return
+		for id, o := range next {
+			if o.until <= now {
+				delete(next, id)
+			}
 		}
-	}
+		if e.until != 0 {
+			next[voucherID] = e
+		} else {
+			delete(next, voucherID)
+		}
+		return true
+	})
 }
 
 // knownSoldOut reports whether the voucher was found sold out less than
@@ -368,15 +330,15 @@ func (f *fenceSeen) flip(from bool) {
 // came back with older data may have stock, and lack the slot of a buyer
 // who holds an order.
 func (s *OrderService) knownSoldOut(voucherID int64, fence uint64) bool {
-	e := s.soldOut.get(voucherID)
+	e, _ := s.soldOut.Load(voucherID)
 	if e.until == 0 {
 		return false
 	}
-	now := time.Now().UnixNano()
+	now := s.now().UnixNano()
 	if now < e.until && e.fence == fence && checkedIn(fence) {
 		return true
 	}
-	s.soldOut.set(voucherID, soldOutEntry{}, e, now)
+	s.setSoldOut(voucherID, soldOutEntry{}, e, now)
 	return false
 }
 
@@ -388,8 +350,8 @@ func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
 		wait = time.Second
 	}
 	if wait > 0 && checkedIn(fence) {
-		now := time.Now().UnixNano()
-		s.soldOut.set(voucherID, soldOutEntry{until: now + int64(wait), fence: fence}, soldOutEntry{}, now)
+		now := s.now().UnixNano()
+		s.setSoldOut(voucherID, soldOutEntry{until: now + int64(wait), fence: fence}, soldOutEntry{}, now)
 	}
 }
 
@@ -404,17 +366,18 @@ func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
 func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
 	var existing int64
 	var err error
-	if c, ok := s.Cache.(soldOutSlots); ok {
-		existing, err = c.SoldOutBuyerOrder(ctx, userID, voucherID)
+	if s.SoldOut != nil {
+		existing, err = s.SoldOut.SoldOutBuyerOrder(ctx, userID, voucherID)
 	} else {
-		existing, err = heldOrder(ctx, s.Cache, userID, voucherID)
+		existing, err = s.Cache.BuyerOrder(ctx, userID, voucherID)
 	}
 	switch {
 	case errors.Is(err, ErrCacheUnverified):
-		s.Vouchers.fence.doubt()
+		s.Admitter.Fence.seen.doubt()
 		return nil
 	case errors.Is(err, ErrVoucherNotLoaded):
-		s.soldOut.set(voucherID, soldOutEntry{}, s.soldOut.get(voucherID), time.Now().UnixNano())
+		e, _ := s.soldOut.Load(voucherID)
+		s.setSoldOut(voucherID, soldOutEntry{}, e, s.now().UnixNano())
 		return nil
 	case err != nil:
 		return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
@@ -422,16 +385,6 @@ func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int6
 		return duplicate(existing)
 	}
 	return &Error{Kind: ErrSoldOut, Message: "voucher " + strconv.FormatInt(voucherID, 10) + " is sold out"}
-}
-
-// soldOutSlots is an OrderCache that reads the slots of a voucher found
-// sold out from a copy it keeps true, without a round trip (redis.Client).
-type soldOutSlots interface {
-	// SoldOutBuyerOrder is BuyerOrder for a voucher the caller found sold
-	// out, read only from a server checked since it came up (else
-	// ErrCacheUnverified) and while the voucher is loaded (else
-	// ErrVoucherNotLoaded).
-	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 
 // duplicate is the answer to a buyer who holds an order of the voucher
@@ -450,6 +403,13 @@ func (s *OrderService) enqueue(ctx context.Context, o *Order) (*Order, error) {
 		s.Logger.Error("queue full, and the reservation could not be given back; run seckill reconcile", "voucher", o.VoucherID, "order", o.ID, "err", err)
 	}
 	return nil, &Error{Kind: ErrUnavailable, Message: "too many orders at once; try again", RetryAfter: time.Second}
+}
+
+func (s *OrderService) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 func (s *OrderService) pending(id, userID, voucherID int64) *Order {
@@ -534,7 +494,7 @@ func (s *OrderService) Orders(ctx context.Context, userID int64, limit int) ([]*
 // does (persisted). It reads only: nothing on the admission path writes
 // for it.
 func (s *OrderService) pendingOrders(ctx context.Context, userID int64) (pending []*Order, persisted []int64, _ error) {
-	ids, err := s.Vouchers.OpenIDs(ctx)
+	ids, err := s.Vouchers.OpenVoucherIDs(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -76,7 +76,8 @@ func TestBuyUnknownOutcome(t *testing.T) {
 		ok   bool
 	}{{"reply", true}, {"request", false}, {"both", false}} {
 		t.Run(tc.mode, func(t *testing.T) {
-			s := &seckill.OrderService{Cache: &lostReply{Client: real, mode: tc.mode}, Store: store, Vouchers: vs,
+			lost := &lostReply{Client: real, mode: tc.mode}
+			s := &seckill.OrderService{Cache: lost, SoldOut: soldOutReader(lost.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, lost, ""),
 				IDs: &counter{n: map[string]int64{"reply": 100, "request": 200, "both": 300}[tc.mode]}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			user := map[string]int64{"reply": 1, "request": 2, "both": 3}[tc.mode]
 			o, err := s.Buy(ctx, user, v.ID)
@@ -95,7 +96,7 @@ func TestBuyUnknownOutcome(t *testing.T) {
 				t.Fatalf("Buy with the outcome unknown = %+v, %v; want ErrUnavailable with RetryAfter", o, err)
 			}
 			// The buyer asks again once Redis answers: one order, theirs.
-			again := &seckill.OrderService{Cache: real, Store: store, Vouchers: vs, IDs: &counter{n: 900 + user}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+			again := &seckill.OrderService{Cache: real, SoldOut: soldOutReader(real), Store: store, Vouchers: vs, Admitter: admitter(vs, real, ""), IDs: &counter{n: 900 + user}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			o, err = again.Buy(ctx, user, v.ID)
 			if err != nil {
 				t.Fatalf("Buy again = %v", err)
@@ -132,8 +133,9 @@ func TestBuyUnknownOutcomeQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := &queue{}
-	s := &seckill.OrderService{Mode: seckill.ModeQueue, Queue: q, Cache: &lostReply{Client: vs.Cache.(*redis.Client), mode: "reply"},
-		Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	lost := &lostReply{Client: vs.Cache.(*redis.Client), mode: "reply"}
+	s := &seckill.OrderService{Mode: seckill.ModeQueue, Queue: q, Cache: lost, SoldOut: soldOutReader(lost.Client),
+		Store: store, Vouchers: vs, Admitter: admitter(vs, lost, seckill.ModeQueue), IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	o, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatalf("Buy with the reply lost = %v; want the pending order", err)
@@ -158,7 +160,7 @@ func TestBuySoldOut(t *testing.T) {
 	}
 	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
 	ids := &counter{n: 100}
-	s := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(cache.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: ids, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
@@ -216,7 +218,7 @@ func TestBuySoldOut(t *testing.T) {
 		t.Errorf("buyer 6 asking again here, which remembers the voucher sold out = %v, want duplicate_order with %d", err, late.ID)
 	}
 	// Stock given back (a repair) sells again once the memory expires.
-	s2 := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: &counter{n: 200}, Logger: vs.Logger,
+	s2 := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(cache.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: &counter{n: 200}, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: 20 * time.Millisecond}
 	if _, err := s2.Buy(ctx, 5, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
 		t.Fatal(err)
@@ -252,7 +254,7 @@ func TestBuySoldOutAfterRedisCameBackOlder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(vs.Cache.(*redis.Client)), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 100}, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
@@ -307,7 +309,7 @@ func TestBuySoldOutAfterRedisLostData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(vs.Cache.(*redis.Client)), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 100}, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	var orders []*seckill.Order
 	for u := int64(1); u <= 2; u++ {
@@ -348,7 +350,7 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
-	s := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(cache.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: &counter{n: 100}, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
@@ -368,7 +370,7 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 	if _, err := rp.Do(ctx, "HSET", "seckill:{fence}:identity", "identity", "a server that is gone"); err != nil {
 		t.Fatal(err)
 	}
-	if err := vs.Recover(ctx); err != nil {
+	if err := vs.Fence.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Buy(ctx, 2, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
@@ -525,7 +527,7 @@ func TestBuyNoIDsNotSoldOut(t *testing.T) {
 	}
 	cache := &forgetfulCache{Client: vs.Cache.(*redis.Client)}
 	ids := &stalledIDs{n: 100}
-	s := &seckill.OrderService{Cache: cache, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger,
+	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(cache.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: ids, Logger: vs.Logger,
 		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
 	if _, err := s.Buy(ctx, 1, v.ID); err != nil {
 		t.Fatal(err)
@@ -575,7 +577,7 @@ func TestOrdersPersistedBetweenReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	racy := &persistAfterList{OrderStore: store, t: t}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: racy, Vouchers: vs, IDs: &counter{n: 500},
+	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(vs.Cache.(*redis.Client)), Store: racy, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 500},
 		Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	const user = 7
 	o, err := s.Buy(ctx, user, v.ID)

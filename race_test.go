@@ -31,7 +31,7 @@ func (s *raceStore) CreateVoucher(ctx context.Context, v *seckill.Voucher) error
 }
 
 func orderService(vs *seckill.VoucherService, store seckill.OrderStore, first int64) *seckill.OrderService {
-	return &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, IDs: &counter{n: first},
+	return &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), SoldOut: soldOutReader(vs.Cache.(*redis.Client)), IDs: &counter{n: first},
 		Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 }
 

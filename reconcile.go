@@ -60,7 +60,7 @@ type Reconciler struct {
 // a second look clears.
 //
 // In the queue mode the repair keeps the buyers the cache holds, as the
-// fence recovery does (VoucherService.unloadOpen): the orders waiting in
+// fence recovery does (CacheFence.unloadOpen): the orders waiting in
 // the instances' memory are in no stream and no database, only in their
 // buyers' slots, and deleting those let their buyers buy again and sold
 // their units twice. The units of orders a crash lost then stay taken: an
@@ -71,7 +71,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, voucherID int64, repair bool
 		return rec, err
 	}
 	unload := r.Cache.Unload
-	if r.Vouchers.InMemoryQueue {
+	if r.Vouchers.Mode == ModeQueue {
 		unload = r.Cache.UnloadStock
 	}
 	if err := unload(ctx, voucherID); err != nil {

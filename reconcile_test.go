@@ -17,7 +17,7 @@ import (
 func TestRepairQueueModeKeepsBuyers(t *testing.T) {
 	t.Parallel()
 	vs, store, _ := services(t, "")
-	vs.InMemoryQueue = true
+	vs.Mode, vs.Fence.Mode = seckill.ModeQueue, seckill.ModeQueue
 	ctx := context.Background()
 	view, err := vs.Create(ctx, onSale("queued", 10))
 	if err != nil {

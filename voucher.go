@@ -208,30 +208,30 @@ type VoucherView struct {
 
 // VoucherService holds the rules for creating and reading vouchers across
 // the database and the cache, and for putting them back in the cache when
-// it lost them.
+// it lost them (Restore, Rebuild), for as long as the retention keeps them.
 type VoucherService struct {
+	// Mode is how orders are taken: in the sync mode vouchers stay out of
+	// the cache, and the database's stock is what remains. Default
+	// ModeStream.
+	Mode  Mode
 	Store interface {
 		VoucherStore
 		OrderCounter
 		VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 	}
-	Cache  VoucherCache
+	Cache VoucherCache
+	// Fence checks the cache server before Restore rebuilds; nil in the
+	// sync mode.
+	Fence  *CacheFence
 	Logger *slog.Logger
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
 	// Created, if set, is told of each voucher created, once it is on sale
 	// (the workers start reading its orders).
 	Created func(v *Voucher)
-	// DatabaseOnly keeps vouchers out of the cache: the sync mode, where the
-	// database's stock is what remains.
-	DatabaseOnly bool
-	// InMemoryQueue says admitted orders wait in the instances' memory (the
-	// queue mode), where no rebuild can see them: rebuilding the vouchers
-	// after the cache server changed keeps the buyers it came back with.
-	InMemoryQueue bool
 	// Retention is how long after its sale ends a voucher is kept: listed
 	// among the open ones (its orders may still be pending), its keys kept
-	// in the cache. Default Recent.
+	// in the cache. Default DefaultRetention.
 	Retention time.Duration
 	// RebuildTimeout bounds a rebuild of a voucher, or of every open one
 	// after the cache server changed. Rebuilds run apart from the requests
@@ -239,68 +239,62 @@ type VoucherService struct {
 	// so that a client going away fails nobody else. A voucher of a million
 	// orders takes a few seconds. Default 10m.
 	RebuildTimeout time.Duration
-	// CheckWait bounds how long a caller waits for another instance that
-	// is rebuilding the open vouchers after the cache server changed.
-	// Default 10s.
-	CheckWait time.Duration
-	// CheckLease is how long the instance rebuilding the open vouchers
-	// after the cache server changed holds that work without renewing it
-	// (it renews every third of it): if it dies, another takes over after
-	// this long. Default 15s.
-	CheckLease time.Duration
 
 	rebuilds singleflight.Group
-	checks   singleflight.Group
-	// due is poked when a check unloaded vouchers (rebuildsDue).
-	dueOnce sync.Once
-	due     chan struct{}
-	// fence says whether this process saw the cache server checked since it
-	// last had reason to doubt it: the sold-out memory (OrderService) is
-	// used only then.
-	fence fenceSeen
-	// rows holds vouchers as first read: their generation, window and
-	// initial stock never change. A rebuild refreshes its voucher's.
-	rows     sync.Map // id → *Voucher
-	rowReads singleflight.Group
+	// rows holds vouchers as first read, for admission.
+	rows voucherRows
 
 	openMu   sync.Mutex
 	openIDs  []int64
 	openRead time.Time
 }
 
-// Recent is the default retention of a voucher after its sale ends: how
-// long its orders may still be on their way to the database, and its keys
-// are kept in the cache (VoucherService.Retention).
-const Recent = 24 * time.Hour
+// DefaultRetention is the default retention of a voucher after its sale
+// ends: how long its orders may still be on their way to the database, and
+// its keys are kept in the cache (VoucherService.Retention).
+const DefaultRetention = 24 * time.Hour
 
-func (s *VoucherService) retention() time.Duration {
-	if s.Retention > 0 {
-		return s.Retention
+// orDefault returns d, or def if d is not positive.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
 	}
-	return Recent
+	return def
 }
 
-// OpenIDs returns the ids of the vouchers whose sale has not ended or ended
-// within the retention: those whose orders may still be pending. The list
-// is read from the database at most once a second.
-func (s *VoucherService) OpenIDs(ctx context.Context) ([]int64, error) {
+// OpenVoucherIDs returns the ids of the vouchers whose sale has not ended
+// or ended within the retention: those whose orders may still be pending.
+// The list is read from the database at most once a second.
+func (s *VoucherService) OpenVoucherIDs(ctx context.Context) ([]int64, error) {
 	s.openMu.Lock()
 	defer s.openMu.Unlock()
 	now := s.Now()
 	if !s.openRead.IsZero() && now.Sub(s.openRead) < time.Second && now.After(s.openRead) {
 		return s.openIDs, nil
 	}
-	vs, err := s.Store.UnendedVouchers(ctx, now.Add(-s.retention()))
+	vs, err := s.open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list open vouchers: %w", err)
 	}
 	ids := make([]int64, len(vs))
 	for i, v := range vs {
 		ids[i] = v.ID
-		s.remember(v)
 	}
 	s.openIDs, s.openRead = ids, now
 	return ids, nil
+}
+
+// open reads the vouchers on sale or ended within the retention from the
+// database, oldest first, and keeps their rows for admission.
+func (s *VoucherService) open(ctx context.Context) ([]*Voucher, error) {
+	vs, err := s.Store.UnendedVouchers(ctx, s.Now().Add(-orDefault(s.Retention, DefaultRetention)))
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		s.rows.remember(v)
+	}
+	return vs, nil
 }
 
 // Create validates v, stores it, and loads its stock into the cache. When
@@ -317,16 +311,23 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 	if err := s.Store.CreateVoucher(ctx, v); err != nil {
 		return nil, fmt.Errorf("create voucher: %w", err)
 	}
-	s.remember(v)
-	if s.DatabaseOnly {
-		s.created(v)
+	s.rows.remember(v)
+	if s.Mode != ModeSync {
+		if _, err := s.Cache.LoadVoucher(ctx, v); err != nil {
+			s.Logger.Error("voucher saved but not loaded into the cache", "voucher", v.ID, "err", err)
+			return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was saved but its stock could not be loaded; it will be loaded when the service restarts", v.ID), RetryAfter: time.Second}
+		}
+	}
+	// On sale: the new voucher is open, and those who need to are told.
+	s.openMu.Lock()
+	s.openRead = time.Time{}
+	s.openMu.Unlock()
+	if s.Created != nil {
+		s.Created(v)
+	}
+	if s.Mode == ModeSync {
 		return &VoucherView{Voucher: v, Remaining: &v.Stock}, nil
 	}
-	if _, err := s.Cache.LoadVoucher(ctx, v); err != nil {
-		s.Logger.Error("voucher saved but not loaded into the cache", "voucher", v.ID, "err", err)
-		return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was saved but its stock could not be loaded; it will be loaded when the service restarts", v.ID), RetryAfter: time.Second}
-	}
-	s.created(v)
 	// A buyer may have rebuilt the voucher and bought before the load, which
 	// then kept what they did: say what Redis holds.
 	views, err := s.withRemaining(ctx, []*Voucher{v})
@@ -335,16 +336,6 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 		return &VoucherView{Voucher: v, Remaining: &remaining}, nil
 	}
 	return views[0], nil
-}
-
-// created tells who needs it of a voucher on sale.
-func (s *VoucherService) created(v *Voucher) {
-	s.openMu.Lock()
-	s.openRead = time.Time{} // the new voucher is open
-	s.openMu.Unlock()
-	if s.Created != nil {
-		s.Created(v)
-	}
 }
 
 // Get returns the voucher with the id and its cached remaining stock.
@@ -370,7 +361,7 @@ func (s *VoucherService) List(ctx context.Context, limit int) ([]*VoucherView, e
 }
 
 func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*VoucherView, error) {
-	if s.DatabaseOnly {
+	if s.Mode == ModeSync {
 		views := make([]*VoucherView, len(vs))
 		for i, v := range vs {
 			views[i] = &VoucherView{Voucher: v, Remaining: &v.Stock}
@@ -396,16 +387,16 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 }
 
 // Restore makes the cache ready to sell at start: it checks the cache
-// server (see Recover), which unloads the vouchers whose data may be older
+// server (CacheFence.Check), which unloads the vouchers whose data may be older
 // if the server changed, and then rebuilds the vouchers on sale whose
 // stock the cache does not hold, so that a Redis that restarted empty or
 // older sells on exactly where the database and the queued orders say the
 // sale stands (G6). Those whose sale ended are rebuilt by a CacheWatch.
 func (s *VoucherService) Restore(ctx context.Context) error {
-	if s.DatabaseOnly {
+	if s.Mode == ModeSync {
 		return nil
 	}
-	if err := s.check(ctx); err != nil {
+	if err := s.Fence.check(ctx); err != nil {
 		return err
 	}
 	vs, err := s.Store.UnendedVouchers(ctx, s.Now())
@@ -413,7 +404,7 @@ func (s *VoucherService) Restore(ctx context.Context) error {
 		return fmt.Errorf("restore vouchers: %w", err)
 	}
 	for _, v := range vs {
-		s.remember(v)
+		s.rows.remember(v)
 	}
 	views, err := s.withRemaining(ctx, vs)
 	if err != nil {
@@ -449,17 +440,18 @@ func (s *VoucherService) Rebuild(ctx context.Context, id int64) error {
 // wait by ctx.
 func (s *VoucherService) rebuildShared(ctx context.Context, id int64, work context.Context) error {
 	ch := s.rebuilds.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
-		rctx, cancel := context.WithTimeout(work, s.rebuildTimeout())
+		rctx, cancel := context.WithTimeout(work, orDefault(s.RebuildTimeout, defaultRebuildTimeout))
 		defer cancel()
 		v, err := s.Store.Voucher(rctx, id)
 		if err != nil {
 			return nil, err
 		}
-		s.remember(v)
-		if !s.Now().Before(v.EndTime.Add(s.retention())) {
+		s.rows.remember(v)
+		retention := orDefault(s.Retention, DefaultRetention)
+		if !s.Now().Before(v.EndTime.Add(retention)) {
 			// Its keys were deleted, or soon will be, once its orders were
 			// all written: nothing will read a stream made again.
-			return nil, Errorf(ErrEnded, "the sale of voucher %d ended more than %v ago: it is not kept in Redis", id, s.retention())
+			return nil, Errorf(ErrEnded, "the sale of voucher %d ended more than %v ago: it is not kept in Redis", id, retention)
 		}
 		return nil, s.rebuild(rctx, v)
 	})
@@ -474,13 +466,10 @@ func (s *VoucherService) rebuildShared(ctx context.Context, id int64, work conte
 	}
 }
 
-func (s *VoucherService) rebuildTimeout() time.Duration {
-	if s.RebuildTimeout > 0 {
-		return s.RebuildTimeout
-	}
-	return 10 * time.Minute
-}
+// defaultRebuildTimeout is VoucherService.RebuildTimeout's default.
+const defaultRebuildTimeout = 10 * time.Minute
 
+// rebuild is Rebuild's work, for a voucher read already.
 func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
 	res, err := s.Cache.Rebuild(ctx, v, s.Store.VoucherOrders)
 	if err != nil {
@@ -493,22 +482,30 @@ func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
 	return nil
 }
 
-// voucher returns the voucher as first read in this process, from the
-// database the first time: its generation, window and initial stock, which
-// never change (its stock does: do not read it here).
-func (s *VoucherService) voucher(ctx context.Context, id int64) (*Voucher, error) {
-	if v, ok := s.rows.Load(id); ok {
+// voucherRows holds vouchers as first read in this process: their
+// generation, window and initial stock, which never change (their stock
+// does: it is not read from here). Admission takes the generation from it
+// without asking the database on the hot path, even while the database is
+// down. A rebuild refreshes its voucher's row.
+type voucherRows struct {
+	rows  sync.Map // id → *Voucher
+	reads singleflight.Group
+}
+
+// get returns the voucher's row, read from store the first time.
+func (r *voucherRows) get(ctx context.Context, store VoucherStore, id int64) (*Voucher, error) {
+	if v, ok := r.rows.Load(id); ok {
 		return v.(*Voucher), nil
 	}
-	v, err, _ := s.rowReads.Do(strconv.FormatInt(id, 10), func() (any, error) {
+	v, err, _ := r.reads.Do(strconv.FormatInt(id, 10), func() (any, error) {
 		// Shared by every caller: not bound to the first one's request.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		v, err := s.Store.Voucher(rctx, id)
+		v, err := store.Voucher(rctx, id)
 		if err != nil {
 			return nil, err
 		}
-		s.remember(v)
+		r.remember(v)
 		return v, nil
 	})
 	if err != nil {
@@ -517,17 +514,10 @@ func (s *VoucherService) voucher(ctx context.Context, id int64) (*Voucher, error
 	return v.(*Voucher), nil
 }
 
-// remember keeps v's row for admission (see voucher), so that an
-// instance knows the open vouchers' generations without asking the
-// database on the hot path, even while the database is down.
-func (s *VoucherService) remember(v *Voucher) {
-	s.rows.Store(v.ID, cloneVoucher(v))
-}
-
-// cloneVoucher copies v, so that the copy kept is not the caller's.
-func cloneVoucher(v *Voucher) *Voucher {
+// remember keeps a copy of v's row (not the caller's).
+func (r *voucherRows) remember(v *Voucher) {
 	c := *v
-	return &c
+	r.rows.Store(v.ID, &c)
 }
 
 // newGeneration returns a random generation, never 0 (the generation of

@@ -81,13 +81,31 @@ func services(t *testing.T, redisURL string) (*seckill.VoucherService, seckill.S
 		}
 		t.Cleanup(cache.Close)
 	}
-	vs := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+	vs := newVouchers(store, cache, logger, time.Now)
 	// As serve starts: the Redis server checked, admissions armed.
 	if err := vs.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return vs, store, logs
 }
+
+// newVouchers returns a VoucherService of the stream mode with its
+// CacheFence, wired as the service wires them.
+func newVouchers(store seckill.Store, cache seckill.VoucherCache, logger *slog.Logger, now func() time.Time) *seckill.VoucherService {
+	vs := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: now}
+	vs.Fence = &seckill.CacheFence{Cache: cache, Vouchers: vs, Logger: logger}
+	return vs
+}
+
+// admitter returns the Admitter of mode over cache (the test's own
+// wrapper of the Redis client, say) for the vouchers of vs.
+func admitter(vs *seckill.VoucherService, cache seckill.AdmissionCache, mode seckill.Mode) *seckill.Admitter {
+	return &seckill.Admitter{Mode: mode, Cache: cache, Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}
+}
+
+// soldOutReader is what the service reads a sold-out voucher's buyers
+// from: the cache's copies of them.
+func soldOutReader(cache *redis.Client) seckill.SoldOutReader { return cache }
 
 // logBuffer is a log that services write from several goroutines.
 type logBuffer struct{ syncBuffer }

@@ -27,8 +27,8 @@ import (
 
 // Vouchers names the vouchers to watch (seckill.VoucherService).
 type Vouchers interface {
-	// OpenIDs returns the vouchers on sale or ended within seckill.Recent.
-	OpenIDs(ctx context.Context) ([]int64, error)
+	// OpenVoucherIDs returns the vouchers on sale or ended within seckill.DefaultRetention.
+	OpenVoucherIDs(ctx context.Context) ([]int64, error)
 }
 
 // Store is what the monitor reads of the database.
@@ -264,7 +264,7 @@ func (m *Monitor) fresh(c *cache) (*reading, error) {
 // readAll reads every open voucher with read, a few at a time.
 func (m *Monitor) readAll(ctx context.Context, read func(ctx context.Context, id int64) (*seckill.VoucherStats, error)) (*reading, error) {
 	at := m.cfg.Now()
-	ids, err := m.cfg.Vouchers.OpenIDs(ctx)
+	ids, err := m.cfg.Vouchers.OpenVoucherIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("monitor: %w", err)
 	}

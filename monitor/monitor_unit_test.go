@@ -52,7 +52,7 @@ func (f *fakes) count(name string) int {
 	return f.calls[name]
 }
 
-func (f *fakes) OpenIDs(context.Context) ([]int64, error) {
+func (f *fakes) OpenVoucherIDs(context.Context) ([]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
@@ -140,7 +140,7 @@ func newFakes() *fakes {
 		ids: []int64{7},
 		vouchers: map[int64]*seckill.Voucher{
 			7: {ID: 7, Title: "seven", Stock: 96, InitialStock: 100},
-			// Not open: OpenIDs does not name it, so it has no series.
+			// Not open: OpenVoucherIDs does not name it, so it has no series.
 			8: {ID: 8, Title: "eight", Stock: 10, InitialStock: 10},
 		},
 		created: map[int64]int64{7: 4},

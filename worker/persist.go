@@ -10,13 +10,13 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// persist settles a batch of one voucher's messages: each ends persisted
+// persist writes a batch of one voucher's messages: each ends persisted
 // and acknowledged, or dead-lettered, or (stopping, an error of unknown
 // kind, a panic) left pending for a later delivery. It calls inflight.Done.
 func (p *Pool) persist(msgs []seckill.OrderMessage) {
 	defer p.inflight.Done()
 	stop := p.keepClaimed(msgs)
-	panicked := p.settleGuarded(msgs)
+	panicked := p.persistGuarded(msgs)
 	stop()
 	if len(panicked) > 0 {
 		// They stay pending, and this delivery counts (giveUp): a message
@@ -25,33 +25,35 @@ func (p *Pool) persist(msgs []seckill.OrderMessage) {
 	}
 }
 
-// settleGuarded is settleBatch with a panic recovered. A batch that panics
-// is settled again one message at a time, each under its own guard, so
+// persistGuarded is persistBatch with a panic recovered. A batch that panics
+// is persisted again one message at a time, each under its own guard, so
 // that a message that panics every time holds back only itself: without
 // that, every delivery of the batch counted for all its messages, and a
 // batch of up to --batch-size orders went to the dead letters with its one
 // bad message. It returns the messages that panicked alone.
-func (p *Pool) settleGuarded(msgs []seckill.OrderMessage) []seckill.OrderMessage {
-	if p.guard.do("persist", func() { p.settleBatch(msgs) }) {
+func (p *Pool) persistGuarded(msgs []seckill.OrderMessage) []seckill.OrderMessage {
+	if p.guard.do("persist", func() { p.persistBatch(msgs) }) {
 		return nil
 	}
 	if len(msgs) == 1 {
 		return msgs
 	}
-	// Those the batch settled before the panic are no longer held.
+	// Those the batch persisted or dead-lettered before the panic are no
+	// longer held.
 	held, err := p.held(p.workCtx, msgs)
 	if err != nil {
 		return msgs
 	}
 	var panicked []seckill.OrderMessage
 	for _, m := range held {
-		panicked = append(panicked, p.settleGuarded([]seckill.OrderMessage{m})...)
+		panicked = append(panicked, p.persistGuarded([]seckill.OrderMessage{m})...)
 	}
 	return panicked
 }
 
-// settleBatch is persist's work.
-func (p *Pool) settleBatch(msgs []seckill.OrderMessage) {
+// persistBatch dead-letters the messages that cannot be orders (malformed,
+// or delivered more than MaxDeliveries times) and saves the rest.
+func (p *Pool) persistBatch(msgs []seckill.OrderMessage) {
 	ctx := p.workCtx
 	start := time.Now()
 	var good []seckill.OrderMessage
@@ -129,8 +131,8 @@ func (p *Pool) save(ctx context.Context, batch []seckill.OrderMessage) {
 }
 
 // saveOnce writes batch in one transaction, retrying in place the failures
-// that are the database's state, and settles what it wrote. It returns nil
-// when batch is done with: settled, held by another consumer, or left
+// that are the database's state, and applies the outcomes of what it wrote. It returns nil
+// when batch is done with: acknowledged or dead-lettered, held by another consumer, or left
 // pending (stopping, Redis unreadable); else the messages the database
 // refused, and why. With hold, a failure of no known kind is the
 // database's state too, retried in place, as long as no batch of the
@@ -165,7 +167,7 @@ func (p *Pool) saveOnce(ctx context.Context, batch []seckill.OrderMessage, hold 
 	switch {
 	case err == nil && len(msgs) == 0:
 	case err == nil:
-		p.settle(ctx, msgs, outcomes)
+		p.applyOutcomes(ctx, msgs, outcomes)
 	case errors.Is(err, seckill.ErrStreamLost):
 		p.logger.Warn("order messages lost with their stream in Redis before they were saved", "voucher", batch[0].VoucherID, "orders", len(batch))
 	case ctx.Err() != nil:
@@ -294,9 +296,10 @@ func (p *Pool) giveUp(ctx context.Context, msgs []seckill.OrderMessage) {
 	}
 }
 
-// settle acknowledges the messages whose orders are in the database and
-// dead-letters those the database refused as conflicts.
-func (p *Pool) settle(ctx context.Context, msgs []seckill.OrderMessage, outcomes []seckill.SaveOutcome) {
+// applyOutcomes acts on what SaveOrders did with each message's order: it
+// acknowledges those in the database and dead-letters those the database
+// refused as conflicts.
+func (p *Pool) applyOutcomes(ctx context.Context, msgs []seckill.OrderMessage, outcomes []seckill.SaveOutcome) {
 	ack := make([]string, 0, len(msgs))
 	var (
 		saved []*seckill.Order
@@ -364,7 +367,7 @@ func findBuyerOrder(ctx context.Context, store Store, o *seckill.Order) (int64, 
 // ack acknowledges persisted messages. If it fails they stay pending, are
 // delivered again, and find their orders saved: then they are acknowledged.
 //
-// If fewer were pending than acknowledged, another delivery settled some,
+// If fewer were pending than acknowledged, another delivery acknowledged some,
 // or Redis lost the stream since they were read, and maybe rebuilt the
 // voucher from a database that did not hold these orders yet: then Redis is
 // told to count the orders saved, so that it does not sell their units

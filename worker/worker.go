@@ -75,10 +75,10 @@ type Config struct {
 	// WatchEvery is how often the list of vouchers to read is refreshed
 	// from the database. Default 5s.
 	WatchEvery time.Duration
-	// Recent is the retention: how long after its sale ends a voucher's
+	// Retention is how long after its sale ends a voucher's
 	// stream is still read; after it, once drained, the voucher's keys are
-	// deleted. Default seckill.Recent.
-	Recent time.Duration
+	// deleted. Default seckill.DefaultRetention.
+	Retention time.Duration
 	// BackoffMin and BackoffMax bound the wait between retries after a
 	// transient failure; the wait doubles, with jitter. Defaults 50ms, 5s.
 	BackoffMin, BackoffMax time.Duration
@@ -130,7 +130,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Lease, 30*time.Second)
 	def(&c.ReclaimEvery, 5*time.Second)
 	def(&c.WatchEvery, 5*time.Second)
-	def(&c.Recent, seckill.Recent)
+	def(&c.Retention, seckill.DefaultRetention)
 	def(&c.BackoffMin, 50*time.Millisecond)
 	def(&c.BackoffMax, 5*time.Second)
 	def(&c.DrainTimeout, 15*time.Second)
@@ -209,7 +209,7 @@ func New(cfg Config, stream seckill.OrderStream, store Store, rebuild func(ctx c
 }
 
 // Start begins reading the streams of the vouchers on sale, and of those
-// whose sale ended within Config.Recent. It returns at once.
+// whose sale ended within Config.Retention. It returns at once.
 func (p *Pool) Start(ctx context.Context) error {
 	p.started.Do(func() {
 		p.init(ctx)
@@ -310,11 +310,11 @@ func (p *Pool) refreshLogged() {
 const retireLookback = 7 * 24 * time.Hour
 
 // refresh starts a reader for every voucher whose orders may still come,
-// and retires the vouchers whose sale ended longer than Recent ago (see
-// retire). The first one also retires vouchers that passed Recent while no
+// and retires the vouchers whose sale ended longer than the retention ago (see
+// retire). The first one also retires vouchers that passed the retention while no
 // instance ran, a week back.
 func (p *Pool) refresh() error {
-	since := p.cfg.Now().Add(-p.cfg.Recent)
+	since := p.cfg.Now().Add(-p.cfg.Retention)
 	from := since
 	if !p.refreshed.Load() {
 		from = since.Add(-retireLookback)
@@ -345,7 +345,7 @@ func (p *Pool) refresh() error {
 	return nil
 }
 
-// retire deletes the keys of a voucher whose sale ended longer than Recent
+// retire deletes the keys of a voucher whose sale ended longer than the retention
 // ago, once its stream is drained, and stops reading it; until then its
 // reader goes on, so that its last orders are written. Its dead letters'
 // orders are failed in the database already (deadLetter records that
@@ -375,11 +375,11 @@ func (p *Pool) retire(voucherID int64) {
 		log.Warn("could not delete the keys of a voucher past its retention", "err", err)
 	case dropped:
 		p.unwatch(voucherID)
-		log.Info("voucher past its retention, its orders all written: its keys are deleted from Redis; a late buy is answered ended", "retention", p.cfg.Recent.String())
+		log.Info("voucher past its retention, its orders all written: its keys are deleted from Redis; a late buy is answered ended", "retention", p.cfg.Retention.String())
 	default:
 		p.Watch(voucherID)
 		if _, warned := p.undrained.LoadOrStore(voucherID, true); !warned {
-			log.Warn("voucher past its retention still has orders in its stream: its keys stay until they are written", "retention", p.cfg.Recent.String())
+			log.Warn("voucher past its retention still has orders in its stream: its keys stay until they are written", "retention", p.cfg.Retention.String())
 		}
 	}
 }

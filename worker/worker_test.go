@@ -162,7 +162,7 @@ func (b *rig) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg 
 	if now == nil {
 		now = time.Now
 	}
-	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: now, Retention: cfg.Recent}
+	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: now, Retention: cfg.Retention}
 	p, err := New(cfg, stream, store, vs.Rebuild, reg, b.logger)
 	if err != nil {
 		b.t.Fatal(err)

@@ -100,7 +100,7 @@ func (c *Config) workerFlags(fs *flag.FlagSet) {
 }
 
 func (c *Config) retentionFlag(fs *flag.FlagSet) {
-	fs.DurationVar(&c.Retention, "retention", seckill.Recent, "how long after its sale ends a voucher is kept: its orders still read and shown as pending, its keys kept in Redis (then deleted once its stream is drained); a late buy is answered ended")
+	fs.DurationVar(&c.Retention, "retention", seckill.DefaultRetention, "how long after its sale ends a voucher is kept: its orders still read and shown as pending, its keys kept in Redis (then deleted once its stream is drained); a late buy is answered ended")
 }
 
 // saleFlags are the flags a command line tool shares with the serve whose

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/redis"
@@ -42,7 +43,7 @@ func TestDLQRealServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cache.Close()
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now}
+	vouchers := app.NewOps(seckill.ModeStream, 0, store, cache, logger).Vouchers
 	if err := vouchers.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	vouchers := t.Vouchers
 	ids := []int64{voucher}
 	if voucher == 0 {
-		if ids, err = vouchers.OpenIDs(ctx); err != nil {
+		if ids, err = vouchers.OpenVoucherIDs(ctx); err != nil {
 			return err
 		}
 	}

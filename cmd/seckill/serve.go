@@ -209,7 +209,7 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 			WorkersMax:    c.WorkersMax,
 			BatchSize:     c.BatchSize,
 			Lease:         c.ClaimLease,
-			Recent:        c.Retention,
+			Retention:     c.Retention,
 			MaxDeliveries: c.MaxDeliveries,
 			BacklogHigh:   c.BacklogHigh,
 			BacklogLow:    c.BacklogLow,

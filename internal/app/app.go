@@ -216,7 +216,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Mode != seckill.ModeSync && !cfg.Test.NoCacheWatch {
 		// A Redis that changes under the sale (restarted, failed over, or
 		// its data lost) is checked, and its open vouchers rebuilt.
-		watch := &seckill.CacheWatch{Vouchers: a.Vouchers, Logger: logger}
+		watch := &seckill.CacheWatch{Fence: ops.Fence, Logger: logger}
 		if err := watch.Start(ctx); err != nil {
 			return nil, err
 		}
@@ -244,8 +244,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		ids = gen
 	}
 
-	a.Orders = &seckill.OrderService{Mode: cfg.Mode, Cache: cfg.Cache, Store: cfg.Store, Vouchers: a.Vouchers, IDs: ids,
-		Logger: logger, OrderTime: orderid.Time, Confirmed: cfg.Cache.WaitReplicas() > 0}
+	a.Orders = &seckill.OrderService{Mode: cfg.Mode, Cache: cfg.Cache, Store: cfg.Store, Admitter: ops.Admitter,
+		Vouchers: a.Vouchers, SoldOut: cfg.Cache, IDs: ids, Logger: logger, Now: time.Now, OrderTime: orderid.Time,
+		Confirmed: cfg.Cache.WaitReplicas() > 0}
 
 	var workers monitor.WorkerInfo
 	switch cfg.Mode {
@@ -293,28 +294,35 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	return a, nil
 }
 
-// Ops are the services that operate on a sale without serving it: the
-// vouchers, the dead letters and the reconciler. New builds them for the
-// service; the command line tools (reconcile, dlq, stats) build them alone,
-// on the database and Redis of a running service.
+// Ops are the domain services of a sale but the orders: the vouchers, the
+// fence over the cache server and the admitter (nil in the sync mode), the
+// dead letters and the reconciler. New builds them for the service; the
+// command line tools (reconcile, dlq, stats) build them alone, on the
+// database and Redis of a running service.
 type Ops struct {
 	Vouchers    *seckill.VoucherService
+	Fence       *seckill.CacheFence
+	Admitter    *seckill.Admitter
 	DeadLetters *seckill.DeadLetterService
 	Reconciler  *seckill.Reconciler
 }
 
 // NewOps builds the services of Ops for mode and retention (0: the
-// default, seckill.Recent) on store and cache. It loads nothing into Redis
-// and starts nothing.
+// default, seckill.DefaultRetention) on store and cache. It loads nothing
+// into Redis and starts nothing.
 func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cache *redis.Client, logger *slog.Logger) *Ops {
-	vouchers := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: time.Now, Retention: retention,
-		DatabaseOnly: mode == seckill.ModeSync, InMemoryQueue: mode == seckill.ModeQueue}
-	return &Ops{
-		Vouchers: vouchers,
-		DeadLetters: &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: vouchers,
-			Logger: logger, OrderTime: orderid.Time},
-		Reconciler: &seckill.Reconciler{Vouchers: vouchers, Store: store, Cache: cache},
+	o := &Ops{Vouchers: &seckill.VoucherService{Mode: mode, Store: store, Cache: cache, Logger: logger, Now: time.Now,
+		Retention: retention}}
+	if mode != seckill.ModeSync {
+		o.Fence = &seckill.CacheFence{Mode: mode, Cache: cache, Vouchers: o.Vouchers, Logger: logger}
+		o.Vouchers.Fence = o.Fence
+		o.Admitter = &seckill.Admitter{Mode: mode, Cache: cache, Vouchers: o.Vouchers, Fence: o.Fence, Logger: logger,
+			Now: time.Now}
 	}
+	o.DeadLetters = &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
+		Admitter: o.Admitter, Logger: logger, Now: time.Now, OrderTime: orderid.Time}
+	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache}
+	return o
 }
 
 // StartWorkers starts the workers that write admitted orders to the

@@ -56,7 +56,7 @@ func TestRecover(t *testing.T) {
 	}
 	before := len(logs.String())
 	// Another instance: its own memory, the same Redis and database.
-	other := &seckill.VoucherService{Store: vs.Store, Cache: vs.Cache, Logger: vs.Logger, Now: vs.Now}
+	other := newVouchers(vs.Store.(seckill.Store), vs.Cache, vs.Logger, vs.Now)
 	instances := []*seckill.OrderService{orders, orderService(other, store, 200)}
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -107,7 +107,7 @@ func TestRecoverQueueMode(t *testing.T) {
 	t.Parallel()
 	url, _ := faults.StartRedis(t)
 	vs, store, _ := services(t, url)
-	vs.InMemoryQueue = true
+	vs.Mode, vs.Fence.Mode = seckill.ModeQueue, seckill.ModeQueue
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("queued", 5))
 	if err != nil {
@@ -169,8 +169,8 @@ func TestRebuildsLongerThanLease(t *testing.T) {
 	}
 	// A renewal comes every third of it: a lease of 1 s outlasts a loaded
 	// machine's stalls (300 ms did not always).
-	vs.CheckLease = time.Second
-	if err := vs.Recover(ctx); err != nil {
+	vs.Fence.CheckLease = time.Second
+	if err := vs.Fence.Check(ctx); err != nil {
 		t.Fatalf("Recover = %v:\n%s", err, logs.String())
 	}
 	if got, err := vs.Cache.Remaining(ctx, v.ID); err != nil || len(got) != 0 {
@@ -179,7 +179,7 @@ func TestRebuildsLongerThanLease(t *testing.T) {
 	gate := &gatedStore{Store: store, reading: make(chan struct{}), release: make(chan struct{})}
 	vs.Store = gate
 	start := func(s *seckill.VoucherService) {
-		w := &seckill.CacheWatch{Vouchers: s, Every: 50 * time.Millisecond, RebuildEvery: 50 * time.Millisecond, Logger: s.Logger}
+		w := &seckill.CacheWatch{Fence: s.Fence, Every: 50 * time.Millisecond, RebuildEvery: 50 * time.Millisecond, Logger: s.Logger}
 		if err := w.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -189,9 +189,11 @@ func TestRebuildsLongerThanLease(t *testing.T) {
 	<-gate.reading
 	// Another instance looks for vouchers to rebuild all along.
 	other := &countingStore{Store: store}
-	start(&seckill.VoucherService{Store: other, Cache: vs.Cache, Logger: vs.Logger, Now: vs.Now, CheckLease: vs.CheckLease})
+	second := newVouchers(other, vs.Cache, vs.Logger, vs.Now)
+	second.Fence.CheckLease = vs.Fence.CheckLease
+	start(second)
 	// Three leases pass while the voucher's orders are read.
-	time.Sleep(3 * vs.CheckLease)
+	time.Sleep(3 * vs.Fence.CheckLease)
 	if n := other.reads.Load(); n != 0 {
 		t.Errorf("another instance read orders %d times while the first rebuilt, want none", n)
 	}
@@ -271,7 +273,7 @@ func TestRecoverArmsOnSaleFirst(t *testing.T) {
 	}
 	held := &heldVoucher{Store: store, id: ended.ID, reading: make(chan struct{}), release: make(chan struct{})}
 	vs.Store = held
-	watch := &seckill.CacheWatch{Vouchers: vs, Every: 20 * time.Millisecond, RebuildEvery: 20 * time.Millisecond, Logger: vs.Logger}
+	watch := &seckill.CacheWatch{Fence: vs.Fence, Every: 20 * time.Millisecond, RebuildEvery: 20 * time.Millisecond, Logger: vs.Logger}
 	if err := watch.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +360,7 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 	// a's slot moves to the master of b.
 	cl.MoveSlot(t, faults.KeySlot(key(a, "stock")), masters[1])
 	testenv.WaitFor(t, 30*time.Second, "a check of the resharded Cluster", func() bool {
-		if err := vs.Recover(ctx); err != nil {
+		if err := vs.Fence.Check(ctx); err != nil {
 			return false
 		}
 		fence, err := vs.Cache.Fence(ctx)
@@ -380,7 +382,7 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 	masters[2].Kill()
 	cl.WaitHealthy(t, 60*time.Second)
 	testenv.WaitFor(t, 30*time.Second, "a check of the Cluster after the failover", func() bool {
-		return vs.Recover(ctx) == nil
+		return vs.Fence.Check(ctx) == nil
 	})
 	got := epochs()
 	if got[a] != before[a] || got[b] != before[b] {

@@ -11,7 +11,10 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // CacheGuard tells whether the cache's data may be older than the
@@ -27,8 +30,8 @@ import (
 // (ArmAdmission), and a server that restarted or failed over has an empty
 // script cache, so every admission there stops with ErrCacheUnverified
 // until an instance has unloaded the open vouchers whose data may be older
-// ([VoucherService.Recover]); each is then rebuilt from the database
-// before it is sold again.
+// ([CacheFence.Check]); each is then rebuilt from the database before it
+// is sold again.
 type CacheGuard interface {
 	// Identity names the cache server process and the history of its data.
 	Identity(ctx context.Context) (string, error)
@@ -64,14 +67,45 @@ type CacheGuard interface {
 	RenewRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error)
 }
 
-func (s *VoucherService) checkLease() time.Duration {
-	if s.CheckLease > 0 {
-		return s.CheckLease
-	}
-	return 15 * time.Second
+// CacheFence keeps admission safe on a cache server that may hold older
+// data than the database (see CacheGuard): it checks the server against
+// the fence recorded with its data (Check), unloads the open vouchers whose
+// data may be older when the server changed, and rebuilds them
+// (RebuildUnloaded). Admission calls Check when the cache says it must; a
+// CacheWatch calls both in the background.
+type CacheFence struct {
+	// Mode is how orders are taken: in the queue mode an unloaded voucher
+	// keeps its buyers (see unloadOpen). Default ModeStream.
+	Mode  Mode
+	Cache VoucherCache
+	// Vouchers lists the open vouchers and rebuilds them.
+	Vouchers *VoucherService
+	Logger   *slog.Logger
+	// CheckWait bounds how long a caller waits for another instance that
+	// is rebuilding the open vouchers after the cache server changed.
+	// Default 10s.
+	CheckWait time.Duration
+	// CheckLease is how long the instance rebuilding the open vouchers
+	// after the cache server changed holds that work without renewing it
+	// (it renews every third of it): if it dies, another takes over after
+	// this long. Default 15s.
+	CheckLease time.Duration
+
+	checks singleflight.Group
+	// seen says whether this process saw the cache server checked since it
+	// last had reason to doubt it: the sold-out memory (OrderService) is
+	// used only then.
+	seen fenceSeen
+	// due is poked when a check unloaded vouchers (Unloaded).
+	dueOnce sync.Once
+	due     chan struct{}
 }
 
-// Recover makes admission safe on the cache server now running. If the
+func (s *CacheFence) checkLease() time.Duration { return orDefault(s.CheckLease, 15*time.Second) }
+
+func (s *CacheFence) checkWait() time.Duration { return orDefault(s.CheckWait, 10*time.Second) }
+
+// Check makes admission safe on the cache server now running. If the
 // server is the one the data was last checked against, it only lets
 // admissions run there. Otherwise (Redis restarted, failed over, or lost
 // its data) one instance stops every instance's admissions, unloads every
@@ -84,9 +118,9 @@ func (s *VoucherService) checkLease() time.Duration {
 // and by a CacheWatch in the background, those on sale first. Calls in this
 // process share one check, which runs apart from their contexts. A failure
 // is ErrUnavailable.
-func (s *VoucherService) Recover(ctx context.Context) error {
+func (s *CacheFence) Check(ctx context.Context) error {
 	ch := s.checks.DoChan("check", func() (any, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rebuildTimeout()+s.checkWait())
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(s.Vouchers.RebuildTimeout, defaultRebuildTimeout)+s.checkWait())
 		defer cancel()
 		return nil, s.check(cctx)
 	})
@@ -101,15 +135,8 @@ func (s *VoucherService) Recover(ctx context.Context) error {
 	}
 }
 
-func (s *VoucherService) checkWait() time.Duration {
-	if s.CheckWait > 0 {
-		return s.CheckWait
-	}
-	return 10 * time.Second
-}
-
-// check is Recover's work.
-func (s *VoucherService) check(ctx context.Context) error {
+// check is Check's work.
+func (s *CacheFence) check(ctx context.Context) error {
 	identity, fence, err := s.identity(ctx)
 	if err != nil {
 		return err
@@ -162,7 +189,7 @@ func (s *VoucherService) check(ctx context.Context) error {
 	}
 	n := 0
 	if stale != nil {
-		work, stop := s.hold(ctx, token, "check of the cache server", s.Cache.RenewCheck)
+		work, stop := hold(ctx, s.checkLease(), token, "check of the cache server", s.Cache.RenewCheck)
 		n, err = s.unloadOpen(work, stale)
 		stop()
 		if err != nil {
@@ -180,7 +207,10 @@ func (s *VoucherService) check(ctx context.Context) error {
 	if n > 0 {
 		s.Logger.Warn("Redis checked: the vouchers whose data it may hold older are unloaded; admitting again, each of them once rebuilt from the database (on its next buy, or in the background: those on sale first)",
 			"vouchers", n, "server", identity)
-		s.wakeRebuilds()
+		select {
+		case s.unloaded() <- struct{}{}:
+		default:
+		}
 	} else {
 		// A new deployment, or a reshard: nothing was at stake.
 		s.Logger.Info("Redis checked: admitting again", "server", identity)
@@ -190,7 +220,7 @@ func (s *VoucherService) check(ctx context.Context) error {
 
 // identity reads the cache server's identity and its fence. A server not
 // the one checked makes this process doubt it (fenceSeen) until it arms it.
-func (s *VoucherService) identity(ctx context.Context) (identity, fence string, err error) {
+func (s *CacheFence) identity(ctx context.Context) (identity, fence string, err error) {
 	if identity, err = s.Cache.Identity(ctx); err != nil {
 		return "", "", fmt.Errorf("check the cache server: %w", err)
 	}
@@ -198,7 +228,7 @@ func (s *VoucherService) identity(ctx context.Context) (identity, fence string, 
 		return "", "", fmt.Errorf("check the cache server: %w", err)
 	}
 	if fence != identity {
-		s.fence.doubt()
+		s.seen.doubt()
 	}
 	return identity, fence, nil
 }
@@ -206,18 +236,18 @@ func (s *VoucherService) identity(ctx context.Context) (identity, fence string, 
 // arm lets admissions run on the server of identity, the one checked: the
 // cache arms only that server (a failover during the check leaves nothing
 // armed), and the next admission checks again.
-func (s *VoucherService) arm(ctx context.Context, identity string) error {
+func (s *CacheFence) arm(ctx context.Context, identity string) error {
 	if err := s.Cache.ArmAdmission(ctx, identity); err != nil {
-		s.fence.doubt()
+		s.seen.doubt()
 		return fmt.Errorf("check the cache server: %w", err)
 	}
-	s.fence.checked()
+	s.seen.checked()
 	return nil
 }
 
 // awaitCheck waits for another instance's check of the server to record
 // it, then lets admissions run here too.
-func (s *VoucherService) awaitCheck(ctx context.Context, identity string) error {
+func (s *CacheFence) awaitCheck(ctx context.Context, identity string) error {
 	wctx, cancel := context.WithTimeout(ctx, s.checkWait())
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -242,12 +272,12 @@ func (s *VoucherService) awaitCheck(ctx context.Context, identity string) error 
 // work of it runs, however long that takes: it renews the lease every
 // third of it, and ends the returned context if the hold is lost, since
 // another instance then does the work. stop ends the renewal.
-func (s *VoucherService) hold(ctx context.Context, token, what string, renew func(context.Context, string, time.Duration) (bool, error)) (work context.Context, stop func()) {
+func hold(ctx context.Context, lease time.Duration, token, what string, renew func(context.Context, string, time.Duration) (bool, error)) (work context.Context, stop func()) {
 	work, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(s.checkLease() / 3)
+		t := time.NewTicker(lease / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -257,7 +287,7 @@ func (s *VoucherService) hold(ctx context.Context, token, what string, renew fun
 				return
 			case <-t.C:
 			}
-			ok, err := renew(work, token, s.checkLease())
+			ok, err := renew(work, token, lease)
 			if err != nil || !ok {
 				cancel(fmt.Errorf("lost the %s (renewed %v): %w", what, ok, errors.Join(err, ErrUnavailable)))
 				return
@@ -278,13 +308,13 @@ func (s *VoucherService) hold(ctx context.Context, token, what string, renew fun
 // back with stay: the orders waiting in the instances' memory are nowhere
 // else a rebuild could count them (it may then undersell a little, never
 // oversell).
-func (s *VoucherService) unloadOpen(ctx context.Context, stale func(voucherID int64) bool) (int, error) {
-	vs, err := s.Store.UnendedVouchers(ctx, s.Now().Add(-s.retention()))
+func (s *CacheFence) unloadOpen(ctx context.Context, stale func(voucherID int64) bool) (int, error) {
+	vs, err := s.Vouchers.open(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("check the cache server: %w", err)
 	}
 	unload := s.Cache.Unload
-	if s.InMemoryQueue {
+	if s.Mode == ModeQueue {
 		unload = s.Cache.UnloadStock
 	}
 	n := 0
@@ -295,34 +325,28 @@ func (s *VoucherService) unloadOpen(ctx context.Context, stale func(voucherID in
 		if err := unload(ctx, v.ID); err != nil {
 			return 0, fmt.Errorf("check the cache server: %w", errors.Join(err, context.Cause(ctx)))
 		}
-		s.remember(v)
 		n++
 	}
 	return n, nil
 }
 
-// rebuildsDue is poked when a check unloaded vouchers; a CacheWatch
-// rebuilds them.
-func (s *VoucherService) rebuildsDue() chan struct{} {
+// Unloaded is poked when a check unloaded vouchers; a CacheWatch then
+// rebuilds them (RebuildUnloaded).
+func (s *CacheFence) Unloaded() <-chan struct{} { return s.unloaded() }
+
+func (s *CacheFence) unloaded() chan struct{} {
 	s.dueOnce.Do(func() { s.due = make(chan struct{}, 1) })
 	return s.due
 }
 
-func (s *VoucherService) wakeRebuilds() {
-	select {
-	case s.rebuildsDue() <- struct{}{}:
-	default:
-	}
-}
-
-// rebuildUnloaded rebuilds the vouchers on sale or ended within the
+// RebuildUnloaded rebuilds the vouchers on sale or ended within the
 // retention that the cache does not hold (a check unloaded them, or the
 // cache lost them), those on sale first, and returns how many it rebuilt
 // or found rebuilt. One instance at a time does it (LockRebuilds); when
 // another does, it does nothing. A voucher that has passed its retention
 // meanwhile is left alone.
-func (s *VoucherService) rebuildUnloaded(ctx context.Context) (int, error) {
-	vs, err := s.Store.UnendedVouchers(ctx, s.Now().Add(-s.retention()))
+func (s *CacheFence) RebuildUnloaded(ctx context.Context) (int, error) {
+	vs, err := s.Vouchers.open(ctx)
 	if err != nil || len(vs) == 0 {
 		return 0, err
 	}
@@ -343,7 +367,7 @@ func (s *VoucherService) rebuildUnloaded(ctx context.Context) (int, error) {
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	now := s.Now()
+	now := s.Vouchers.Now()
 	slices.SortStableFunc(todo, func(a, b *Voucher) int {
 		return cmp.Compare(boolInt(!a.EndTime.After(now)), boolInt(!b.EndTime.After(now)))
 	})
@@ -352,7 +376,7 @@ func (s *VoucherService) rebuildUnloaded(ctx context.Context) (int, error) {
 	if err != nil || !locked {
 		return 0, err
 	}
-	work, stop := s.hold(ctx, token, "rebuilds of the vouchers Redis does not hold", s.Cache.RenewRebuilds)
+	work, stop := hold(ctx, s.checkLease(), token, "rebuilds of the vouchers Redis does not hold", s.Cache.RenewRebuilds)
 	defer func() {
 		stop()
 		// Ended, so that another instance need not wait out the lease.
@@ -363,7 +387,7 @@ func (s *VoucherService) rebuildUnloaded(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for _, v := range todo {
-		err := s.rebuildShared(work, v.ID, work)
+		err := s.Vouchers.rebuildShared(work, v.ID, work)
 		switch {
 		case work.Err() != nil:
 			return n, errors.Join(append(errs, context.Cause(work))...)
@@ -392,14 +416,14 @@ func newToken() string {
 }
 
 // CacheWatch checks the cache server's identity against its fence every
-// Every (see Recover), for the servers that change without emptying their
+// Every (CacheFence.Check), for the servers that change without emptying their
 // script cache (a failover back to a former master). Admissions on a server
 // that restarted stop at once without it. It also rebuilds the vouchers
 // on sale or within the retention that the cache does not hold, those on
 // sale first: at once after a check of this process unloaded some, and
 // every RebuildEvery for those another instance did not finish (it died).
 type CacheWatch struct {
-	Vouchers *VoucherService
+	Fence *CacheFence
 	// Every is how often it looks. Default 1s.
 	Every time.Duration
 	// RebuildEvery is how often it looks for open vouchers the cache does
@@ -440,7 +464,7 @@ func (w *CacheWatch) Start(ctx context.Context) error {
 			}
 			// Logged when it starts and stops failing: while Redis is down
 			// this fails every second, and the admissions say so already.
-			err := w.guard("checking the Redis server", func() error { return w.Vouchers.Recover(ctx) })
+			err := w.guard("checking the Redis server", func() error { return w.Fence.Check(ctx) })
 			switch {
 			case ctx.Err() != nil:
 			case err != nil && !failing:
@@ -460,11 +484,11 @@ func (w *CacheWatch) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-			case <-w.Vouchers.rebuildsDue():
+			case <-w.Fence.Unloaded():
 			}
 			var n int
 			err := w.guard("rebuilding the vouchers Redis does not hold", func() (err error) {
-				n, err = w.Vouchers.rebuildUnloaded(ctx)
+				n, err = w.Fence.RebuildUnloaded(ctx)
 				return err
 			})
 			switch {
@@ -502,4 +526,35 @@ func (w *CacheWatch) Stop() {
 	}
 	w.cancel()
 	w.loops.Wait()
+}
+
+// fenceSeen says whether this process has seen the cache server checked
+// (its check armed admission there: CacheFence.arm) since it last had
+// reason to doubt it (the server was not the one checked, or could not be
+// armed: CacheFence.identity and arm; or a read of a sold-out voucher
+// found admission not armed: soldOutAnswer). Its word counts the
+// changes: odd while checked. What is learnt while checked (the sold-out
+// memory) holds only while the word is the same.
+type fenceSeen struct{ w atomic.Uint64 }
+
+// load returns the current word.
+func (f *fenceSeen) load() uint64 { return f.w.Load() }
+
+// checkedIn reports whether w is a word of a checked server.
+func checkedIn(w uint64) bool { return w&1 == 1 }
+
+// checked records the server checked.
+func (f *fenceSeen) checked() { f.flip(false) }
+
+// doubt records a reason to doubt the server.
+func (f *fenceSeen) doubt() { f.flip(true) }
+
+// flip moves the word on, if it is checked (from) or not.
+func (f *fenceSeen) flip(from bool) {
+	for {
+		w := f.w.Load()
+		if checkedIn(w) != from || f.w.CompareAndSwap(w, w+1) {
+			return
+		}
+	}
 }
