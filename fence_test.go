@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ import (
 // counts it.
 func TestRecover(t *testing.T) {
 	t.Parallel()
-	url, _ := testenv.StartRedis(t) // its scripts are flushed: a server of the test's own
+	url, _ := faults.StartRedis(t) // its scripts are flushed: a server of the test's own
 	vs, store, logs := services(t, url)
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("older data", 5))
@@ -104,7 +105,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // of the orders still queued stay taken.
 func TestRecoverQueueMode(t *testing.T) {
 	t.Parallel()
-	url, _ := testenv.StartRedis(t)
+	url, _ := faults.StartRedis(t)
 	vs, store, _ := services(t, url)
 	vs.Mode, vs.Fence.Mode = seckill.ModeQueue, seckill.ModeQueue
 	ctx := context.Background()
@@ -155,7 +156,7 @@ func (c *countingStore) VoucherOrders(ctx context.Context, voucherID, afterID in
 // rebuilds them too, and it ends its hold when done.
 func TestRebuildsLongerThanLease(t *testing.T) {
 	t.Parallel()
-	url, _ := testenv.StartRedis(t)
+	url, _ := faults.StartRedis(t)
 	vs, store, logs := services(t, url)
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("slow to rebuild", 5))
@@ -240,7 +241,7 @@ func (h *heldVoucher) VoucherOrders(ctx context.Context, voucherID, afterID int6
 // background, after those on sale.
 func TestRecoverArmsOnSaleFirst(t *testing.T) {
 	t.Parallel()
-	url, _ := testenv.StartRedis(t)
+	url, _ := faults.StartRedis(t)
 	vs, store, logs := services(t, url)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -315,13 +316,13 @@ func TestRecoverArmsOnSaleFirst(t *testing.T) {
 // failover of one master reloads only the vouchers of its slots.
 func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 	t.Parallel()
-	cl := testenv.StartCluster(t)
+	cl := faults.StartCluster(t)
 	vs, store, logs := services(t, cl.URL)
 	ctx := context.Background()
 	key := func(id int64, name string) string { return "seckill:{v" + itoa(id) + "}:" + name }
 	// A voucher on each master.
 	masters := cl.Masters(t)
-	on := map[*testenv.RedisProc]int64{}
+	on := map[*faults.RedisProc]int64{}
 	for len(on) < len(masters) {
 		v, err := vs.Create(ctx, onSale("somewhere", 5))
 		if err != nil {
@@ -357,7 +358,7 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 	}
 
 	// a's slot moves to the master of b.
-	cl.MoveSlot(t, testenv.KeySlot(key(a, "stock")), masters[1])
+	cl.MoveSlot(t, faults.KeySlot(key(a, "stock")), masters[1])
 	testenv.WaitFor(t, 30*time.Second, "a check of the resharded Cluster", func() bool {
 		if err := vs.Fence.Check(ctx); err != nil {
 			return false

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/soldout"
 )
@@ -248,7 +248,7 @@ func TestBuySoldOut(t *testing.T) {
 // slots it reads, are of a Redis not checked since it came back (G5, G6).
 func TestBuySoldOutAfterRedisCameBackOlder(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t)
+	rp := faults.StartRedisProc(t)
 	vs, store, _ := services(t, "redis://"+rp.Addr)
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("older", 2))
@@ -303,7 +303,7 @@ func TestBuySoldOutAfterRedisCameBackOlder(t *testing.T) {
 // sold_out read from a voucher no longer there.
 func TestBuySoldOutAfterRedisLostData(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t)
+	rp := faults.StartRedisProc(t)
 	vs, store, _ := services(t, "redis://"+rp.Addr)
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("lost", 2))
@@ -343,7 +343,7 @@ func TestBuySoldOutAfterRedisLostData(t *testing.T) {
 // rebuilt since, rather than be answered from before.
 func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t)
+	rp := faults.StartRedisProc(t)
 	vs, store, _ := services(t, "redis://"+rp.Addr)
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("changed", 1))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/redis"
 )
 
@@ -147,7 +147,7 @@ func TestCreate(t *testing.T) {
 // voucher still on sale, with its buyers and the stock they leave.
 func TestRestoreAfterRedisLoss(t *testing.T) {
 	t.Parallel()
-	url, kill := testenv.StartRedis(t)
+	url, kill := faults.StartRedis(t)
 	s, store, _ := services(t, url)
 	ctx := context.Background()
 	fresh, err := s.Create(ctx, onSale("fresh", 10))
@@ -180,7 +180,7 @@ func TestRestoreAfterRedisLoss(t *testing.T) {
 	}
 
 	// A new, empty Redis.
-	url2, _ := testenv.StartRedis(t)
+	url2, _ := faults.StartRedis(t)
 	s2, _, logs := services(t, url2)
 	s2.Store = s.Store
 	if err := s2.Restore(ctx); err != nil {

@@ -42,10 +42,9 @@ func newBuyBench(b *testing.B) *buyBench {
 	}
 	a, err := app.New(context.Background(), app.Config{
 		Store: store, Cache: cache, Tokens: tokens, Logger: logger, Registry: prometheus.NewRegistry(),
-		HTTP:            sechttp.Config{RateUser: 1e6, RateUserBurst: 1e6},
-		Stream:          worker.Config{Consumer: "bench"},
-		NodeFreshWait:   -1,
-		WatchCacheEvery: -1,
+		HTTP:   sechttp.Config{RateUser: 1e6, RateUserBurst: 1e6},
+		Stream: worker.Config{Consumer: "bench"},
+		Test:   app.TestConfig{NoNodeWait: true, NoCacheWatch: true},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -54,9 +55,9 @@ func TestSeckillConcurrency(t *testing.T) {
 				opt := envOptions{backend: backend, mode: mode}
 				switch r.redis {
 				case "cluster":
-					opt.redisURL = testenv.SharedCluster(t).URL
+					opt.redisURL = faults.SharedCluster(t).URL
 				case "sentinel":
-					opt.redisURL = testenv.SharedSentinel(t).URL
+					opt.redisURL = faults.SharedSentinel(t).URL
 				}
 				e := newEnv(t, opt)
 				body := e.validVoucher()

@@ -23,6 +23,7 @@ import (
 	sechttp "github.com/seckill/seckill/http"
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/postgres"
@@ -51,7 +52,7 @@ type env struct {
 	// app is the service: its domain services, workers and server.
 	app     *app.App
 	opt     envOptions
-	dbProxy *testenv.Proxy
+	dbProxy *faults.Proxy
 	codes   *codeBox
 	now     time.Time
 }
@@ -108,7 +109,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	var (
 		store   seckill.Store
 		err     error
-		dbProxy *testenv.Proxy
+		dbProxy *faults.Proxy
 	)
 	if opt.backend == "" && !opt.proxyDB {
 		store = apptest.Store(t) // migrated; closed when the test ends
@@ -117,7 +118,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 		case "", "mysql":
 			url := testenv.MySQLURL(t)
 			if opt.proxyDB {
-				dbProxy = testenv.StartProxy(t, "127.0.0.1:3306")
+				dbProxy = faults.StartProxy(t, "127.0.0.1:3306")
 				url = strings.Replace(url, "127.0.0.1:3306", dbProxy.Addr(), 1)
 			}
 			store, err = mysql.Open(ctx, url, 8)
@@ -200,8 +201,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 			BreakerMax:   time.Second,
 		},
 		// The test's key prefix is its own: no lease holder predates it.
-		NodeFreshWait:     -1,
-		WatchCacheEvery:   -1,
+		Test:              app.TestConfig{NoNodeWait: true, NoCacheWatch: true},
 		StatsActiveWithin: time.Minute,
 	})
 	if err != nil {
@@ -363,7 +363,7 @@ func TestHealth(t *testing.T) {
 // TestReadyzCluster: /readyz says the Redis is a Cluster, and how big.
 func TestReadyzCluster(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{backend: "mysql", redisURL: testenv.SharedCluster(t).URL})
+	e := newEnv(t, envOptions{backend: "mysql", redisURL: faults.SharedCluster(t).URL})
 	res := e.do("GET", "/readyz", "", nil)
 	details, _ := res.body["details"].(map[string]any)
 	if res.status != 200 || details["redis"] != "cluster: 3 masters, 3 replicas" {
@@ -373,7 +373,7 @@ func TestReadyzCluster(t *testing.T) {
 
 func TestReadyzWhenRedisIsDown(t *testing.T) {
 	t.Parallel()
-	url, kill := testenv.StartRedis(t)
+	url, kill := faults.StartRedis(t)
 	e := newEnv(t, envOptions{redisURL: url})
 	if res := e.do("GET", "/readyz", "", nil); res.status != 200 {
 		t.Fatalf("/readyz with Redis up = %d %s", res.status, res.raw)

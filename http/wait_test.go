@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -15,8 +16,8 @@ import (
 // /api/orders shows it pending, then created once a worker persisted it.
 func TestBuyNotConfirmed(t *testing.T) {
 	t.Parallel()
-	master := testenv.StartRedisProc(t)
-	replica := testenv.StartRedisProc(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	master := faults.StartRedisProc(t)
+	replica := faults.StartRedisProc(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
 	testenv.WaitFor(t, 30*time.Second, "the replica to sync", func() bool {
 		return strings.Contains(replica.Info("replication"), "master_link_status:up")
 	})

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/monitor/monitortest"
 )
 
@@ -200,7 +200,7 @@ func TestMetricsBacklog(t *testing.T) {
 // commandstats); before, each read listed 10,000 pending entries and read
 // each entry's order (10,000 XRANGEs, 39.5 ms of Redis CPU).
 func TestScrapeCost(t *testing.T) {
-	redis := testenv.StartRedisProc(t)
+	redis := faults.StartRedisProc(t)
 	s := monitortest.Start(t, monitortest.Options{HoldWorkers: true, RedisURL: "redis://" + redis.Addr + "/0", MetricsCacheFor: time.Minute})
 	const backlog = 12_000
 	v := s.Voucher(backlog + 8_000)
@@ -261,7 +261,7 @@ func TestScrapeCost(t *testing.T) {
 type commandStat struct{ calls, usec int64 }
 
 // commandStats reads INFO commandstats of the test's Redis, by command.
-func commandStats(t *testing.T, p *testenv.RedisProc) map[string]commandStat {
+func commandStats(t *testing.T, p *faults.RedisProc) map[string]commandStat {
 	t.Helper()
 	info := p.Info("commandstats")
 	if info == "" {

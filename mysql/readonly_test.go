@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/storetest"
 )
@@ -12,8 +13,8 @@ import (
 func TestReadOnlyConnectionsClosed(t *testing.T) {
 	t.Parallel()
 	storetest.ReadOnlyConnectionsClosed(t, testenv.MySQLURL(t),
-		func(t testing.TB, dbURL string) *testenv.ReadOnlyDB {
-			return testenv.MySQLReadOnly(t, dbURL, testenv.SessionsReadOnly)
+		func(t testing.TB, dbURL string) *faults.ReadOnlyDB {
+			return faults.MySQLReadOnly(t, dbURL, faults.SessionsReadOnly)
 		},
 		func(ctx context.Context, url string, maxConns int) (seckill.Store, error) {
 			return Open(ctx, url, maxConns)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 )
@@ -99,7 +100,7 @@ func each(t *testing.T, test func(t *testing.T, s store)) {
 		// The script's keys must be in one slot; a Cluster refuses the
 		// ones that are not (CROSSSLOT).
 		t.Parallel()
-		test(t, openStore(t, testenv.SharedCluster(t).URL, "t"+testenv.Random()))
+		test(t, openStore(t, faults.SharedCluster(t).URL, "t"+testenv.Random()))
 	})
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
@@ -183,7 +184,7 @@ func lastID(t *testing.T, g *Generator, since time.Time) time.Time {
 // ownRedis starts a redis-server of the test's own and connects to it.
 func ownRedis(t *testing.T) (store, func()) {
 	t.Helper()
-	url, kill := testenv.StartRedis(t)
+	url, kill := faults.StartRedis(t)
 	return openStore(t, url, ""), kill
 }
 
@@ -403,7 +404,7 @@ func (l *idLog) end() []int64 {
 // never make the same id.
 func TestNodeLeaseRedisRollback(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	rp := faults.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
 	open := func() store { return openStore(t, "redis://"+rp.Addr, "") }
 	ca := open()
@@ -487,7 +488,7 @@ func TestNodeLeaseRedisRollback(t *testing.T) {
 // It must take a node id anew, and wait out the server's new epoch.
 func TestNodeLeaseLapsedHolderAfterRollback(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	rp := faults.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
 	open := func() store { return openStore(t, "redis://"+rp.Addr, "") }
 	ch, cx := open(), open()
@@ -597,7 +598,7 @@ func TestNodeLeaseLapsedHolderAfterRollback(t *testing.T) {
 // (found by review).
 func TestNodeLeaseRenewsThroughOlderRestart(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t, "--dbfilename", "dump.rdb")
+	rp := faults.StartRedisProc(t, "--dbfilename", "dump.rdb")
 	ctx := context.Background()
 	c := openStore(t, "redis://"+rp.Addr, "")
 	g := New()

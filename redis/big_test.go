@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/faults"
 )
 
 // What the big voucher's deletes and rebuild may take. A delete of the
@@ -43,7 +43,7 @@ func TestBigVoucherNeverBlocksRedis(t *testing.T) {
 		big     = int64(1)
 		sold    = int64(2)
 	)
-	p := testenv.StartRedisProc(t, "--slowlog-log-slower-than", strconv.FormatInt(slowCall.Microseconds(), 10), "--slowlog-max-len", "128")
+	p := faults.StartRedisProc(t, "--slowlog-log-slower-than", strconv.FormatInt(slowCall.Microseconds(), 10), "--slowlog-max-len", "128")
 	ctx := context.Background()
 	c, err := Open(ctx, Config{URL: "redis://" + p.Addr + "/0"}, testLogger(t))
 	if err != nil {

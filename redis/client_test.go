@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -41,7 +42,7 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 		// Every key a script or pipeline touches must be in one slot; a
 		// Cluster refuses the ones that are not (CROSSSLOT).
 		t.Parallel()
-		cl := testenv.SharedCluster(t)
+		cl := faults.SharedCluster(t)
 		c := openCluster(t, cl)
 		urls.Store(c, cl.URL)
 		arm(t, c)
@@ -62,7 +63,7 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 
 // openCluster opens a Client on the Cluster under a prefix of its own,
 // closed when the test ends.
-func openCluster(t *testing.T, cl *testenv.Cluster) *Client {
+func openCluster(t *testing.T, cl *faults.Cluster) *Client {
 	t.Helper()
 	c, err := Open(context.Background(), Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testLogger(t))
 	if err != nil {
@@ -119,7 +120,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 func TestOpenRefusesEvictingRedis(t *testing.T) {
 	t.Parallel()
-	url, _ := testenv.StartRedis(t, "--maxmemory-policy", "allkeys-lru")
+	url, _ := faults.StartRedis(t, "--maxmemory-policy", "allkeys-lru")
 	_, err := Open(context.Background(), Config{URL: url}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil || !strings.Contains(err.Error(), "noeviction") {
 		t.Fatalf("Open on a Redis with allkeys-lru: got %v, want an error that says to use noeviction", err)
@@ -130,7 +131,7 @@ func TestOpenRefusesEvictingRedis(t *testing.T) {
 // checked, not the one a keyless command happens to reach.
 func TestOpenRefusesEvictingClusterMaster(t *testing.T) {
 	t.Parallel()
-	cl := testenv.StartCluster(t)
+	cl := faults.StartCluster(t)
 	ctx := context.Background()
 	evicting := cl.Masters(t)[2]
 	if _, err := evicting.Do(ctx, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
@@ -149,7 +150,7 @@ func TestOpenRefusesEvictingClusterMaster(t *testing.T) {
 
 func TestOpenAcceptsNoeviction(t *testing.T) {
 	t.Parallel()
-	url, _ := testenv.StartRedis(t, "--maxmemory-policy", "noeviction")
+	url, _ := faults.StartRedis(t, "--maxmemory-policy", "noeviction")
 	c, err := Open(context.Background(), Config{URL: url}, testLogger(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -229,7 +230,7 @@ func TestBlockingConnectionsClosed(t *testing.T) {
 	old := blockingIdle
 	blockingIdle = 200 * time.Millisecond
 	t.Cleanup(func() { blockingIdle = old })
-	rp := testenv.StartRedisProc(t)
+	rp := faults.StartRedisProc(t)
 	ctx := context.Background()
 	c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
 	if err != nil {

@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/faults"
 )
 
 // scriptLoads returns how many SCRIPT LOADs the server ran since its
 // statistics were reset.
-func scriptLoads(t *testing.T, p *testenv.RedisProc) string {
+func scriptLoads(t *testing.T, p *faults.RedisProc) string {
 	t.Helper()
 	for _, line := range strings.Split(p.Info("commandstats"), "\n") {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_script|load:"); ok {
@@ -31,7 +31,7 @@ func scriptLoads(t *testing.T, p *testenv.RedisProc) string {
 // data may be older, in between.
 func TestArmLoadsNothingBeforeTheCheck(t *testing.T) {
 	t.Parallel()
-	p := testenv.StartRedisProc(t)
+	p := faults.StartRedisProc(t)
 	ctx := context.Background()
 	c, err := Open(ctx, Config{URL: "redis://" + p.Addr + "/0"}, testLogger(t))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -182,7 +183,7 @@ func TestAdmitUnverified(t *testing.T) {
 	t.Parallel()
 	// A server of the test's own: flushing the shared one's scripts would
 	// stop other tests' admissions.
-	url, _ := testenv.StartRedis(t)
+	url, _ := faults.StartRedis(t)
 	own, err := Open(context.Background(), Config{URL: url}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

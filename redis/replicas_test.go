@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -71,12 +72,12 @@ const (
 
 // replicaSet starts a master (with args) and a replica of it for each
 // priority, in sync.
-func replicaSet(t *testing.T, masterArgs []string, priorities ...int) *testenv.RedisProc {
+func replicaSet(t *testing.T, masterArgs []string, priorities ...int) *faults.RedisProc {
 	t.Helper()
-	master := testenv.StartRedisProc(t, masterArgs...)
-	var replicas []*testenv.RedisProc
+	master := faults.StartRedisProc(t, masterArgs...)
+	var replicas []*faults.RedisProc
 	for _, p := range priorities {
-		replicas = append(replicas, testenv.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port), "--replica-priority", itoa(p)))
+		replicas = append(replicas, faults.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port), "--replica-priority", itoa(p)))
 	}
 	testenv.WaitFor(t, defaultWait, "the replicas in sync", func() bool {
 		for _, r := range replicas {
@@ -168,7 +169,7 @@ func TestCheckReplicasNotWaiting(t *testing.T) {
 // SENTINEL REPLICAS; its master has no min-replicas-to-write.
 func TestCheckReplicasSentinel(t *testing.T) {
 	t.Parallel()
-	s := testenv.SharedSentinel(t)
+	s := faults.SharedSentinel(t)
 	got := checkReplicas(t, s.URL, 1)
 	if len(got) != 1 || count(got, warnMinRepl) != 1 {
 		t.Errorf("warnings %q, want only %q", got, warnMinRepl)
@@ -195,7 +196,7 @@ func TestCheckReplicasSentinel(t *testing.T) {
 // replica each, equal to WaitReplicas; no min-replicas-to-write.
 func TestCheckReplicasCluster(t *testing.T) {
 	t.Parallel()
-	cl := testenv.SharedCluster(t)
+	cl := faults.SharedCluster(t)
 	masters := cl.Masters(t)
 	got := checkReplicas(t, cl.URL, 1)
 	if len(got) != len(masters) || count(got, warnMinRepl) != len(masters) {

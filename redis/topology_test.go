@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func TestKeySlot(t *testing.T) {
 // voucher's keys, and Identity names every master.
 func TestTopologyCluster(t *testing.T) {
 	t.Parallel()
-	cl := testenv.SharedCluster(t)
+	cl := faults.SharedCluster(t)
 	ctx := context.Background()
 	c := openCluster(t, cl)
 	if c.Kind() != KindCluster {
@@ -91,8 +92,8 @@ func TestTopologyCluster(t *testing.T) {
 // promoted later refuses admissions until its data is checked.
 func TestTopologySingle(t *testing.T) {
 	t.Parallel()
-	master := testenv.StartRedisProc(t)
-	replica := testenv.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port))
+	master := faults.StartRedisProc(t)
+	replica := faults.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port))
 	ctx := context.Background()
 	c, err := Open(ctx, Config{URL: "redis://" + master.Addr}, testLogger(t))
 	if err != nil {
@@ -109,7 +110,7 @@ func TestTopologySingle(t *testing.T) {
 	}
 	arm(t, c)
 	sha := c.admitLua.sha
-	for _, node := range []*testenv.RedisProc{master, replica} {
+	for _, node := range []*faults.RedisProc{master, replica} {
 		got, err := node.Do(ctx, "SCRIPT", "EXISTS", sha)
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +131,7 @@ func TestTopologySingle(t *testing.T) {
 // before must refuse, and no master may hold the admission script.
 func TestArmAdmissionChecksIdentity(t *testing.T) {
 	t.Parallel()
-	cl := testenv.StartCluster(t)
+	cl := faults.StartCluster(t)
 	ctx := context.Background()
 	c := openCluster(t, cl)
 	checked, err := c.Identity(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -22,10 +23,10 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // replicated starts a master with one replica in sync and opens a client
 // that waits for one replica with the given timeout.
-func replicated(t *testing.T, timeout time.Duration) (*Client, *testenv.RedisProc) {
+func replicated(t *testing.T, timeout time.Duration) (*Client, *faults.RedisProc) {
 	t.Helper()
-	master := testenv.StartRedisProc(t)
-	replica := testenv.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port))
+	master := faults.StartRedisProc(t)
+	replica := faults.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port))
 	testenv.WaitFor(t, defaultWait, "the replica to sync", func() bool {
 		return replica.Role() == "slave" && testenvField(replica.Info("replication"), "master_link_status") == "up"
 	})

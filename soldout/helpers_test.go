@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/soldout"
@@ -52,7 +53,7 @@ func each(t *testing.T, test func(t *testing.T, b *backend)) {
 		// Every key a script or pipeline touches must be in one slot; a
 		// Cluster refuses the ones that are not (CROSSSLOT).
 		t.Parallel()
-		test(t, newBackend(t, testenv.SharedCluster(t).URL, "t"+testenv.Random(), false))
+		test(t, newBackend(t, faults.SharedCluster(t).URL, "t"+testenv.Random(), false))
 	})
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()

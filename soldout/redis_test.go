@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/soldout"
@@ -108,7 +109,7 @@ func TestSoldOutCopyWaitsForAPoll(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			be := singleServer(t, embedded)
-			proxy := testenv.StartProxy(t, be.target())
+			proxy := faults.StartProxy(t, be.target())
 			in := be.open(t, proxy.Addr(), soldout.Config{})
 			c, s := in.c, in.copies
 			mustLoad(t, c, onSale(1, 3))
@@ -226,7 +227,7 @@ func TestSoldOutCopyNeverHidesABuyer(t *testing.T) {
 }
 
 // infoField returns a field of the node's INFO server section.
-func infoField(p *testenv.RedisProc, name string) string {
+func infoField(p *faults.RedisProc, name string) string {
 	for _, l := range strings.Split(p.Info("server"), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+":"); ok {
 			return v
@@ -236,7 +237,7 @@ func infoField(p *testenv.RedisProc, name string) string {
 }
 
 // hscanCalls returns how many HSCANs the node has run.
-func hscanCalls(t *testing.T, p *testenv.RedisProc) int64 {
+func hscanCalls(t *testing.T, p *faults.RedisProc) int64 {
 	for _, l := range strings.Split(p.Info("commandstats"), "\n") {
 		if strings.HasPrefix(l, "cmdstat_hscan:calls=") {
 			n, _ := strconv.ParseInt(strings.SplitN(strings.TrimPrefix(l, "cmdstat_hscan:calls="), ",", 2)[0], 10, 64)
@@ -258,7 +259,7 @@ func hscanCalls(t *testing.T, p *testenv.RedisProc) int64 {
 // copy first.
 func TestSoldOutCopyFailoverMidScan(t *testing.T) {
 	const buyers = 300_000
-	cl := testenv.StartCluster(t)
+	cl := faults.StartCluster(t)
 	ctx := context.Background()
 	be := newBackend(t, cl.URL, "t"+testenv.Random(), false)
 	in := be.open(t, "", soldout.Config{})
@@ -362,7 +363,7 @@ func TestSoldOutCopyOff(t *testing.T) {
 // order", which the service answers sold_out.
 func TestSoldOutAnswerAfterOlderRestart(t *testing.T) {
 	t.Parallel()
-	rp := testenv.StartRedisProc(t)
+	rp := faults.StartRedisProc(t)
 	ctx := context.Background()
 	be := newBackend(t, "redis://"+rp.Addr, "", false)
 	withCopy, noCopy := be.open(t, "", soldout.Config{}).copies, be.open(t, "", soldout.Config{Off: true}).copies
@@ -398,7 +399,7 @@ func TestSoldOutAnswerAfterOlderRestart(t *testing.T) {
 }
 
 // redisCPU returns the CPU time the server has used.
-func redisCPU(t *testing.T, p *testenv.RedisProc) time.Duration {
+func redisCPU(t *testing.T, p *faults.RedisProc) time.Duration {
 	t.Helper()
 	var total float64
 	for _, l := range strings.Split(p.Info("cpu"), "\n") {
@@ -416,7 +417,7 @@ func redisCPU(t *testing.T, p *testenv.RedisProc) time.Duration {
 
 // cmdCalls returns how many times the node has run the command (lower
 // case), scripts' calls included.
-func cmdCalls(t *testing.T, p *testenv.RedisProc, cmd string) int64 {
+func cmdCalls(t *testing.T, p *faults.RedisProc, cmd string) int64 {
 	t.Helper()
 	prefix := "cmdstat_" + cmd + ":calls="
 	for _, l := range strings.Split(p.Info("commandstats"), "\n") {
@@ -441,7 +442,7 @@ func TestSoldOutCopyUnderTrickle(t *testing.T) {
 		phase  = 5 * time.Second
 		every  = 500 * time.Millisecond
 	)
-	rp := testenv.StartRedisProc(t)
+	rp := faults.StartRedisProc(t)
 	ctx := context.Background()
 	be := newBackend(t, "redis://"+rp.Addr, "", false)
 	ia := be.open(t, "", soldout.Config{})
@@ -582,7 +583,7 @@ func TestSoldOutCopyFollowsChanges(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			be := singleServer(t, embedded)
-			proxy := testenv.StartProxy(t, be.target())
+			proxy := faults.StartProxy(t, be.target())
 			// a answers from its copy; b changes the voucher.
 			as, b := be.open(t, proxy.Addr(), soldout.Config{}).copies, be.open(t, "", soldout.Config{}).c
 			const n = 2000

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	seckill "github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/faults"
 )
 
 // ReadOnlyConnectionsClosed checks a store on a database server (mysql,
@@ -17,8 +17,8 @@ import (
 // store must close its connections, or it goes on refusing writes until
 // they are recycled (an hour later). dbURL is an empty database of the
 // test's own; readOnly makes a user of it whose sessions the test makes
-// read-only (testenv.MySQLReadOnly, testenv.PostgresReadOnly); open opens a store on a URL.
-func ReadOnlyConnectionsClosed(t *testing.T, dbURL string, readOnly func(t testing.TB, dbURL string) *testenv.ReadOnlyDB,
+// read-only (faults.MySQLReadOnly, faults.PostgresReadOnly); open opens a store on a URL.
+func ReadOnlyConnectionsClosed(t *testing.T, dbURL string, readOnly func(t testing.TB, dbURL string) *faults.ReadOnlyDB,
 	open func(ctx context.Context, url string, maxConns int) (seckill.Store, error)) {
 	ctx := context.Background()
 	root, err := open(ctx, dbURL, 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/redis"
@@ -36,7 +37,7 @@ func TestSixPoolsDatabaseDown(t *testing.T) {
 	)
 	b := newRig(t, "mysql", 10_000)
 	ctx := context.Background()
-	proxy := testenv.StartProxy(t, "127.0.0.1:3306")
+	proxy := faults.StartProxy(t, "127.0.0.1:3306")
 	viaProxy, err := mysql.Open(ctx, strings.Replace(b.dbURL, "127.0.0.1:3306", proxy.Addr(), 1), 16)
 	if err != nil {
 		t.Fatal(err)

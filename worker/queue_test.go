@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/postgres"
 )
@@ -44,7 +45,7 @@ func TestQueueDatabaseReadOnly(t *testing.T) {
 	t.Parallel()
 	b := newRig(t, "postgres", 100)
 	ctx := context.Background()
-	ro := testenv.PostgresReadOnly(t, b.dbURL)
+	ro := faults.PostgresReadOnly(t, b.dbURL)
 	store, err := postgres.Open(ctx, ro.URL, 4)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/postgres"
@@ -45,11 +46,11 @@ func (s unclassified) SaveOrders(ctx context.Context, orders []*seckill.Order) (
 // no reason it gives, cannot be told from orders that fail.)
 func TestDatabaseRefusesWrites(t *testing.T) {
 	t.Parallel()
-	readOnly := func(mode testenv.ReadOnlyMode) func(t *testing.T, b *rig) (Store, func(bool)) {
+	readOnly := func(mode faults.ReadOnlyMode) func(t *testing.T, b *rig) (Store, func(bool)) {
 		return func(t *testing.T, b *rig) (Store, func(bool)) {
 			ctx := context.Background()
 			if strings.HasPrefix(b.dbURL, "mysql:") {
-				ro := testenv.MySQLReadOnly(t, b.dbURL, mode)
+				ro := faults.MySQLReadOnly(t, b.dbURL, mode)
 				s, err := mysql.Open(ctx, ro.URL, 8)
 				if err != nil {
 					t.Fatal(err)
@@ -57,7 +58,7 @@ func TestDatabaseRefusesWrites(t *testing.T) {
 				t.Cleanup(func() { s.Close() })
 				return s, ro.Set
 			}
-			ro := testenv.PostgresReadOnly(t, b.dbURL)
+			ro := faults.PostgresReadOnly(t, b.dbURL)
 			s, err := postgres.Open(ctx, ro.URL, 8)
 			if err != nil {
 				t.Fatal(err)
@@ -68,11 +69,11 @@ func TestDatabaseRefusesWrites(t *testing.T) {
 	}
 	// The disk fills up: on PostgreSQL the orders' tablespace, on SQLite
 	// the database file's.
-	full := func(disk **testenv.Disk) func(t *testing.T, b *rig) (Store, func(bool)) {
+	full := func(disk **faults.Disk) func(t *testing.T, b *rig) (Store, func(bool)) {
 		return func(t *testing.T, b *rig) (Store, func(bool)) {
 			if strings.HasPrefix(b.dbURL, "postgres:") {
-				*disk = testenv.MountDisk(t, 4<<20, "postgres")
-				testenv.PostgresTablespace(t, b.dbURL, *disk, "orders")
+				*disk = faults.MountDisk(t, 4<<20, "postgres")
+				faults.PostgresTablespace(t, b.dbURL, *disk, "orders")
 			}
 			return b.store, (*disk).Set
 		}
@@ -116,9 +117,9 @@ BEGIN RAISE EXCEPTION 'commit refused' USING ERRCODE = 'XX000'; END $$`)
 		// trickle: a buyer at a time, so that orders are read alone.
 		trickle bool
 	}{
-		{name: "mysql/read-only", backend: "mysql", setup: readOnly(testenv.ServerReadOnly)},
-		{name: "mysql/read-only-sessions", backend: "mysql", setup: readOnly(testenv.SessionsReadOnly)},
-		{name: "mysql/read-only-sessions/unclassified", backend: "mysql", setup: readOnly(testenv.SessionsReadOnly), unclassified: true},
+		{name: "mysql/read-only", backend: "mysql", setup: readOnly(faults.ServerReadOnly)},
+		{name: "mysql/read-only-sessions", backend: "mysql", setup: readOnly(faults.SessionsReadOnly)},
+		{name: "mysql/read-only-sessions/unclassified", backend: "mysql", setup: readOnly(faults.SessionsReadOnly), unclassified: true},
 		{name: "postgres/read-only", backend: "postgres", setup: readOnly(0)},
 		{name: "postgres/read-only/unclassified", backend: "postgres", setup: readOnly(0), unclassified: true},
 		{name: "postgres/disk-full", backend: "postgres"},
@@ -131,10 +132,10 @@ BEGIN RAISE EXCEPTION 'commit refused' USING ERRCODE = 'XX000'; END $$`)
 			const lease = time.Second
 			var (
 				dbURL string
-				disk  *testenv.Disk
+				disk  *faults.Disk
 			)
 			if c.sqliteDisk {
-				disk = testenv.MountDisk(t, 4<<20, "")
+				disk = faults.MountDisk(t, 4<<20, "")
 				dbURL = "sqlite://" + filepath.Join(disk.Dir, "seckill.db")
 			}
 			b := newRigOn(t, c.backend, dbURL, 10_000)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/postgres"
@@ -52,7 +53,7 @@ func newRig(t *testing.T, backend string, stock int64) *rig {
 func newRigOn(t *testing.T, backend, dbURL string, stock int64) *rig {
 	t.Helper()
 	ctx := context.Background()
-	b := &rig{t: t, logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), dbURL: dbURL}
+	b := &rig{t: t, logger: testenv.Logger(t), dbURL: dbURL}
 	b.nextID.Store(time.Now().UnixMilli() << 22)
 	var err error
 	switch backend {
@@ -82,10 +83,7 @@ func newRigOn(t *testing.T, backend, dbURL string, stock int64) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.cache.Close)
-	if b.raw, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}, DisableCache: true}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.raw.Close)
+	b.raw = testenv.RawRedis(t, url)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	b.voucher = &seckill.Voucher{Title: "t", Stock: stock, InitialStock: stock, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)}
 	if err := b.store.CreateVoucher(ctx, b.voucher); err != nil {
@@ -104,16 +102,9 @@ func newRigOn(t *testing.T, backend, dbURL string, stock int64) *rig {
 	return b
 }
 
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
 // key is one of the voucher's Redis keys, e.g. "stock".
 func (b *rig) key(name string) string {
-	return fmt.Sprintf("%s:{v%d}:%s", b.prefix, b.voucher.ID, name)
+	return testenv.VoucherKey(b.prefix, b.voucher.ID, name)
 }
 
 // admit admits the user and returns the order id.
@@ -323,7 +314,7 @@ func TestDatabaseDownThenBack(t *testing.T) {
 	t.Parallel()
 	b := newRig(t, "mysql", 100)
 	ctx := context.Background()
-	proxy := testenv.StartProxy(t, "127.0.0.1:3306")
+	proxy := faults.StartProxy(t, "127.0.0.1:3306")
 	viaProxy, err := mysql.Open(ctx, strings.Replace(b.dbURL, "127.0.0.1:3306", proxy.Addr(), 1), 4)
 	if err != nil {
 		t.Fatal(err)

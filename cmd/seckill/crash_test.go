@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
 )
@@ -87,7 +88,7 @@ func TestReclaimFromKilledInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := testenv.StartProxy(t, u.Host)
+	proxy := faults.StartProxy(t, u.Host)
 	viaProxy := *u
 	viaProxy.Host = proxy.Addr()
 	env := serveEnv(redisURL, prefix, mysqlURL)
@@ -158,7 +159,7 @@ func TestDatabasePauseUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := testenv.StartProxy(t, u.Host)
+	proxy := faults.StartProxy(t, u.Host)
 	viaProxy := *u
 	viaProxy.Host = proxy.Addr()
 	env := serveEnv(redisURL, prefix, viaProxy.String())
@@ -377,7 +378,7 @@ func TestRedisRestartWithWritesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := testenv.StartProxy(t, u.Host)
+	proxy := faults.StartProxy(t, u.Host)
 	viaProxy := *u
 	viaProxy.Host = proxy.Addr()
 	env := serveEnv(rs.URL(), prefix, mysqlURL)

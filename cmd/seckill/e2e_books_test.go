@@ -19,6 +19,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/rueidis"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 )
 
@@ -128,22 +129,12 @@ type redisView struct {
 
 func openRedisView(t *testing.T, raw, prefix string) *redisView {
 	t.Helper()
-	opt, err := rueidis.ParseURL(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatalf("connect to Redis: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return &redisView{c: c, prefix: prefix}
+	return &redisView{c: testenv.RawRedis(t, raw), prefix: prefix}
 }
 
 // key is the voucher's key of the name, as package redis builds it.
 func (r *redisView) key(voucher int64, name string) string {
-	return fmt.Sprintf("%s:{v%d}:%s", r.prefix, voucher, name)
+	return testenv.VoucherKey(r.prefix, voucher, name)
 }
 
 // streamState is what a voucher's order stream holds.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
 )
@@ -64,39 +65,39 @@ type failoverDeployment struct {
 	url  string // serve's SECKILL_REDIS_URL
 	// nodes returns the master that holds the voucher's keys and its
 	// replica.
-	nodes func(t *testing.T, stockKey string) (master, replica *testenv.RedisProc)
+	nodes func(t *testing.T, stockKey string) (master, replica *faults.RedisProc)
 	// promoted waits until the deployment has failed over from old, killed,
 	// and returns the node that now holds the voucher's keys.
-	promoted func(t *testing.T, old *testenv.RedisProc, stockKey string) *testenv.RedisProc
+	promoted func(t *testing.T, old *faults.RedisProc, stockKey string) *faults.RedisProc
 }
 
-func clusterDeployment(cl *testenv.Cluster) failoverDeployment {
+func clusterDeployment(cl *faults.Cluster) failoverDeployment {
 	return failoverDeployment{
 		kind: "cluster",
 		url:  cl.URL,
-		nodes: func(t *testing.T, key string) (*testenv.RedisProc, *testenv.RedisProc) {
+		nodes: func(t *testing.T, key string) (*faults.RedisProc, *faults.RedisProc) {
 			m := cl.MasterOf(t, key)
 			return m, cl.ReplicaOf(t, m)
 		},
-		promoted: func(t *testing.T, _ *testenv.RedisProc, key string) *testenv.RedisProc {
+		promoted: func(t *testing.T, _ *faults.RedisProc, key string) *faults.RedisProc {
 			cl.WaitHealthy(t, 30*time.Second)
 			return cl.MasterOf(t, key)
 		},
 	}
 }
 
-func sentinelDeployment(s *testenv.Sentinel) failoverDeployment {
+func sentinelDeployment(s *faults.Sentinel) failoverDeployment {
 	return failoverDeployment{
 		kind: "sentinel",
 		url:  s.URL,
-		nodes: func(t *testing.T, _ string) (*testenv.RedisProc, *testenv.RedisProc) {
+		nodes: func(t *testing.T, _ string) (*faults.RedisProc, *faults.RedisProc) {
 			m := s.Proc(s.CurrentMaster(t))
 			if m == s.Master {
 				return m, s.Replica
 			}
 			return m, s.Master
 		},
-		promoted: func(t *testing.T, old *testenv.RedisProc, _ string) *testenv.RedisProc {
+		promoted: func(t *testing.T, old *faults.RedisProc, _ string) *faults.RedisProc {
 			return s.Proc(s.WaitFailover(t, old.Addr, 30*time.Second))
 		},
 	}
@@ -139,7 +140,7 @@ func TestClusterMasterFailover(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			runFailover(t, clusterDeployment(testenv.StartCluster(t)), c.failoverCase)
+			runFailover(t, clusterDeployment(faults.StartCluster(t)), c.failoverCase)
 		})
 	}
 }
@@ -154,7 +155,7 @@ func TestClusterMasterFailover(t *testing.T) {
 // the database; reconcile agrees.
 func TestSentinelMasterFailover(t *testing.T) {
 	t.Parallel()
-	runFailover(t, sentinelDeployment(testenv.StartSentinel(t)), failoverCase{wait: 1})
+	runFailover(t, sentinelDeployment(faults.StartSentinel(t)), failoverCase{wait: 1})
 }
 
 // runFailover runs one failover sale and its checks.
@@ -164,7 +165,7 @@ func runFailover(t *testing.T, dep failoverDeployment, c failoverCase) {
 	env := serveEnv(dep.url, prefix, dbURL)
 	env["SECKILL_RATE_USER"] = "0" // buyers retry 503s at once
 	env["SECKILL_REDIS_WAIT_REPLICAS"] = strconv.Itoa(c.wait)
-	var proxy *testenv.Proxy
+	var proxy *faults.Proxy
 	if c.workersBehind {
 		// The serves reach the database through a proxy the test pauses;
 		// two slots each, so that the workers soon hold all they can.
@@ -172,7 +173,7 @@ func runFailover(t *testing.T, dep failoverDeployment, c failoverCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxy = testenv.StartProxy(t, u.Host)
+		proxy = faults.StartProxy(t, u.Host)
 		u.Host = proxy.Addr()
 		env["SECKILL_DB_URL"] = u.String()
 		env["SECKILL_WORKERS"], env["SECKILL_WORKERS_MAX"] = "2", "2"
@@ -430,7 +431,7 @@ func watchRecovery(t *testing.T, l *load, since time.Time, timeout time.Duration
 }
 
 // replOffset reads a replication offset of INFO replication.
-func replOffset(t *testing.T, p *testenv.RedisProc, field string) int64 {
+func replOffset(t *testing.T, p *faults.RedisProc, field string) int64 {
 	t.Helper()
 	info := p.Info("replication")
 	n, err := strconv.ParseInt(infoValue(info, field), 10, 64)

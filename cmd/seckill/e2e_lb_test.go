@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -62,7 +63,7 @@ const exampleNginxConf = "../../deploy/nginx/nginx.conf"
 func TestThreeInstancesBehindNginx(t *testing.T) {
 	t.Parallel()
 	nginxBin := lookNginx(t)
-	cluster := testenv.SharedCluster(t)
+	cluster := faults.SharedCluster(t)
 	// The shared cluster dies with the test binary: the keys under this
 	// prefix need no cleanup.
 	prefix := "t" + testenv.Random()
@@ -71,7 +72,7 @@ func TestThreeInstancesBehindNginx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := testenv.StartProxy(t, u.Host)
+	proxy := faults.StartProxy(t, u.Host)
 	viaProxy := *u
 	viaProxy.Host = proxy.Addr()
 

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/redis"
@@ -52,7 +53,7 @@ const (
 func TestPartitionedInstance(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	ns := testenv.NewNetns(t)
+	ns := faults.NewNetns(t)
 	if !testing.Short() {
 		// Build the binary while the services start (seckillBinary then
 		// waits for it); a test that ends first, skipped say, waits too,
@@ -69,7 +70,7 @@ func TestPartitionedInstance(t *testing.T) {
 	// and on loopback, where StartCluster asks them. Without a password,
 	// only protected mode off lets a node answer on a non-loopback
 	// address: to its replica and to the namespace.
-	cluster := testenv.StartCluster(t, "--bind", "127.0.0.1 "+ns.HostServices,
+	cluster := faults.StartCluster(t, "--bind", "127.0.0.1 "+ns.HostServices,
 		"--cluster-announce-ip", ns.HostServices, "--protected-mode", "no")
 	redisURL := strings.ReplaceAll(cluster.URL, "127.0.0.1:", ns.HostServices+":")
 	prefix := "t" + testenv.Random()

@@ -271,7 +271,7 @@ func execReconcile(t *testing.T, env environ) (int, string) {
 	return -1, ""
 }
 
-// redisServer is a redis-server of the test's own, as testenv.StartRedis
+// redisServer is a redis-server of the test's own, as faults.StartRedis
 // starts, that the test can also start again on the same port and
 // directory after killing it.
 type redisServer struct {

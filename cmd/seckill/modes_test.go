@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -25,7 +26,7 @@ func TestQueueModeCrashLosesQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := testenv.StartProxy(t, u.Host)
+	proxy := faults.StartProxy(t, u.Host)
 	viaProxy := *u
 	viaProxy.Host = proxy.Addr()
 	env := serveEnv(redisURL, prefix, viaProxy.String())

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -31,14 +32,14 @@ func TestDatabaseReadOnlyUnderLoad(t *testing.T) {
 			t.Parallel()
 			var (
 				dbURL string
-				ro    *testenv.ReadOnlyDB
+				ro    *faults.ReadOnlyDB
 			)
 			if backend == "mysql" {
 				dbURL = testenv.MySQLURL(t)
-				ro = testenv.MySQLReadOnly(t, dbURL, testenv.SessionsReadOnly)
+				ro = faults.MySQLReadOnly(t, dbURL, faults.SessionsReadOnly)
 			} else {
 				dbURL = testenv.PostgresURL(t)
-				ro = testenv.PostgresReadOnly(t, dbURL)
+				ro = faults.PostgresReadOnly(t, dbURL)
 			}
 			redisURL, prefix := testenv.RedisURL(t), testenv.RedisPrefix(t)
 			env := serveEnv(redisURL, prefix, ro.URL)

@@ -105,8 +105,10 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 	if err != nil {
 		return nil, fmt.Errorf("--mode: %w", err)
 	}
-	if mode != seckill.ModeStream && c.RedisWaitReplicas > 0 {
-		return nil, fmt.Errorf("--redis-wait-replicas needs --mode stream: the %s mode keeps its orders elsewhere than Redis", mode)
+	// app.New applies the same rule to the Redis client, but the embedded
+	// client waits for no replica: the flag is checked before anything opens.
+	if err := app.CheckWaitReplicas(mode, c.RedisWaitReplicas); err != nil {
+		return nil, err
 	}
 	embedded, err := c.embedded()
 	if err != nil {

@@ -70,24 +70,104 @@ type Config struct {
 	NoSoldOutCopy bool
 
 	// IDs makes order ids. Default a generator whose node id is leased in
-	// Redis. NodeFreshWait is that lease's FreshWait (see
-	// orderid.Lease): zero, its default; negative, no wait (a key prefix
-	// private to a test).
-	IDs           seckill.IDGenerator
-	NodeFreshWait time.Duration
-	// WatchCacheEvery is how often the Redis server is checked for a
-	// restart, a failover or lost data (seckill.CacheWatch), in the modes
-	// that admit in Redis. Default 1s; negative: not watched.
-	WatchCacheEvery time.Duration
-	// StatsActiveWithin and StatsCacheFor are the monitor's ActiveWithin and
-	// CacheFor (see monitor.Config). Defaults: twice the claim lease, and
-	// the monitor's.
+	// Redis.
+	IDs seckill.IDGenerator
+	// StatsActiveWithin is the monitor's ActiveWithin (see
+	// monitor.Config). Default twice the claim lease.
 	StatsActiveWithin time.Duration
-	StatsCacheFor     time.Duration
 	// MetricsCacheFor is the monitor's MetricsCacheFor: how long one read
 	// of the sale's gauges serves every scrape of /metrics. Default the
 	// monitor's (10s).
 	MetricsCacheFor time.Duration
+
+	// Test holds what only tests set.
+	Test TestConfig
+}
+
+// TestConfig holds settings for tests only: no flag sets them, and serve,
+// bench and demo leave them zero. Each turns off a safeguard that a test
+// with Redis keys of its own does not need, and whose wait or background
+// reads would slow it or disturb what it counts.
+type TestConfig struct {
+	// NoNodeWait makes order ids at once: the node lease skips its
+	// FreshWait (see redis.NodeLease). Only where no lease holder
+	// predates the test, under a key prefix of its own.
+	NoNodeWait bool
+	// NoCacheWatch leaves the Redis server unwatched for a restart, a
+	// failover or lost data (seckill.CacheWatch).
+	NoCacheWatch bool
+	// NoStatsCache makes every read of the admin stats read Redis and the
+	// database again (monitor.Config.CacheFor negative).
+	NoStatsCache bool
+}
+
+// statsCacheFor is the monitor's CacheFor: its default unless a test turns
+// the cache off.
+func (t TestConfig) statsCacheFor() time.Duration {
+	if t.NoStatsCache {
+		return -1
+	}
+	return 0
+}
+
+// withDefaults returns c with every unset setting at its default: the one
+// place the defaults are applied.
+func (c Config) withDefaults() Config {
+	if c.Mode == "" {
+		c.Mode = seckill.ModeStream
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 15 * time.Second
+	}
+	if c.Stream.DrainTimeout <= 0 {
+		c.Stream.DrainTimeout = c.ShutdownTimeout
+	}
+	if c.Queue.DrainTimeout <= 0 {
+		c.Queue.DrainTimeout = c.ShutdownTimeout
+	}
+	if c.StatsActiveWithin <= 0 {
+		// Zero when the lease is the workers' default: the monitor's own
+		// default is twice that.
+		c.StatsActiveWithin = 2 * c.Stream.Lease
+	}
+	return c
+}
+
+// validate reports the first setting the service cannot be built with.
+// It runs after withDefaults, before New starts anything.
+func (c Config) validate() error {
+	if c.Store == nil || c.Cache == nil || c.Tokens == nil || c.Logger == nil {
+		return errors.New("app: Config.Store, Cache, Tokens and Logger are required")
+	}
+	if _, err := seckill.ParseMode(string(c.Mode)); err != nil {
+		return fmt.Errorf("app: %w", err)
+	}
+	if c.Mode == seckill.ModeStream && c.Stream.Consumer == "" {
+		return errors.New("app: Config.Stream.Consumer is required in the stream mode")
+	}
+	return CheckWaitReplicas(c.Mode, c.Cache.WaitReplicas())
+}
+
+// CheckWaitReplicas is the rule on --redis-wait-replicas: only the stream
+// mode waits for replicas, since only there does the order live in Redis
+// until a worker persists it. The queue mode keeps its orders in this
+// process's memory, which no replica protects (and an admission answered
+// unconfirmed there would never be queued); the sync mode admits in the
+// database, not in Redis. New applies it to the Redis client's setting;
+// serve applies it to the flag before it opens anything, since the
+// embedded Redis has no replicas and its client waits for none.
+func CheckWaitReplicas(mode seckill.Mode, replicas int) error {
+	if replicas <= 0 || mode == seckill.ModeStream {
+		return nil
+	}
+	where := "in this process's memory"
+	if mode == seckill.ModeSync {
+		where = "in the database, not in Redis"
+	}
+	return fmt.Errorf("--redis-wait-replicas needs --mode stream: the %s mode keeps its orders %s", mode, where)
 }
 
 // App is a built service. Its fields are for the commands and tests that
@@ -121,22 +201,9 @@ type App struct {
 // the workers (StartWorkers) nor the listener (Listen); Handler serves
 // without one. Close releases what New started.
 func New(ctx context.Context, cfg Config) (_ *App, err error) {
-	if cfg.Store == nil || cfg.Cache == nil || cfg.Tokens == nil || cfg.Logger == nil {
-		return nil, errors.New("app: Config.Store, Cache, Tokens and Logger are required")
-	}
-	if cfg.Mode == "" {
-		cfg.Mode = seckill.ModeStream
-	}
-	if cfg.Mode == seckill.ModeQueue && cfg.Cache.WaitReplicas() > 0 {
-		// The queue mode keeps orders in memory, so replicas protect none;
-		// and an admission answered unconfirmed there is never queued.
-		return nil, errors.New("app: --redis-wait-replicas needs the stream mode: the queue mode keeps its orders in this process's memory")
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 15 * time.Second
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	logger := cfg.Logger
 	a := &App{Mode: cfg.Mode, Store: cfg.Store, Cache: cfg.Cache, Logger: logger, Registry: cfg.Registry, shutdownTimeout: cfg.ShutdownTimeout}
@@ -153,10 +220,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// admission checks Redis again before it admits.
 		logger.Error("some vouchers could not be loaded into Redis", "err", err)
 	}
-	if cfg.Mode != seckill.ModeSync && cfg.WatchCacheEvery >= 0 {
+	if cfg.Mode != seckill.ModeSync && !cfg.Test.NoCacheWatch {
 		// A Redis that changes under the sale (restarted, failed over, or
 		// its data lost) is checked, and its open vouchers rebuilt.
-		watch := &seckill.CacheWatch{Fence: ops.Fence, Every: cfg.WatchCacheEvery, Logger: logger}
+		watch := &seckill.CacheWatch{Fence: ops.Fence, Logger: logger}
 		if err := watch.Start(ctx); err != nil {
 			return nil, err
 		}
@@ -178,8 +245,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			lease.LeaseTimes = orderid.EmbeddedLeaseTimes
 		}
 		lease.OnPanic = panics.WithLabelValues("node_lease").Inc
-		if cfg.NodeFreshWait != 0 {
-			lease.FreshWait = max(cfg.NodeFreshWait, 0)
+		if cfg.Test.NoNodeWait {
+			lease.FreshWait = 0
 		}
 		if err := lease.Start(ctx); err != nil {
 			return nil, fmt.Errorf("lease a node id for order ids: %w", err)
@@ -199,22 +266,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	var workers monitor.WorkerInfo
 	switch cfg.Mode {
 	case seckill.ModeQueue:
-		qc := cfg.Queue
-		if qc.DrainTimeout <= 0 {
-			qc.DrainTimeout = cfg.ShutdownTimeout
-		}
-		if a.Queue, err = worker.NewQueue(qc, cfg.Store, cfg.Cache, cfg.Registry, logger); err != nil {
+		if a.Queue, err = worker.NewQueue(cfg.Queue, cfg.Store, cfg.Cache, cfg.Registry, logger); err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, a.Queue.Stop)
 		// The queue takes orders at once; its workers may start later.
 		a.Orders.Queue = a.Queue
 	case seckill.ModeStream:
-		sc := cfg.Stream
-		if sc.DrainTimeout <= 0 {
-			sc.DrainTimeout = cfg.ShutdownTimeout
-		}
-		if a.Pool, err = worker.New(sc, cfg.Cache, cfg.Store, a.Vouchers.Rebuild, cfg.Registry, logger); err != nil {
+		if a.Pool, err = worker.New(cfg.Stream, cfg.Cache, cfg.Store, a.Vouchers.Rebuild, cfg.Registry, logger); err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, a.Pool.Stop)
@@ -225,12 +284,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	// The open vouchers' state: the admin API's snapshot, and gauges read
 	// at scrape time.
-	active := cfg.StatsActiveWithin
-	if active <= 0 {
-		active = 2 * cfg.Stream.Lease
-	}
 	if a.Monitor, err = monitor.New(monitor.Config{Vouchers: a.Vouchers, Store: cfg.Store, Streams: cfg.Cache,
-		Workers: workers, Consumer: cfg.Stream.Consumer, Mode: cfg.Mode, ActiveWithin: active, CacheFor: cfg.StatsCacheFor,
+		Workers: workers, Consumer: cfg.Stream.Consumer, Mode: cfg.Mode, ActiveWithin: cfg.StatsActiveWithin, CacheFor: cfg.Test.statsCacheFor(),
 		MetricsCacheFor: cfg.MetricsCacheFor, Logger: logger}); err != nil {
 		return nil, err
 	}

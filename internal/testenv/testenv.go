@@ -1,10 +1,13 @@
-// Package testenv gives tests the real services of this machine, each
-// isolated per test: a fresh MariaDB database, a fresh PostgreSQL schema, a
-// Redis key prefix of their own.
+// Package testenv gives each test the real services of this machine,
+// isolated: a fresh MariaDB database, a fresh PostgreSQL schema, a Redis key
+// prefix of its own; and what tests share: a logger to the test's log, a
+// raw Redis client, the voucher keys, WaitFor, the goroutines goleak
+// ignores.
 //
 // A service that does not answer fails the test when the CI environment
 // variable is set, and skips it otherwise, saying which service and how to
-// start it.
+// start it. Faults (Redis processes, Cluster, Sentinel, partitions, a
+// proxy, a full disk, read-only sessions) are package faults'.
 package testenv
 
 import (
@@ -16,6 +19,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,16 +233,27 @@ func require(t testing.TB, service, rawURL, start string) {
 	t.Skip(msg)
 }
 
-// StartRedis starts a redis-server of the test's own on a free loopback
-// port, with the extra configuration args (e.g. "--maxmemory-policy",
-// "allkeys-lru"), and stops it by PID when the test ends. It returns the
-// server's redis:// URL and a func that kills the server (with SIGKILL,
-// and waits for it to exit); calling it again does nothing. Use it for
-// tests that change the server's configuration or stop it; the shared
-// server serves the rest. It is StartRedisProc for those that need no more
-// than a URL and a kill.
-func StartRedis(t testing.TB, args ...string) (url string, kill func()) {
+// RawRedis returns a plain rueidis client of the server at url (a
+// redis:// URL, a Cluster's seeds included), for tests that read or write
+// the service's keys directly. It is closed when the test ends.
+func RawRedis(t testing.TB, url string) rueidis.Client {
 	t.Helper()
-	p := StartRedisProc(t, args...)
-	return "redis://" + p.Addr + "/0", p.Kill
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatalf("connect to Redis at %s: %v", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// VoucherKey is the Redis key of one of a voucher's values under prefix,
+// as package redis builds it (its keyspace): name is "stock", "meta",
+// "buyers", "orders", "dlq" or "changes".
+func VoucherKey(prefix string, voucherID int64, name string) string {
+	return prefix + ":{v" + strconv.FormatInt(voucherID, 10) + "}:" + name
 }

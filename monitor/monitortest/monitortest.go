@@ -6,7 +6,6 @@
 package monitortest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +41,7 @@ type Options struct {
 	// HoldWorkers leaves the workers stopped until StartWorkers: the
 	// admitted orders wait in the streams.
 	HoldWorkers bool
-	// RedisURL is a Redis of the test's own (testenv.StartRedis), for a
+	// RedisURL is a Redis of the test's own (faults.StartRedis), for a
 	// test that reads the server's statistics; default the shared one.
 	RedisURL string
 	// MetricsCacheFor is the monitor's (monitor.Config); default none,
@@ -78,7 +76,7 @@ type Sale struct {
 func Start(t *testing.T, opts Options) *Sale {
 	t.Helper()
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(testenv.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s := &Sale{t: t, RedisURL: opts.RedisURL, Prefix: testenv.RedisPrefix(t), DBURL: testenv.MySQLURL(t), Registry: prometheus.NewRegistry()}
 	if s.RedisURL == "" {
 		s.RedisURL = testenv.RedisURL(t)
@@ -101,15 +99,7 @@ func Start(t *testing.T, opts Options) *Sale {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Cache.Close)
-	opt, err := rueidis.ParseURL(s.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	if s.raw, err = rueidis.NewClient(opt); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.raw.Close)
+	s.raw = testenv.RawRedis(t, s.RedisURL)
 	if s.tokens, err = auth.NewTokens([]byte(Secret)); err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +121,8 @@ func Start(t *testing.T, opts Options) *Sale {
 			ReclaimEvery: 200 * time.Millisecond,
 			WatchEvery:   200 * time.Millisecond,
 		},
-		NodeFreshWait:     -1, // the test's key prefix is its own
-		WatchCacheEvery:   -1,
-		StatsCacheFor:     -1,
+		// The test's key prefix is its own: no lease holder predates it.
+		Test:              app.TestConfig{NoNodeWait: true, NoCacheWatch: true, NoStatsCache: true},
 		MetricsCacheFor:   metricsCacheFor,
 		StatsActiveWithin: time.Minute,
 	})
@@ -311,7 +300,7 @@ func (s *Sale) Redis(args ...string) rueidis.RedisResult {
 
 // OrdersKey is the voucher's order stream's key.
 func (s *Sale) OrdersKey(voucherID int64) string {
-	return s.Prefix + ":{v" + strconv.FormatInt(voucherID, 10) + "}:orders"
+	return testenv.VoucherKey(s.Prefix, voucherID, "orders")
 }
 
 // Value returns the value of the metric name with labels (name, value
@@ -376,13 +365,6 @@ func labelsAre(m *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimSuffix(p, []byte("\n"))))
-	return len(p), nil
 }
 
 // Lines returns text's lines, trimmed, without empty ones: for checking a

@@ -1,4 +1,4 @@
-package testenv
+package faults
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // ReadOnlyDB is a database user of the test's own, on the test MariaDB or
@@ -71,7 +73,7 @@ func MySQLReadOnly(t testing.TB, dbURL string, mode ReadOnlyMode) *ReadOnlyDB {
 	if err := lock.QueryRowContext(ctx, "SELECT GET_LOCK('seckill_test_read_only', 1200)").Scan(&got); err != nil || got.Int64 != 1 {
 		t.Fatalf("MariaDB: take the lock on read_only: %v (%v)", got, err)
 	}
-	user, password := "seckill_u_"+Random(), Random()
+	user, password := "seckill_u_"+testenv.Random(), testenv.Random()
 	db := strings.TrimPrefix(u.Path, "/")
 	for _, stmt := range []string{
 		fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, password),
@@ -139,7 +141,7 @@ func PostgresReadOnly(t testing.TB, dbURL string) *ReadOnlyDB {
 	if err != nil {
 		t.Fatalf("connect to PostgreSQL: %v", err)
 	}
-	role := "seckill_r_" + Random()
+	role := "seckill_r_" + testenv.Random()
 	for _, stmt := range []string{
 		"CREATE ROLE " + role + " LOGIN",
 		"GRANT ALL ON SCHEMA " + schema + " TO " + role,

@@ -1,4 +1,4 @@
-package testenv
+package faults
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // Disk is a small file system of the test's own (a tmpfs), that the test
@@ -59,7 +61,7 @@ func MountDisk(t testing.TB, size int64, owner string) *Disk {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
 		os.RemoveAll(parent)
 		msg := fmt.Sprintf("mount a tmpfs for a full disk (needs root): %v: %s", err, out)
-		if CI() {
+		if testenv.CI() {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
@@ -136,7 +138,7 @@ func PostgresTablespace(t testing.TB, dbURL string, disk *Disk, tables ...string
 	if err != nil {
 		t.Fatalf("connect to PostgreSQL: %v", err)
 	}
-	name := "seckill_ts_" + Random()
+	name := "seckill_ts_" + testenv.Random()
 	if _, err := admin.Exec(ctx, "CREATE TABLESPACE "+name+" LOCATION '"+disk.Dir+"'"); err != nil {
 		admin.Close(ctx)
 		t.Fatalf("create tablespace: %v", err)

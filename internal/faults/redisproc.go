@@ -1,4 +1,4 @@
-package testenv
+package faults
 
 import (
 	"bufio"
@@ -18,7 +18,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
+
+// StartRedis starts a redis-server of the test's own on a free loopback
+// port, with the extra configuration args (e.g. "--maxmemory-policy",
+// "allkeys-lru"), and stops it by PID when the test ends. It returns the
+// server's redis:// URL and a func that kills the server (with SIGKILL,
+// and waits for it to exit); calling it again does nothing. Use it for
+// tests that change the server's configuration or stop it; the shared
+// server serves the rest. It is StartRedisProc for those that need no more
+// than a URL and a kill.
+func StartRedis(t testing.TB, args ...string) (url string, kill func()) {
+	t.Helper()
+	p := StartRedisProc(t, args...)
+	return "redis://" + p.Addr + "/0", p.Kill
+}
 
 // RedisProc is a redis-server process of the tests' own, on a loopback
 // port: tests kill, pause and restart it to see what the code under test
@@ -94,7 +110,7 @@ func lookRedis(t testing.TB, name string) string {
 	bin, err := exec.LookPath(name)
 	if err != nil {
 		msg := name + " is not installed (apt-get install redis-server): " + err.Error()
-		if CI() {
+		if testenv.CI() {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)

@@ -1,4 +1,4 @@
-package testenv
+package faults
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // Netns is a network namespace of a test's own, linked to the host by two
@@ -87,7 +89,7 @@ func NewNetns(t testing.TB) *Netns {
 	if err != nil {
 		t.Fatalf("netns: %v", err)
 	}
-	suffix := Random()[:6]
+	suffix := testenv.Random()[:6]
 	base := "10.213." + strconv.Itoa(x) + "."
 	n := &Netns{
 		Name:             netnsPrefix + strconv.Itoa(os.Getpid()) + "-" + suffix,
@@ -141,7 +143,7 @@ func requireNetns(t testing.TB) {
 	if why == "" {
 		return
 	}
-	if CI() {
+	if testenv.CI() {
 		t.Fatal(why)
 	}
 	t.Skip(why)

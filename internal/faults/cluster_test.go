@@ -1,4 +1,4 @@
-package testenv
+package faults
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // TestMain checks that no goroutine outlives the tests: the shared
@@ -17,7 +19,7 @@ import (
 // that saw a node leave closes its connection to it 5s later, from a
 // goroutine that outlives Close: that one is rueidis', not ours.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, LeakIgnores()...)
+	goleak.VerifyTestMain(m, testenv.LeakIgnores()...)
 }
 
 func TestRedisProcKillPauseResumeRestart(t *testing.T) {
@@ -148,17 +150,12 @@ func TestSharedClusterForms(t *testing.T) {
 	if len(opt.InitAddress) != 6 {
 		t.Fatalf("%s names %d nodes, want 6", c.URL, len(opt.InitAddress))
 	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := testenv.RawRedis(t, c.URL)
 	if m := client.Mode(); m != rueidis.ClientModeCluster {
 		t.Fatalf("client mode %s, want cluster", m)
 	}
 	ctx := context.Background()
-	prefix := "t" + Random()
+	prefix := "t" + testenv.Random()
 	onMaster := map[*RedisProc]bool{}
 	for i := range 12 {
 		key := prefix + ":" + strconv.Itoa(i)
@@ -209,7 +206,7 @@ func TestClusterFailsOverAKilledMaster(t *testing.T) {
 	start := time.Now()
 	c := StartCluster(t)
 	t.Logf("StartCluster took %v", time.Since(start))
-	key := "t" + Random() + ":{failover}:k"
+	key := "t" + testenv.Random() + ":{failover}:k"
 	m := c.MasterOf(t, key)
 	r := c.ReplicaOf(t, m)
 	// WAIT on the connection of the write: the replica has it.
@@ -219,16 +216,7 @@ func TestClusterFailsOverAKilledMaster(t *testing.T) {
 	}
 
 	// A client of the cluster as it was, to follow it through the failover.
-	opt, err := rueidis.ParseURL(c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := testenv.RawRedis(t, c.URL)
 
 	m.Kill()
 	start = time.Now()
@@ -250,7 +238,7 @@ func TestClusterFailsOverAKilledMaster(t *testing.T) {
 	}
 
 	start = time.Now()
-	WaitFor(t, 10*time.Second, "the cluster client reads the key after the failover", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the cluster client reads the key after the failover", func() bool {
 		v, err := client.Do(ctx, client.B().Get().Key(key).Build()).ToString()
 		return err == nil && v == "v"
 	})
@@ -259,7 +247,7 @@ func TestClusterFailsOverAKilledMaster(t *testing.T) {
 	// The killed node comes back as a replica of the one that took its
 	// place.
 	m.Restart(t)
-	WaitFor(t, 20*time.Second, "the restarted master follows its successor", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the restarted master follows its successor", func() bool {
 		repl := m.Info("replication")
 		return infoField(repl, "role") == "slave" && infoField(repl, "master_port") == strconv.Itoa(r.Port) &&
 			infoField(repl, "master_link_status") == "up"
@@ -290,16 +278,11 @@ func TestSentinelFailsOverAKilledMaster(t *testing.T) {
 	if opt.Sentinel.MasterSet != s.MasterSet || len(opt.InitAddress) != 3 {
 		t.Fatalf("%s parses to master set %q and %d addresses", s.URL, opt.Sentinel.MasterSet, len(opt.InitAddress))
 	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := testenv.RawRedis(t, s.URL)
 	if m := client.Mode(); m != rueidis.ClientModeSentinel {
 		t.Fatalf("client mode %s, want sentinel", m)
 	}
-	prefix := "t" + Random()
+	prefix := "t" + testenv.Random()
 	replies, err := s.Master.DoMulti(ctx, []string{"SET", prefix + ":before", "v"}, []string{"WAIT", "1", "5000"})
 	if err != nil || replies[1] != int64(1) {
 		t.Fatalf("SET and WAIT 1 on the master = %v, %v", replies, err)
@@ -319,7 +302,7 @@ func TestSentinelFailsOverAKilledMaster(t *testing.T) {
 		t.Fatalf("CurrentMaster = %s after WaitFailover returned %s", got, now)
 	}
 	start = time.Now()
-	WaitFor(t, 15*time.Second, "the sentinel client writes to the new master", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the sentinel client writes to the new master", func() bool {
 		return client.Do(ctx, client.B().Set().Key(prefix+":after").Value("w").Build()).Error() == nil
 	})
 	t.Logf("the sentinel client wrote %v after WaitFailover", time.Since(start))
@@ -348,18 +331,9 @@ func TestSharedSentinel(t *testing.T) {
 			t.Errorf("sentinel %s: %v", sn.Addr, err)
 		}
 	}
-	opt, err := rueidis.ParseURL(s.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := testenv.RawRedis(t, s.URL)
 	ctx := context.Background()
-	key := "t" + Random() + ":k"
+	key := "t" + testenv.Random() + ":k"
 	if err := client.Do(ctx, client.B().Set().Key(key).Value("v").Ex(time.Minute).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
