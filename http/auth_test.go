@@ -515,7 +515,7 @@ func TestLoginAdoptsLegacyUser(t *testing.T) {
 // TestSendCodeHangUp: a buyer who hangs up while the gateway is slow does
 // not take back the code the gateway already has, nor the phone's wait:
 // asking again and hanging up again sends nothing more within the phone's
-// minute. (Issue 19: 8 SMS to one phone in 2.2 s.)
+// minute. (Before this bound: 8 SMS to one phone in 2.2 s.)
 func TestSendCodeHangUp(t *testing.T) {
 	t.Parallel()
 	e := newWebhookEnv(t, 5*time.Second)
