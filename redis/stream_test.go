@@ -144,7 +144,7 @@ func counted(t *testing.T, c *Client, voucherID int64, want []msg) []msg {
 
 // TestReadPendingDeliveries: a message read back from the consumer's own
 // pending list carries its delivery count, this read included, so that the
-// workers can dead-letter one delivered too often (a delivery counts only when the order fails alone).
+// workers can dead-letter one delivered too often.
 func TestReadPendingDeliveries(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
