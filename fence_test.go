@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
@@ -43,7 +41,7 @@ func TestRecover(t *testing.T) {
 	if _, err := store.SaveOrders(ctx, []*seckill.Order{first}); err != nil {
 		t.Fatal(err)
 	}
-	raw := rawClient(t, url)
+	raw := testenv.RawRedis(t, url)
 	key := func(name string) string { return "seckill:{v" + itoa(v.ID) + "}:" + name }
 	for _, cmd := range [][]string{
 		{"HDEL", key("buyers"), "1"}, {"INCR", key("stock")}, // the admission lost, its unit with it
@@ -82,21 +80,6 @@ func TestRecover(t *testing.T) {
 	}
 }
 
-func rawClient(t *testing.T, url string) rueidis.Client {
-	t.Helper()
-	opt, err := rueidis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestRecoverQueueMode: in the queue mode, orders admitted wait in the
@@ -120,7 +103,7 @@ func TestRecoverQueueMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := rawClient(t, url)
+	raw := testenv.RawRedis(t, url)
 	for _, cmd := range [][]string{
 		{"HSET", "seckill:{fence}:identity", "identity", "a server that is gone"},
 		{"SCRIPT", "FLUSH"},
@@ -163,7 +146,7 @@ func TestRebuildsLongerThanLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := rawClient(t, url)
+	raw := testenv.RawRedis(t, url)
 	if err := raw.Do(ctx, raw.B().Arbitrary("HSET", "seckill:{fence}:identity", "identity", "a server that is gone").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +245,7 @@ func TestRecoverArmsOnSaleFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := rawClient(t, url)
+	raw := testenv.RawRedis(t, url)
 	for _, cmd := range [][]string{
 		{"HSET", "seckill:{fence}:identity", "identity", "a server that is gone"},
 		{"SCRIPT", "FLUSH"},
@@ -339,7 +322,7 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw := rawClient(t, cl.URL)
+	raw := testenv.RawRedis(t, cl.URL)
 	epochs := func() map[int64]string {
 		out := map[int64]string{}
 		for _, id := range []int64{a, b, c} {

@@ -3,7 +3,6 @@ package orderid
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,7 +60,7 @@ func (s store) do(t testing.TB, cmd ...string) rueidis.RedisResult {
 // ("" for the default), both closed when the test ends.
 func openStore(t *testing.T, url, prefix string) store {
 	t.Helper()
-	c, err := redis.Open(context.Background(), redis.Config{URL: url, Prefix: prefix}, testLogger(t))
+	c, err := redis.Open(context.Background(), redis.Config{URL: url, Prefix: prefix}, testenv.Logger(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -69,24 +68,10 @@ func openStore(t *testing.T, url, prefix string) store {
 	if prefix == "" {
 		prefix = redis.DefaultPrefix
 	}
-	return store{c: c, raw: rawClient(t, url), prefix: prefix}
+	return store{c: c, raw: testenv.RawRedis(t, url), prefix: prefix}
 }
 
 // rawClient connects to url, and closes the connection when the test ends.
-func rawClient(t *testing.T, url string) rueidis.Client {
-	t.Helper()
-	opt, err := rueidis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	raw, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
-	return raw
-}
 
 // each runs test on a Redis server, a Redis Cluster and the embedded
 // server, each with a key prefix of its own.
@@ -104,24 +89,13 @@ func each(t *testing.T, test func(t *testing.T, s store)) {
 	})
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		c, err := redis.OpenEmbedded("", testLogger(t))
+		c, err := redis.OpenEmbedded("", testenv.Logger(t))
 		if err != nil {
 			t.Fatalf("OpenEmbedded: %v", err)
 		}
 		t.Cleanup(c.Close)
-		test(t, store{c: c, raw: rawClient(t, "redis://"+c.Addr()), prefix: redis.DefaultPrefix, embedded: true})
+		test(t, store{c: c, raw: testenv.RawRedis(t, "redis://"+c.Addr()), prefix: redis.DefaultPrefix, embedded: true})
 	})
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // newLease returns a lease in s for gen with the short test times, stopped
@@ -129,7 +103,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 // the service takes it there.
 func newLease(t *testing.T, s store, gen *Generator) *Lease {
 	t.Helper()
-	l := NewLease(s.c, gen, testLogger(t))
+	l := NewLease(s.c, gen, testenv.Logger(t))
 	if s.embedded {
 		l.LeaseTimes = EmbeddedLeaseTimes
 	}
@@ -425,7 +399,7 @@ func TestNodeLeaseRedisRollback(t *testing.T) {
 	// for Valid after it was taken, whatever Redis says meanwhile.
 	const valid = 3 * time.Second
 	lease := func(s store, g *Generator) *Lease {
-		l := NewLease(s.c, g, testLogger(t))
+		l := NewLease(s.c, g, testenv.Logger(t))
 		l.TTL, l.Renew, l.Valid, l.FreshWait = 10*time.Second, time.Hour, valid, valid
 		t.Cleanup(l.Stop)
 		return l
@@ -505,7 +479,7 @@ func TestNodeLeaseLapsedHolderAfterRollback(t *testing.T) {
 	// The wait of a newcomer (FreshWait) well within the lease it took.
 	const ttl, valid = 4 * time.Second, 1500 * time.Millisecond
 	lease := func(s store, g *Generator) *Lease {
-		l := NewLease(s.c, g, testLogger(t))
+		l := NewLease(s.c, g, testenv.Logger(t))
 		l.TTL, l.Renew, l.Valid, l.FreshWait = ttl, time.Hour, valid, valid
 		t.Cleanup(l.Stop)
 		return l
@@ -602,7 +576,7 @@ func TestNodeLeaseRenewsThroughOlderRestart(t *testing.T) {
 	ctx := context.Background()
 	c := openStore(t, "redis://"+rp.Addr, "")
 	g := New()
-	l := NewLease(c.c, g, testLogger(t))
+	l := NewLease(c.c, g, testenv.Logger(t))
 	l.TTL, l.Renew, l.Valid, l.FreshWait = 2*time.Second, 100*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond
 	t.Cleanup(l.Stop)
 	if err := l.Start(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seckill/seckill/internal/testenv"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ func TestBigVoucherNeverBlocksRedis(t *testing.T) {
 	)
 	p := faults.StartRedisProc(t, "--slowlog-log-slower-than", strconv.FormatInt(slowCall.Microseconds(), 10), "--slowlog-max-len", "128")
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: "redis://" + p.Addr + "/0"}, testLogger(t))
+	c, err := Open(ctx, Config{URL: "redis://" + p.Addr + "/0"}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ end`
 
 	// Another voucher sells all along, as another instance: on connections
 	// of its own, so that its admissions wait for Redis alone.
-	seller, err := Open(ctx, Config{URL: "redis://" + p.Addr + "/0"}, testLogger(t))
+	seller, err := Open(ctx, Config{URL: "redis://" + p.Addr + "/0"}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

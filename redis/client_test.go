@@ -29,7 +29,7 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
 		url := testenv.RedisURL(t)
-		c, err := Open(context.Background(), Config{URL: url, Prefix: testenv.RedisPrefix(t)}, testLogger(t))
+		c, err := Open(context.Background(), Config{URL: url, Prefix: testenv.RedisPrefix(t)}, testenv.Logger(t))
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
@@ -50,7 +50,7 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 	})
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		c, err := OpenEmbedded("", testLogger(t))
+		c, err := OpenEmbedded("", testenv.Logger(t))
 		if err != nil {
 			t.Fatalf("OpenEmbedded: %v", err)
 		}
@@ -65,7 +65,7 @@ func each(t *testing.T, test func(t *testing.T, c *Client)) {
 // closed when the test ends.
 func openCluster(t *testing.T, cl *faults.Cluster) *Client {
 	t.Helper()
-	c, err := Open(context.Background(), Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testLogger(t))
+	c, err := Open(context.Background(), Config{URL: cl.URL, Prefix: "t" + testenv.Random()}, testenv.Logger(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -84,7 +84,7 @@ func sibling(t *testing.T, c *Client) *Client {
 	if !ok {
 		t.Fatal("sibling of a Client that each did not make")
 	}
-	s, err := Open(context.Background(), Config{URL: url.(string), Prefix: c.keys.prefix, Embedded: c.embedded}, testLogger(t))
+	s, err := Open(context.Background(), Config{URL: url.(string), Prefix: c.keys.prefix, Embedded: c.embedded}, testenv.Logger(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -105,17 +105,6 @@ func arm(t testing.TB, c *Client) {
 	if err := c.ArmAdmission(ctx, id); err != nil {
 		t.Fatalf("ArmAdmission: %v", err)
 	}
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 func TestOpenRefusesEvictingRedis(t *testing.T) {
@@ -151,7 +140,7 @@ func TestOpenRefusesEvictingClusterMaster(t *testing.T) {
 func TestOpenAcceptsNoeviction(t *testing.T) {
 	t.Parallel()
 	url, _ := faults.StartRedis(t, "--maxmemory-policy", "noeviction")
-	c, err := Open(context.Background(), Config{URL: url}, testLogger(t))
+	c, err := Open(context.Background(), Config{URL: url}, testenv.Logger(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -160,7 +149,7 @@ func TestOpenAcceptsNoeviction(t *testing.T) {
 
 func TestPingAfterServerStops(t *testing.T) {
 	t.Parallel()
-	c, err := OpenEmbedded("", testLogger(t))
+	c, err := OpenEmbedded("", testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +200,7 @@ func TestOpenRedactsPassword(t *testing.T) {
 		"redis://:s3cretpw@[::1/0",
 		"redis://user:s3cretpw@127.0.0.1:6379/notadb",
 	} {
-		_, err := Open(context.Background(), Config{URL: raw}, testLogger(t))
+		_, err := Open(context.Background(), Config{URL: raw}, testenv.Logger(t))
 		if err == nil {
 			t.Errorf("Open(%q) = nil error, want a parse error", raw)
 			continue
@@ -232,7 +221,7 @@ func TestBlockingConnectionsClosed(t *testing.T) {
 	t.Cleanup(func() { blockingIdle = old })
 	rp := faults.StartRedisProc(t)
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testLogger(t))
+	c, err := Open(ctx, Config{URL: "redis://" + rp.Addr}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"github.com/seckill/seckill/internal/testenv"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestArmLoadsNothingBeforeTheCheck(t *testing.T) {
 	t.Parallel()
 	p := faults.StartRedisProc(t)
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: "redis://" + p.Addr + "/0"}, testLogger(t))
+	c, err := Open(ctx, Config{URL: "redis://" + p.Addr + "/0"}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

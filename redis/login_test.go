@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"github.com/seckill/seckill/internal/testenv"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func TestRedeemCodeWrongTries(t *testing.T) {
 
 func TestCodeExpires(t *testing.T) {
 	t.Parallel()
-	c, err := OpenEmbedded("", testLogger(t))
+	c, err := OpenEmbedded("", testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestSpendGuess(t *testing.T) {
 // TestSpendGuessWindow: the allowances renew after their window.
 func TestSpendGuessWindow(t *testing.T) {
 	t.Parallel()
-	c, err := OpenEmbedded("", testLogger(t))
+	c, err := OpenEmbedded("", testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func TestAdmitWindow(t *testing.T) {
 // the embedded server, whose clock the test sets: [begin, end).
 func TestAdmitWindowBounds(t *testing.T) {
 	t.Parallel()
-	c, err := OpenEmbedded("", testLogger(t))
+	c, err := OpenEmbedded("", testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +184,12 @@ func TestAdmitUnverified(t *testing.T) {
 	// A server of the test's own: flushing the shared one's scripts would
 	// stop other tests' admissions.
 	url, _ := faults.StartRedis(t)
-	own, err := Open(context.Background(), Config{URL: url}, testLogger(t))
+	own, err := Open(context.Background(), Config{URL: url}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(own.Close)
-	embedded, err := OpenEmbedded("", testLogger(t))
+	embedded, err := OpenEmbedded("", testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestAdmitUnverified(t *testing.T) {
 	}
 	// Another deployment on the same server (another key prefix) is not
 	// armed by this one's check: its admission script is its own.
-	other, err := Open(context.Background(), Config{URL: url, Prefix: "other"}, testLogger(t))
+	other, err := Open(context.Background(), Config{URL: url, Prefix: "other"}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestAdmitUnverified(t *testing.T) {
 
 func TestAdmitUnavailable(t *testing.T) {
 	t.Parallel()
-	c, err := OpenEmbedded("", testLogger(t))
+	c, err := OpenEmbedded("", testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func BenchmarkAdmitSoldOut(b *testing.B) {
 // (G5), as they do once it is sold out.
 func TestAdmitDuplicateAfterEnd(t *testing.T) {
 	t.Parallel()
-	c, err := OpenEmbedded("", testLogger(t))
+	c, err := OpenEmbedded("", testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

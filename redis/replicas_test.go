@@ -174,7 +174,7 @@ func TestCheckReplicasSentinel(t *testing.T) {
 	if len(got) != 1 || count(got, warnMinRepl) != 1 {
 		t.Errorf("warnings %q, want only %q", got, warnMinRepl)
 	}
-	c, err := Open(context.Background(), Config{URL: s.URL, WaitReplicas: 1}, testLogger(t))
+	c, err := Open(context.Background(), Config{URL: s.URL, WaitReplicas: 1}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

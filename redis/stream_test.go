@@ -813,7 +813,7 @@ func TestTrimOrdersReadBetween(t *testing.T) {
 			_, hookErr = c.ReadOrders(ctx, 1, "b", 10, 10*time.Millisecond)
 		})
 		u.Host = p.Addr()
-		tc, err := Open(ctx, Config{URL: u.String(), Prefix: c.keys.prefix, Embedded: c.server != nil}, testLogger(t))
+		tc, err := Open(ctx, Config{URL: u.String(), Prefix: c.keys.prefix, Embedded: c.server != nil}, testenv.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

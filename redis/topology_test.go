@@ -95,7 +95,7 @@ func TestTopologySingle(t *testing.T) {
 	master := faults.StartRedisProc(t)
 	replica := faults.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port))
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: "redis://" + master.Addr}, testLogger(t))
+	c, err := Open(ctx, Config{URL: "redis://" + master.Addr}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

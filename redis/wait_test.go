@@ -30,7 +30,7 @@ func replicated(t *testing.T, timeout time.Duration) (*Client, *faults.RedisProc
 	testenv.WaitFor(t, defaultWait, "the replica to sync", func() bool {
 		return replica.Role() == "slave" && testenvField(replica.Info("replication"), "master_link_status") == "up"
 	})
-	c, err := Open(context.Background(), Config{URL: "redis://" + master.Addr, WaitReplicas: 1, WaitTimeout: timeout}, testLogger(t))
+	c, err := Open(context.Background(), Config{URL: "redis://" + master.Addr, WaitReplicas: 1, WaitTimeout: timeout}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package soldout_test
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,7 +64,7 @@ func each(t *testing.T, test func(t *testing.T, b *backend)) {
 // address.
 func embeddedServer(t *testing.T) string {
 	t.Helper()
-	server, err := redis.OpenEmbedded("", testLogger(t))
+	server, err := redis.OpenEmbedded("", testenv.Logger(t))
 	if err != nil {
 		t.Fatalf("OpenEmbedded: %v", err)
 	}
@@ -108,13 +107,13 @@ func (b *backend) open(t *testing.T, addr string, cfg soldout.Config) *inst {
 	if addr != "" {
 		url = "redis://" + addr
 	}
-	c, err := redis.Open(context.Background(), redis.Config{URL: url, Prefix: b.prefix, Embedded: b.embedded}, testLogger(t))
+	c, err := redis.Open(context.Background(), redis.Config{URL: url, Prefix: b.prefix, Embedded: b.embedded}, testenv.Logger(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(c.Close)
 	arm(t, c)
-	copies := soldout.New(c, cfg, testLogger(t))
+	copies := soldout.New(c, cfg, testenv.Logger(t))
 	t.Cleanup(copies.Close) // before c's
 	return &inst{c: c, copies: copies}
 }
@@ -262,15 +261,4 @@ func soldOutOrder(t *testing.T, s seckill.SoldOutReader, userID, voucherID int64
 		t.Fatalf("SoldOutBuyerOrder(user %d, voucher %d): %v", userID, voucherID, err)
 	}
 	return id
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
