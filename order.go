@@ -198,9 +198,12 @@ type OrderService struct {
 	Admitter *Admitter
 	// Vouchers tells which vouchers are open (a buyer's pending orders).
 	Vouchers *VoucherService
-	// SoldOut, if set, reads a buyer's slot of a voucher found sold out
-	// from a copy kept true (package soldout); else the slot is read from
-	// the cache.
+	// SoldOut reads a buyer's slot of a voucher found sold out: from a
+	// copy kept true (package soldout), or from the cache, fenced
+	// (redis.Client). The sold-out memory (SoldOutFor) answers only through
+	// it: nil turns the memory off, and every buy runs the admission. (An
+	// unfenced read of the slot could tell a buyer who holds an order
+	// sold_out, after Redis came back older.)
 	SoldOut SoldOutReader
 	IDs     IDGenerator
 	// Queue is the queue mode's queue.
@@ -269,7 +272,7 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		return o, nil
 	}
 	fence := s.Admitter.Fence.seen.load()
-	if s.knownSoldOut(voucherID, fence) {
+	if s.SoldOut != nil && s.knownSoldOut(voucherID, fence) {
 		err := s.soldOutAnswer(ctx, userID, voucherID)
 		if err != nil && (!s.Confirmed || !errors.Is(err, ErrDuplicateOrder)) {
 			return nil, err
@@ -350,7 +353,7 @@ func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
 	if wait == 0 {
 		wait = time.Second
 	}
-	if wait > 0 && checkedIn(fence) {
+	if wait > 0 && checkedIn(fence) && s.SoldOut != nil {
 		now := s.now().UnixNano()
 		s.setSoldOut(voucherID, soldOutEntry{until: now + int64(wait), fence: fence}, soldOutEntry{}, now)
 	}
@@ -365,13 +368,7 @@ func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
 // (ErrVoucherNotLoaded: its data lost, or being rebuilt; the memory of it
 // is dropped, and the admission rebuilds it).
 func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
-	var existing int64
-	var err error
-	if s.SoldOut != nil {
-		existing, err = s.SoldOut.SoldOutBuyerOrder(ctx, userID, voucherID)
-	} else {
-		existing, err = s.Cache.BuyerOrder(ctx, userID, voucherID)
-	}
+	existing, err := s.SoldOut.SoldOutBuyerOrder(ctx, userID, voucherID)
 	switch {
 	case errors.Is(err, ErrCacheUnverified):
 		s.Admitter.Fence.seen.doubt()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/faults"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/soldout"
 )
@@ -606,5 +607,59 @@ func TestOrdersPersistedBetweenReads(t *testing.T) {
 			got = append(got, fmt.Sprintf("%d %s", x.ID, x.Status))
 		}
 		t.Fatalf("Orders = %v; want order %d, created (persisted while the list was read)", got, o.ID)
+	}
+}
+
+// TestSoldOutMemoryNeedsAReader: the sold-out memory answers a buyer only
+// through OrderService.SoldOut, the fenced read of their slot. Without one
+// it is off: Redis restarts from an older file within SoldOutFor of the
+// sell-out (buyer 1's admission lost, the fence names another server, the
+// scripts flushed), and buyer 1, whose order is in the database, asking
+// again must get it back, not sold_out from an unfenced read of a slot
+// Redis lost.
+func TestSoldOutMemoryNeedsAReader(t *testing.T) {
+	t.Parallel()
+	for _, wired := range []bool{true, false} {
+		t.Run(map[bool]string{true: "reader", false: "no reader"}[wired], func(t *testing.T) {
+			t.Parallel()
+			url, _ := faults.StartRedis(t)
+			vs, store, _ := services(t, url)
+			ctx := context.Background()
+			v, err := vs.Create(ctx, onSale("one unit", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			orders := orderService(vs, store, 100)
+			orders.SoldOutFor = time.Hour
+			if !wired {
+				orders.SoldOut = nil
+			}
+			first, err := orders.Buy(ctx, 1, v.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.SaveOrders(ctx, []*seckill.Order{first}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := orders.Buy(ctx, 2, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+				t.Fatalf("buyer 2 = %v, want sold out", err)
+			}
+			raw := testenv.RawRedis(t, url)
+			for _, cmd := range [][]string{
+				{"HDEL", testenv.VoucherKey(redis.DefaultPrefix, v.ID, "buyers"), "1"},
+				{"INCR", testenv.VoucherKey(redis.DefaultPrefix, v.ID, "stock")},
+				{"HSET", redis.DefaultPrefix + ":{fence}:identity", "identity", "a server that is gone"},
+				{"SCRIPT", "FLUSH"},
+			} {
+				if err := raw.Do(ctx, raw.B().Arbitrary(cmd...).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err = orders.Buy(ctx, 1, v.ID)
+			var e *seckill.Error
+			if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != first.ID {
+				t.Errorf("buyer 1, who holds order %d, asking again = %v; want duplicate_order", first.ID, err)
+			}
+		})
 	}
 }
