@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/redis"
 )
 
 // TestRecover: Redis came back with older data (here: a buyer's admission
@@ -41,17 +42,7 @@ func TestRecover(t *testing.T) {
 	if _, err := store.SaveOrders(ctx, []*seckill.Order{first}); err != nil {
 		t.Fatal(err)
 	}
-	raw := testenv.RawRedis(t, url)
-	key := func(name string) string { return "seckill:{v" + itoa(v.ID) + "}:" + name }
-	for _, cmd := range [][]string{
-		{"HDEL", key("buyers"), "1"}, {"INCR", key("stock")}, // the admission lost, its unit with it
-		{"HSET", "seckill:{fence}:identity", "identity", "a server that is gone"},
-		{"SCRIPT", "FLUSH"},
-	} {
-		if err := raw.Do(ctx, raw.B().Arbitrary(cmd...).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cameBackOlder(t, url, v.ID, 1)
 	before := len(logs.String())
 	// Another instance: its own memory, the same Redis and database.
 	other := newVouchers(vs.Store.(seckill.Store), vs.Cache, vs.Logger, vs.Now)
@@ -80,8 +71,6 @@ func TestRecover(t *testing.T) {
 	}
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
 // TestRecoverQueueMode: in the queue mode, orders admitted wait in the
 // instances' memory, where no rebuild sees them: a recovery after the
 // server changed keeps the buyers Redis came back with, so that the units
@@ -103,15 +92,7 @@ func TestRecoverQueueMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := testenv.RawRedis(t, url)
-	for _, cmd := range [][]string{
-		{"HSET", "seckill:{fence}:identity", "identity", "a server that is gone"},
-		{"SCRIPT", "FLUSH"},
-	} {
-		if err := raw.Do(ctx, raw.B().Arbitrary(cmd...).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cameBackOlder(t, url, 0, 0)
 	_, err = orders.Buy(ctx, 1, v.ID)
 	var e *seckill.Error
 	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != queued.ID {
@@ -245,15 +226,7 @@ func TestRecoverArmsOnSaleFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := testenv.RawRedis(t, url)
-	for _, cmd := range [][]string{
-		{"HSET", "seckill:{fence}:identity", "identity", "a server that is gone"},
-		{"SCRIPT", "FLUSH"},
-	} {
-		if err := raw.Do(ctx, raw.B().Arbitrary(cmd...).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cameBackOlder(t, url, 0, 0)
 	held := &heldVoucher{Store: store, id: ended.ID, reading: make(chan struct{}), release: make(chan struct{})}
 	vs.Store = held
 	watch := &seckill.CacheWatch{Fence: vs.Fence, Every: 20 * time.Millisecond, RebuildEvery: 20 * time.Millisecond, Logger: vs.Logger}
@@ -302,7 +275,7 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 	cl := faults.StartCluster(t)
 	vs, store, logs := services(t, cl.URL)
 	ctx := context.Background()
-	key := func(id int64, name string) string { return "seckill:{v" + itoa(id) + "}:" + name }
+	key := func(id int64, name string) string { return testenv.VoucherKey(redis.DefaultPrefix, id, name) }
 	// A voucher on each master.
 	masters := cl.Masters(t)
 	on := map[*faults.RedisProc]int64{}
@@ -381,5 +354,29 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 	}
 	if got, err := vs.Cache.Remaining(ctx, a, b, c); err != nil || got[a] != 2 || got[b] != 2 || got[c] != 2 {
 		t.Errorf("remaining after the failover = %v, %v; want 2 of each", got, err)
+	}
+}
+
+// cameBackOlder makes the Redis at url look restarted from an older file:
+// the fence names a server that is gone and the script cache is empty;
+// with lostBuyer, that buyer's admission to the voucher is lost too, and
+// its unit with it.
+func cameBackOlder(t *testing.T, url string, voucherID, lostBuyer int64) {
+	t.Helper()
+	ctx := context.Background()
+	raw := testenv.RawRedis(t, url)
+	var cmds [][]string
+	if lostBuyer != 0 {
+		cmds = append(cmds,
+			[]string{"HDEL", testenv.VoucherKey(redis.DefaultPrefix, voucherID, "buyers"), strconv.FormatInt(lostBuyer, 10)},
+			[]string{"INCR", testenv.VoucherKey(redis.DefaultPrefix, voucherID, "stock")})
+	}
+	cmds = append(cmds,
+		[]string{"HSET", redis.DefaultPrefix + ":{fence}:identity", "identity", "a server that is gone"},
+		[]string{"SCRIPT", "FLUSH"})
+	for _, cmd := range cmds {
+		if err := raw.Do(ctx, raw.B().Arbitrary(cmd...).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
