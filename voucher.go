@@ -42,6 +42,14 @@ type Voucher struct {
 	// cache, where loading and rebuilding replace only state of another
 	// generation, and admission refuses it.
 	Generation int64
+	// Shards is how many shards the voucher's stock is split into in the
+	// cache, 1 to MaxShards (see Shard); 0, as read for vouchers made before
+	// shards, is 1. Queue and sync modes take only 1.
+	Shards int
+	// ShardTags are the shards' hash tags in the cache, chosen at creation
+	// so that the shards land on distinct Redis masters (placement); empty
+	// for an unsharded voucher. ShardTag falls back to DefaultShardTag.
+	ShardTags []string
 }
 
 // Validate reports every rule the voucher breaks as one ErrInvalidArgument
@@ -61,6 +69,11 @@ func (v *Voucher) Validate(now time.Time) error {
 	}
 	if v.Stock < 1 || v.Stock > MaxStock {
 		problems = append(problems, fmt.Sprintf("stock: must be between 1 and %d, got %d", MaxStock, v.Stock))
+	}
+	if v.Shards < 0 || v.Shards > MaxShards {
+		problems = append(problems, fmt.Sprintf("shards: must be between 1 and %d, got %d", MaxShards, v.Shards))
+	} else if v.Shards > 1 && v.Stock >= 1 && v.Stock < int64(v.Shards) {
+		problems = append(problems, fmt.Sprintf("shards: must be at most the stock (%d), got %d", v.Stock, v.Shards))
 	}
 	switch {
 	case v.BeginTime.IsZero():

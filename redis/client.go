@@ -56,6 +56,11 @@ type Config struct {
 	// so that neither waits behind the other. Used only with WaitReplicas;
 	// default DefaultWaitPoolSize.
 	WaitPoolSize int
+	// Vouchers reads a voucher's row, for the tags of its shards
+	// (seckill.Voucher.ShardTags) when a method is given the id of a
+	// voucher this client has not learnt (Client.Learn). Nil: such a
+	// voucher is taken as unsharded.
+	Vouchers func(ctx context.Context, id int64) (*seckill.Voucher, error)
 }
 
 // DefaultWaitTimeout is Config.WaitTimeout's default.
@@ -100,6 +105,10 @@ type Client struct {
 
 	// hot holds the keys of the vouchers being sold (see hotKeys).
 	hot hotKeys
+	// layouts holds where each voucher's shards are (layout.go), and
+	// vouchers reads those not yet there (Config.Vouchers).
+	layouts  layouts
+	vouchers func(ctx context.Context, id int64) (*seckill.Voucher, error)
 
 	// topo is the topology voucherNode read last, at topoAt.
 	topoMu sync.Mutex
@@ -146,6 +155,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 		}
 	}
 	c.opt = opt
+	c.vouchers = cfg.Vouchers
 	c.waitReplicas, c.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
 	if c.waitTimeout <= 0 {
 		c.waitTimeout = DefaultWaitTimeout

@@ -3,6 +3,7 @@ package redis
 import (
 	"strconv"
 
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/cow"
 )
 
@@ -29,21 +30,40 @@ type voucherKeys struct {
 	// Changes is a list: "ver:user,…", the buyers whose slots each bump of
 	// meta's ver changed, for the copies of the buyers (soldout.go).
 	Changes string
+	// Xout is a hash, of a shard of a sharded voucher: transfer id -> the
+	// transfer of stock taken from this shard and not yet settled
+	// (transfer.go).
+	Xout string
+	// Xin is a hash, of a shard of a sharded voucher: transfer id -> what
+	// this shard did with it (received it, or refused it for good).
+	Xin string
 	// ID is the voucher id in decimal, as scripts take it.
 	ID string
+	// Tag is the hash tag, without its braces.
+	Tag string
 }
 
+// voucher returns the keys of an unsharded voucher (or, which is the same,
+// its shard 0): the hash tag {v<id>}.
 func (k keyspace) voucher(id int64) voucherKeys {
-	s := strconv.FormatInt(id, 10)
-	tag := k.prefix + ":{v" + s + "}:"
+	return k.shard(id, seckill.DefaultShardTag(id, 1, 0))
+}
+
+// shard returns the keys of one shard of a voucher: those of the
+// voucher's hash tag tag (seckill.Voucher.ShardTag).
+func (k keyspace) shard(id int64, tag string) voucherKeys {
+	t := k.prefix + ":{" + tag + "}:"
 	return voucherKeys{
-		ID:      s,
-		Stock:   tag + "stock",
-		Meta:    tag + "meta",
-		Buyers:  tag + "buyers",
-		Orders:  tag + "orders",
-		DLQ:     tag + "dlq",
-		Changes: tag + "changes",
+		ID:      strconv.FormatInt(id, 10),
+		Tag:     tag,
+		Stock:   t + "stock",
+		Meta:    t + "meta",
+		Buyers:  t + "buyers",
+		Orders:  t + "orders",
+		DLQ:     t + "dlq",
+		Changes: t + "changes",
+		Xout:    t + "xout",
+		Xin:     t + "xin",
 	}
 }
 

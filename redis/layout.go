@@ -1,0 +1,81 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/cow"
+)
+
+// layout is where a voucher's shards live: the keys of each, by index.
+// An unsharded voucher has one, the keys of {v<id>}.
+type layout struct {
+	gen    int64
+	shards []*voucherKeys
+}
+
+// layouts keeps the layout of every voucher this client has seen. A
+// voucher's layout never changes once created (its tags are in its row).
+type layouts = cow.Map[int64, *layout]
+
+// maxLayouts bounds layouts; past it, it starts over.
+const maxLayouts = 4096
+
+// Learn records v's layout: its shards' tags, from its row. Every method
+// that takes a voucher id finds the voucher's shards so. LoadVoucher and
+// Rebuild learn the voucher they are given; Config.Vouchers is asked for
+// the others.
+func (c *Client) Learn(v *seckill.Voucher) *layout {
+	if l, ok := c.layouts.Load(v.ID); ok && l.gen == v.Generation && len(l.shards) == v.ShardCount() {
+		return l
+	}
+	l := &layout{gen: v.Generation, shards: make([]*voucherKeys, v.ShardCount())}
+	for i := range l.shards {
+		k := c.keys.shard(v.ID, v.ShardTag(i))
+		l.shards[i] = &k
+	}
+	c.layouts.Update(func(next map[int64]*layout) bool {
+		if len(next) >= maxLayouts {
+			clear(next)
+		}
+		next[v.ID] = l
+		return true
+	})
+	return l
+}
+
+// layoutOf returns the voucher's layout: as learnt, else from its row
+// (Config.Vouchers). A voucher whose row cannot be found, or a client
+// without Config.Vouchers, is taken as unsharded: its keys are {v<id>}'s,
+// where a sharded voucher keeps nothing, so nothing of it is touched.
+func (c *Client) layoutOf(ctx context.Context, voucherID int64) (*layout, error) {
+	if l, ok := c.layouts.Load(voucherID); ok {
+		return l, nil
+	}
+	if c.vouchers == nil {
+		return c.Learn(&seckill.Voucher{ID: voucherID}), nil
+	}
+	v, err := c.vouchers(ctx, voucherID)
+	if errors.Is(err, seckill.ErrVoucherNotFound) {
+		k := c.keys.voucher(voucherID)
+		return &layout{shards: []*voucherKeys{&k}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis: the shards of voucher %d: %w", voucherID, err)
+	}
+	return c.Learn(v), nil
+}
+
+// shardKeys returns the keys of shard s.
+func (c *Client) shardKeys(ctx context.Context, s seckill.Shard) (*voucherKeys, error) {
+	l, err := c.layoutOf(ctx, s.VoucherID)
+	if err != nil {
+		return nil, err
+	}
+	if s.Index < 0 || s.Index >= len(l.shards) {
+		return nil, fmt.Errorf("redis: voucher %d has %d shards, not shard %d", s.VoucherID, len(l.shards), s.Index)
+	}
+	return l.shards[s.Index], nil
+}
