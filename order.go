@@ -156,6 +156,9 @@ type Admission struct {
 	Generation int64
 	UserID     int64
 	OrderID    int64
+	// Shard is the buyer's home shard of the voucher (HomeShard), where
+	// the buyer is admitted; 0 for an unsharded voucher.
+	Shard int
 }
 
 // OrderCache is the Redis side of orders: admission, and who holds which

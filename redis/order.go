@@ -59,7 +59,10 @@ func (c *Client) Reassign(ctx context.Context, voucherID, userID, orderID, keep 
 }
 
 func (c *Client) release(ctx context.Context, voucherID, userID, orderID int64, keep string) (bool, error) {
-	k := c.keys.voucher(voucherID)
+	k, err := c.buyerKeys(ctx, voucherID, userID)
+	if err != nil {
+		return false, err
+	}
 	n, err := releaseScript.runInt(ctx, c, fmt.Sprintf("release order %d", orderID), []string{k.Stock, k.Buyers, k.Meta, k.Changes},
 		releaseArgs{UserID: userID, OrderID: orderID, Keep: keep})
 	return n == 1, err
@@ -91,7 +94,15 @@ func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) er
 // return values become domain errors. held is how long the stock is held
 // when the script says so (with an ErrUnavailable), else 0.
 func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool) (held time.Duration, _ error) {
-	k := c.hotVoucher(a.VoucherID)
+	k, err := c.shardOf(ctx, a.VoucherID, a.Shard)
+	if err != nil {
+		return 0, err
+	}
+	if k == nil {
+		// A shard this voucher has not (here): its layout is not known, or
+		// not yet relearnt; the rebuild that this answer leads to learns it.
+		return 0, fmt.Errorf("redis: voucher %d shard %d: %w", a.VoucherID, a.Shard, seckill.ErrVoucherNotLoaded)
+	}
 	argv := admitArgs{UserID: a.UserID, OrderID: a.OrderID, VoucherID: k.ID, Append: stream, Generation: a.Generation,
 		Wait: c.waitReplicas > 0}.fields()
 	b := c.rdb.B()
@@ -100,7 +111,6 @@ func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool
 	}
 	cmd := b.Evalsha().Sha1(c.admitLua.sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).Arg(argv[:]...).Build()
 	var res []rueidis.RedisMessage
-	var err error
 	if c.waitReplicas > 0 {
 		res, err = c.admitReplicated(ctx, cmd)
 	} else {
@@ -154,7 +164,11 @@ func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool
 // holds an order is told of it (G5). Admission records the buyer and its
 // order in one script, so an order found here was admitted.
 func (c *Client) BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
-	cmd := c.rdb.B().Hget().Key(c.hotVoucher(voucherID).Buyers).Field(strconv.FormatInt(userID, 10)).Build()
+	k, err := c.buyerKeys(ctx, voucherID, userID)
+	if err != nil {
+		return 0, err
+	}
+	cmd := c.rdb.B().Hget().Key(k.Buyers).Field(strconv.FormatInt(userID, 10)).Build()
 	id, err := c.rdb.Do(ctx, cmd).AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return 0, nil
@@ -176,7 +190,11 @@ func (c *Client) BuyerOrders(ctx context.Context, userID int64, voucherIDs ...in
 	user := strconv.FormatInt(userID, 10)
 	cmds := make(rueidis.Commands, len(voucherIDs))
 	for i, v := range voucherIDs {
-		cmds[i] = c.rdb.B().Hget().Key(c.keys.voucher(v).Buyers).Field(user).Build()
+		k, err := c.buyerKeys(ctx, v, userID)
+		if err != nil {
+			return nil, err
+		}
+		cmds[i] = c.rdb.B().Hget().Key(k.Buyers).Field(user).Build()
 	}
 	found := make(map[int64]int64)
 	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
@@ -190,4 +208,38 @@ func (c *Client) BuyerOrders(ctx context.Context, userID int64, voucherIDs ...in
 		found[voucherIDs[i]] = id
 	}
 	return found, nil
+}
+
+// shardOf returns the keys of shard i of the voucher, or nil if the
+// voucher has no such shard (as far as this client knows).
+func (c *Client) shardOf(ctx context.Context, voucherID int64, i int) (*voucherKeys, error) {
+	shards, err := c.shardsOf(ctx, voucherID)
+	if err != nil || i < 0 || i >= len(shards) {
+		return nil, err
+	}
+	return shards[i], nil
+}
+
+// buyerKeys returns the keys of the user's home shard of the voucher
+// (seckill.HomeShard): where their slot is, and only there.
+func (c *Client) buyerKeys(ctx context.Context, voucherID, userID int64) (*voucherKeys, error) {
+	shards, err := c.shardsOf(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	return shards[seckill.HomeShard(userID, len(shards))], nil
+}
+
+// shardsOf returns the keys of the voucher's shards, by index, as
+// layoutOf finds them; a voucher already learnt costs one map read, and
+// nothing allocated, on the buy's path.
+func (c *Client) shardsOf(ctx context.Context, voucherID int64) ([]*voucherKeys, error) {
+	if l, ok := c.layouts.Load(voucherID); ok {
+		return l.shards, nil
+	}
+	l, err := c.layoutOf(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	return l.shards, nil
 }

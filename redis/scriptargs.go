@@ -134,15 +134,24 @@ type loadVoucherArgs struct {
 	Begin, End time.Time
 	// Generation is the voucher's.
 	Generation int64
+	// Shards is how many shards a sharded voucher has, Index the one being
+	// loaded; Shards 0 or 1 loads an unsharded voucher, as always.
+	Shards, Index int
 }
 
 func (a loadVoucherArgs) argv() []string {
+	shards, index := "", ""
+	if a.Shards > 1 {
+		shards, index = strconv.Itoa(a.Shards), strconv.Itoa(a.Index)
+	}
 	return []string{
 		strconv.FormatInt(a.Stock, 10),      // ARGV[1]
 		unixMillis(a.Begin),                 // ARGV[2]
 		unixMillis(a.End),                   // ARGV[3]
 		Group,                               // ARGV[4]
 		strconv.FormatInt(a.Generation, 10), // ARGV[5]
+		shards,                              // ARGV[6]
+		index,                               // ARGV[7]
 	}
 }
 

@@ -9,46 +9,79 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// LoadVoucher puts a voucher just created into Redis in one script call,
-// unless Redis holds this generation of it already, replacing any state of
-// another generation held under its id. It reports whether there was such
-// stale state, and logs it: two databases may share one key prefix.
+// LoadVoucher puts a voucher just created into Redis in one script call
+// per shard, unless Redis holds this generation of it already, replacing
+// any state of another generation held under its id. It reports whether
+// there was such stale state, and logs it: two databases may share one key
+// prefix.
+//
+// A sharded voucher (Shards > 1) is loaded shard by shard, each with its
+// even part of the stock (seckill.ShardStock), each on its own; a shard
+// already there in this generation is kept, as a whole voucher is.
 func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, error) {
-	k := c.keys.voucher(v.ID)
-	n, err := loadVoucherScript.runInt(ctx, c, fmt.Sprintf("load voucher %d", v.ID), []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
-		loadVoucherArgs{Stock: v.Stock, Begin: v.BeginTime, End: v.EndTime, Generation: v.Generation})
-	if err != nil {
-		return false, err
+	l := c.Learn(v)
+	shards := len(l.shards)
+	var replaced, kept bool
+	for i, k := range l.shards {
+		keys := []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ}
+		if shards > 1 {
+			// Only a sharded voucher's shards have transfers.
+			keys = append(keys, k.Xout, k.Xin)
+		}
+		n, err := loadVoucherScript.runInt(ctx, c, fmt.Sprintf("load voucher %d shard %d", v.ID, i), keys,
+			loadVoucherArgs{Stock: seckill.ShardStock(v.Stock, shards, i), Begin: v.BeginTime, End: v.EndTime,
+				Generation: v.Generation, Shards: shards, Index: i})
+		if err != nil {
+			return replaced, err
+		}
+		replaced = replaced || n == 1
+		kept = kept || n == -1
 	}
-	switch n {
-	case 1:
+	if replaced {
 		c.logger.Warn("Redis held stale state for a new voucher's id, now replaced: was the database reset, or do two databases share this Redis key prefix?",
 			"voucher", v.ID, "prefix", c.keys.prefix)
-	case -1:
+	}
+	if kept {
 		c.logger.Info("a new voucher was in Redis already: rebuilt from the database by a buyer or another instance first, and kept", "voucher", v.ID)
 	}
-	return n == 1, nil
+	return replaced, nil
 }
 
-// Remaining reads the stock left of each voucher in one round trip per node.
+// Remaining reads the stock left of each voucher in one round trip per
+// node: a sharded voucher's is the sum of its shards' (units in flight
+// between shards are not counted). A voucher not loaded, or a sharded one
+// with any shard not loaded, is absent.
 func (c *Client) Remaining(ctx context.Context, ids ...int64) (map[int64]int64, error) {
 	if len(ids) == 0 {
 		return map[int64]int64{}, nil
 	}
-	cmds := make(rueidis.Commands, len(ids))
-	for i, id := range ids {
-		cmds[i] = c.rdb.B().Get().Key(c.keys.voucher(id).Stock).Build()
+	cmds := make(rueidis.Commands, 0, len(ids))
+	owner := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		shards, err := c.shardsOf(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range shards {
+			cmds = append(cmds, c.rdb.B().Get().Key(k.Stock).Build())
+			owner = append(owner, id)
+		}
 	}
 	left := make(map[int64]int64, len(ids))
+	missing := make(map[int64]bool)
 	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
 		n, err := res.AsInt64()
 		if rueidis.IsRedisNil(err) {
+			missing[owner[i]] = true
 			continue
 		}
 		if err != nil {
 			return nil, redisErr("read remaining stock", err)
 		}
-		left[ids[i]] = n
+		left[owner[i]] += n
+	}
+	for id := range missing {
+		delete(left, id)
 	}
 	return left, nil
 }

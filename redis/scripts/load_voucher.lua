@@ -14,11 +14,21 @@
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the order messages
 -- KEYS[5] dlq     stream: the dead letters
+-- KEYS[6] xout    hash: a shard's transfers out (transfer_take.lua)
+-- KEYS[7] xin     hash: a shard's transfers in (transfer_give.lua)
 -- ARGV[1] stock
 -- ARGV[2] begin of the sale window, unix milliseconds
 -- ARGV[3] end of the sale window, unix milliseconds
 -- ARGV[4] consumer group
 -- ARGV[5] the voucher's generation
+-- ARGV[6] for a shard of a sharded voucher, how many shards it has; ''
+--         for an unsharded voucher, which writes exactly what it always did
+-- ARGV[7] for a shard of a sharded voucher, its index; else ''
+--
+-- A shard of a sharded voucher is loaded as a voucher of its own, with its
+-- part of the stock, and its meta also says shards, index and xgen (the
+-- transfer generation, "0" until a rebuild resets the transfers); its
+-- transfers of a replaced generation go with the rest.
 --
 -- Returns 1 if it replaced state Redis held for the id, 0 if it loaded the
 -- voucher into an empty place, -1 if this generation was there already.
@@ -39,6 +49,10 @@ local epoch = next_epoch()
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[4], '0', 'MKSTREAM')
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'gen', ARGV[5], 'epoch', epoch)
+if ARGV[6] ~= '' then
+  redis.call('UNLINK', KEYS[6], KEYS[7])
+  redis.call('HSET', KEYS[2], 'shards', ARGV[6], 'index', ARGV[7], 'xgen', '0')
+end
 redis.call('SET', KEYS[1], ARGV[1])
 if stale > 0 then
   return 1
