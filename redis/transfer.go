@@ -1,0 +1,459 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+)
+
+// The transfer scripts: stock moves between two shards of a sharded
+// voucher in three steps, each one single-slot script keyed by the
+// transfer's id, each safe to run again (docs/design.md, Shards).
+var (
+	transferTakeScript   = newScript[transferTakeArgs]("transfer_take")
+	transferGiveScript   = newScript[transferGiveArgs]("transfer_give")
+	transferSettleScript = newScript[args]("transfer_settle")
+)
+
+// The transfer scripts' answers below zero.
+const (
+	// xRefused: the receiver refused the transfer for good (give); the
+	// donor is not loaded for the generation (take).
+	xRefused = -1
+	// xFrozen: a rebuild is counting the shards; nothing was done.
+	xFrozen = -2
+	// xStale: the shard's transfer generation is not the transfer's
+	// (take), or the receiver cannot take it and it must be cancelled
+	// (give).
+	xStale = -3
+)
+
+// StaleTransfer is how old a transfer not yet settled must be for anyone
+// who finds it to finish it (FinishTransfers, Borrow): younger, its
+// borrower is most likely still at it.
+const StaleTransfer = time.Second
+
+// borrowRounds bounds how many times Borrow reads the shards again after
+// a transfer that moved nothing (its donor emptied meanwhile) or after it
+// finished the transfers in flight.
+const borrowRounds = 4
+
+// transferTakeArgs are transfer_take.lua's ARGV.
+type transferTakeArgs struct {
+	ID string
+	// To is the receiver's shard index.
+	To int
+	// N is how many units to take at most.
+	N int64
+	// Generation is the voucher's, XGen the transfer generation the caller
+	// read on both shards, both in decimal as meta holds them.
+	Generation, XGen string
+}
+
+func (a transferTakeArgs) argv() []string {
+	return []string{
+		a.ID,                       // ARGV[1]
+		strconv.Itoa(a.To),         // ARGV[2]
+		strconv.FormatInt(a.N, 10), // ARGV[3]
+		a.Generation,               // ARGV[4]
+		a.XGen,                     // ARGV[5]
+	}
+}
+
+// transferGiveArgs are transfer_give.lua's ARGV.
+type transferGiveArgs struct {
+	ID string
+	// N is how many units the donor took.
+	N int64
+	// Generation is the voucher's, XGen the transfer's transfer
+	// generation.
+	Generation, XGen string
+	// Cancel refuses the transfer for good instead of receiving it.
+	Cancel bool
+}
+
+func (a transferGiveArgs) argv() []string {
+	mode := "give"
+	if a.Cancel {
+		mode = "cancel"
+	}
+	return []string{
+		a.ID,                       // ARGV[1]
+		strconv.FormatInt(a.N, 10), // ARGV[2]
+		a.Generation,               // ARGV[3]
+		a.XGen,                     // ARGV[4]
+		mode,                       // ARGV[5]
+	}
+}
+
+// shardState is what Borrow reads of one shard.
+type shardState struct {
+	loaded bool
+	stock  int64
+	// gen and xgen are the voucher's generation and the transfer
+	// generation as meta holds them ("0" when absent).
+	gen, xgen string
+	// frozenUntil is meta's xfrozen, unix ms (0: none).
+	frozenUntil int64
+	// xout and xin are how many transfers the shard holds out (not
+	// settled) and has answered in.
+	xout, xin int64
+}
+
+// frozen reports whether a rebuild counts the shard at now (unix ms).
+func (s shardState) frozen(now int64) bool { return now < s.frozenUntil }
+
+// readShards reads every shard's state in one round trip per node.
+func (c *Client) readShards(ctx context.Context, shards []*voucherKeys) ([]shardState, error) {
+	const per = 4
+	cmds := make(rueidis.Commands, 0, per*len(shards))
+	for _, k := range shards {
+		cmds = append(cmds,
+			c.rdb.B().Get().Key(k.Stock).Build(),
+			c.rdb.B().Hmget().Key(k.Meta).Field("begin", "end", "gen", "xgen", "xfrozen").Build(),
+			c.rdb.B().Hlen().Key(k.Xout).Build(),
+			c.rdb.B().Hlen().Key(k.Xin).Build())
+	}
+	res := c.rdb.DoMulti(ctx, cmds...)
+	out := make([]shardState, len(shards))
+	for i := range shards {
+		r := res[per*i : per*i+per]
+		s := &out[i]
+		stock, err := r[0].AsInt64()
+		switch {
+		case rueidis.IsRedisNil(err):
+		case err != nil:
+			return nil, redisErr("read the shards", err)
+		default:
+			s.stock, s.loaded = stock, true
+		}
+		meta, err := r[1].ToArray()
+		if err != nil || len(meta) != 5 {
+			return nil, redisErr("read the shards", fmt.Errorf("meta: %v %w", meta, err))
+		}
+		field := func(j int) (string, bool) {
+			v, err := meta[j].ToString()
+			return v, err == nil
+		}
+		_, begin := field(0)
+		_, end := field(1)
+		s.loaded = s.loaded && begin && end
+		s.gen, _ = field(2)
+		s.xgen, _ = field(3)
+		if s.gen == "" {
+			s.gen = "0"
+		}
+		if s.xgen == "" {
+			s.xgen = "0"
+		}
+		if f, ok := field(4); ok {
+			s.frozenUntil, _ = strconv.ParseInt(f, 10, 64)
+		}
+		if s.xout, err = r[2].AsInt64(); err != nil {
+			return nil, redisErr("read the shards", err)
+		}
+		if s.xin, err = r[3].AsInt64(); err != nil {
+			return nil, redisErr("read the shards", err)
+		}
+	}
+	return out, nil
+}
+
+// A transfer is one xout entry: n units taken from shard from for shard
+// to, at (unix ms), under the transfer generation xgen.
+type transfer struct {
+	id       string
+	from, to int
+	n        int64
+	at       int64
+	xgen     string
+}
+
+// parseTransfer reads the xout entry id -> v of shard from.
+func parseTransfer(from int, id, v string) (transfer, error) {
+	f := strings.SplitN(v, ":", 4)
+	if len(f) != 4 {
+		return transfer{}, fmt.Errorf("redis: transfer %s: %q is not to:n:at:xgen", id, v)
+	}
+	t := transfer{id: id, from: from, xgen: f[3]}
+	var err1, err2, err3 error
+	t.to, err1 = strconv.Atoi(f[0])
+	t.n, err2 = strconv.ParseInt(f[1], 10, 64)
+	t.at, err3 = strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return transfer{}, fmt.Errorf("redis: transfer %s: %q is not to:n:at:xgen", id, v)
+	}
+	return t, nil
+}
+
+// readTransfers reads the transfers out of the shards at the indexes of
+// which, and the voucher generation each donor holds, in one round trip per
+// node.
+func (c *Client) readTransfers(ctx context.Context, shards []*voucherKeys, which []int) ([]transfer, map[int]string, error) {
+	cmds := make(rueidis.Commands, 0, 2*len(which))
+	for _, i := range which {
+		cmds = append(cmds, c.rdb.B().Hgetall().Key(shards[i].Xout).Build(),
+			c.rdb.B().Hget().Key(shards[i].Meta).Field("gen").Build())
+	}
+	res := c.rdb.DoMulti(ctx, cmds...)
+	var out []transfer
+	gens := make(map[int]string, len(which))
+	for j, i := range which {
+		m, err := res[2*j].AsStrMap()
+		if err != nil {
+			return nil, nil, redisErr("read the transfers", err)
+		}
+		gen, err := res[2*j+1].ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return nil, nil, redisErr("read the transfers", err)
+		}
+		gens[i] = cmp.Or(gen, "0")
+		for id, v := range m {
+			t, err := parseTransfer(i, id, v)
+			if err != nil {
+				c.logger.Error("a transfer record cannot be read; left as it is", "err", err)
+				continue
+			}
+			out = append(out, t)
+		}
+	}
+	return out, gens, nil
+}
+
+// finish finishes transfer t of a voucher of generation gen: the receiver
+// receives it, or refuses it (it cannot take it: it was lost, or a rebuild
+// reset the transfers), then the donor settles it. It reports whether t
+// is settled and whether the receiver received it; a frozen shard leaves
+// it for later (done false, no error).
+func (c *Client) finish(ctx context.Context, shards []*voucherKeys, t transfer, gen string) (done, received bool, err error) {
+	if t.to < 0 || t.to >= len(shards) || t.to == t.from {
+		// Not a shard of this layout: nothing can receive it.
+		t.to = -1
+	}
+	answer := int64(xStale)
+	if t.to >= 0 {
+		r := shards[t.to]
+		give := transferGiveArgs{ID: t.id, N: t.n, Generation: gen, XGen: t.xgen}
+		answer, err = transferGiveScript.runInt(ctx, c, "give transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
+		if err != nil {
+			return false, false, err
+		}
+		if answer == xStale {
+			give.Cancel = true
+			answer, err = transferGiveScript.runInt(ctx, c, "cancel transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
+			if err != nil {
+				return false, false, err
+			}
+		}
+		if answer == xFrozen {
+			return false, false, nil
+		}
+	}
+	received = answer > 0
+	d := shards[t.from]
+	n, err := transferSettleScript.runInt(ctx, c, "settle transfer "+t.id, []string{d.Stock, d.Meta, d.Xout}, args{t.id, flag(received)})
+	if err != nil {
+		return false, false, err
+	}
+	return n != xFrozen, received, nil
+}
+
+// FinishTransfers finishes the voucher's transfers begun more than
+// olderThan ago and not settled (a borrower stopped half-way: a crash, a
+// lost connection, a failover): each is received, or refused and its units
+// given back to its donor, then settled. It returns how many it finished;
+// one it must leave (a rebuild is counting the shards) stays for the next
+// call. An unsharded voucher has none.
+func (c *Client) FinishTransfers(ctx context.Context, voucherID int64, olderThan time.Duration) (int, error) {
+	shards, err := c.shardsOf(ctx, voucherID)
+	if err != nil || len(shards) <= 1 {
+		return 0, err
+	}
+	return c.finishTransfers(ctx, shards, allShards(len(shards)), olderThan)
+}
+
+func allShards(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// finishTransfers finishes the transfers out of the shards at the indexes
+// of which that are older than olderThan.
+func (c *Client) finishTransfers(ctx context.Context, shards []*voucherKeys, which []int, olderThan time.Duration) (int, error) {
+	ts, gens, err := c.readTransfers(ctx, shards, which)
+	if err != nil {
+		return 0, err
+	}
+	before := time.Now().Add(-olderThan).UnixMilli()
+	finished := 0
+	for _, t := range ts {
+		if olderThan > 0 && t.at > before {
+			continue
+		}
+		done, _, err := c.finish(ctx, shards, t, gens[t.from])
+		if err != nil {
+			return finished, err
+		}
+		if done {
+			finished++
+		}
+	}
+	return finished, nil
+}
+
+// Borrow moves stock to the home shard of a sharded voucher, which an
+// admission found sold out, from the shard that has the most: one
+// transfer (take, give, settle), sized to the demand (borrowBatch). It
+// first finishes the transfers it finds in flight that are stale, or all of
+// them when no shard has stock to give.
+//
+// It answers Moved > 0 when the home shard has stock now (moved there, or
+// found there); SoldOut when every shard's stock is 0 and no transfer is
+// in flight, as two reads in a row saw with no transfer received in
+// between (a unit on its way between two shards is not missed); else
+// neither, for the caller to answer "try again": a rebuild is counting the
+// shards, or the shards' transfer generations differ (a rebuild is not
+// done), or the stock moved away meanwhile. A shard not loaded, none
+// other having stock, is ErrVoucherNotLoaded: it must be rebuilt.
+func (c *Client) Borrow(ctx context.Context, voucherID int64, home int) (seckill.Borrowed, error) {
+	shards, err := c.shardsOf(ctx, voucherID)
+	if err != nil {
+		return seckill.Borrowed{}, err
+	}
+	if len(shards) <= 1 || home < 0 || home >= len(shards) {
+		return seckill.Borrowed{}, fmt.Errorf("redis: voucher %d has no shard %d here: %w", voucherID, home, seckill.ErrVoucherNotLoaded)
+	}
+	var seen []shardState // the read before, all shards empty
+	for round := 0; round < borrowRounds; round++ {
+		st, err := c.readShards(ctx, shards)
+		if err != nil {
+			return seckill.Borrowed{}, err
+		}
+		h := st[home]
+		if !h.loaded {
+			return seckill.Borrowed{}, fmt.Errorf("redis: voucher %d shard %d: %w", voucherID, home, seckill.ErrVoucherNotLoaded)
+		}
+		if h.stock > 0 {
+			return seckill.Borrowed{Moved: h.stock}, nil
+		}
+		now := time.Now().UnixMilli()
+		donor, total, busy, lost := -1, int64(0), false, false
+		var out []int
+		for i, s := range st {
+			if s.xout > 0 {
+				out = append(out, i)
+			}
+			if !s.loaded {
+				lost = true
+				continue
+			}
+			total += max(s.stock, 0)
+			if i == home || s.stock <= 0 {
+				continue
+			}
+			if s.gen != h.gen || s.xgen != h.xgen || s.frozen(now) || h.frozen(now) {
+				busy = true
+				continue
+			}
+			if donor < 0 || s.stock > st[donor].stock {
+				donor = i
+			}
+		}
+		if len(out) > 0 {
+			// Stale transfers always; all of them when nothing else is
+			// there to take.
+			olderThan := StaleTransfer
+			if donor < 0 {
+				olderThan = 0
+			}
+			if _, err := c.finishTransfers(ctx, shards, out, olderThan); err != nil {
+				return seckill.Borrowed{}, err
+			}
+			if donor < 0 {
+				seen = nil
+				continue
+			}
+		}
+		if donor < 0 {
+			switch {
+			case lost:
+				return seckill.Borrowed{}, fmt.Errorf("redis: voucher %d: a shard is not loaded: %w", voucherID, seckill.ErrVoucherNotLoaded)
+			case busy || total > 0:
+				return seckill.Borrowed{}, nil
+			case seen != nil && sameIn(seen, st):
+				return seckill.Borrowed{SoldOut: true}, nil
+			}
+			seen = st
+			continue
+		}
+		seen = nil
+		m, err := c.move(ctx, shards, donor, home, borrowBatch(total, len(shards), st[donor].stock), h.gen, h.xgen)
+		if err != nil || m > 0 {
+			return seckill.Borrowed{Moved: m}, err
+		}
+	}
+	return seckill.Borrowed{}, nil
+}
+
+// sameIn reports whether no shard received or refused a transfer between
+// two reads: each holds as many answers in (xin) as before.
+func sameIn(a, b []shardState) bool {
+	for i := range a {
+		if a[i].xin != b[i].xin {
+			return false
+		}
+	}
+	return true
+}
+
+// borrowBatch is how many units a borrow takes from a donor holding
+// donorStock, of total left on all shards of a voucher with shards
+// shards: a fair share (ceil(total/shards)), for the home shard to serve
+// about as many buyers as the others before it borrows again; near the
+// end (total <= 2*shards), all the donor has, so that the last units
+// gather where buyers are asking rather than trickle one per transfer.
+func borrowBatch(total int64, shards int, donorStock int64) int64 {
+	k := int64(shards)
+	if total <= 2*k {
+		return max(donorStock, 1)
+	}
+	return max(min((total+k-1)/k, donorStock), 1)
+}
+
+// move runs one transfer of up to n units from shard from to shard to,
+// under a new random id, and returns how many units to received.
+func (c *Client) move(ctx context.Context, shards []*voucherKeys, from, to int, n int64, gen, xgen string) (int64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("redis: transfer id: %w", err)
+	}
+	t := transfer{id: hex.EncodeToString(b[:]), from: from, to: to, xgen: xgen}
+	d := shards[from]
+	m, err := transferTakeScript.runInt(ctx, c, "take transfer "+t.id, []string{d.Stock, d.Meta, d.Xout},
+		transferTakeArgs{ID: t.id, To: to, N: n, Generation: gen, XGen: xgen})
+	if err != nil || m <= 0 {
+		// An error: the take may have run; the transfer, if recorded, is
+		// finished by whoever finds it stale.
+		return 0, err
+	}
+	t.n = m
+	// Received but not settled (the donor frozen meanwhile): the units are
+	// the home shard's all the same; the settle is left to a finisher.
+	_, received, err := c.finish(ctx, shards, t, gen)
+	if err != nil || !received {
+		return 0, err
+	}
+	return m, nil
+}
