@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // AdmissionCache is the part of the cache that admits buyers: the
@@ -16,6 +20,24 @@ type AdmissionCache interface {
 	Reserve(ctx context.Context, a Admission) error
 	// BuyerOrder is OrderCache's.
 	BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
+	// Borrow moves stock to the home shard of a sharded voucher, which an
+	// admission found sold out, from the voucher's other shards (Shard).
+	// It answers Moved > 0 when the home shard has stock now, SoldOut when
+	// the whole voucher is sold out (every shard at 0, nothing in flight),
+	// neither when no stock can move now (try again); ErrVoucherNotLoaded
+	// when a shard must be rebuilt first.
+	Borrow(ctx context.Context, voucherID int64, home int) (Borrowed, error)
+}
+
+// Borrowed is what a borrow of stock for a home shard found or did
+// (AdmissionCache.Borrow).
+type Borrowed struct {
+	// Moved is how many units the home shard has gained: moved there by
+	// the borrow, or found there already (another borrower's).
+	Moved int64
+	// SoldOut says that every shard of the voucher is at 0 and no stock is
+	// in flight between them: the voucher is sold out.
+	SoldOut bool
 }
 
 // Admitter admits buyers in the cache, for every caller (a buy, a dead
@@ -40,7 +62,25 @@ type Admitter struct {
 	// Lookup bounds the read of the buyer's slot after an admission whose
 	// answer was lost. Default 1s.
 	Lookup time.Duration
+
+	// borrows makes the admissions of one home shard found sold out at
+	// once wait for one borrow (borrowFor), not each run its own.
+	borrows singleflight.Group
+	// soldOut holds, by voucher id, until when (unix ns) a sharded voucher
+	// found sold out by a borrow is answered so without borrowing again.
+	soldOut sync.Map
 }
+
+// borrowRounds bounds how many times an admission found sold out on its
+// home shard borrows and admits again before it answers unavailable.
+const borrowRounds = 4
+
+// soldOutFor is how long a borrow's finding that a sharded voucher is
+// sold out is trusted: the admissions after it (each still run on the
+// buyer's home shard, which answers a buyer's own order first) answer
+// sold out without reading every shard again. Stock given back later (a
+// dead letter, a repair) is sold again after at most this long.
+const soldOutFor = 100 * time.Millisecond
 
 // Admit admits a: nil if admitted; else an error of kind ErrDuplicateOrder
 // (with the buyer's order id), ErrSoldOut, ErrNotStarted, ErrEnded,
@@ -53,25 +93,17 @@ type Admitter struct {
 // admission whose answer was lost (ErrUnavailable: the script may have
 // run) is answered from the buyer's slot (answerFromSlot). An admission
 // that answers an *Error of kind ErrUnavailable itself (one not yet on
-// enough replicas) is answered as it is.
+// enough replicas) is answered as it is. A buyer of a sharded voucher is
+// admitted on their home shard (HomeShard) alone; when it is sold out,
+// stock is borrowed from the other shards first (borrow).
 func (s *Admitter) Admit(ctx context.Context, a Admission) error {
 	voucherID := a.VoucherID
-	admit := func(ctx context.Context, gen int64) error {
-		a.Generation = gen
-		var err error
-		if s.Mode == ModeQueue {
-			err = s.Cache.Reserve(ctx, a)
-		} else {
-			err = s.Cache.Admit(ctx, a)
-		}
-		var final *Error
-		if errors.As(err, &final) && final.Kind == ErrUnavailable {
-			// The cache's own answer (an admission not yet on enough
-			// replicas): reading the slot back would answer admitted.
-			return err
-		}
-		if errors.Is(err, ErrUnavailable) {
-			return s.answerFromSlot(ctx, a, err)
+	admit := func(ctx context.Context, v *Voucher) error {
+		a.Generation = v.Generation
+		a.Shard = HomeShard(a.UserID, v.ShardCount())
+		err := s.admitOnce(ctx, a)
+		if v.ShardCount() > 1 && errors.Is(err, ErrSoldOut) {
+			return s.borrow(ctx, a, err)
 		}
 		return err
 	}
@@ -83,13 +115,13 @@ func (s *Admitter) Admit(ctx context.Context, a Admission) error {
 		s.Logger.Warn("admission waits: the voucher could not be read from the database", "voucher", voucherID, "err", err)
 		return restoring("the sale cannot be read right now; try again")
 	}
-	err = admit(ctx, v.Generation)
+	err = admit(ctx, v)
 	if errors.Is(err, ErrCacheUnverified) {
 		if rerr := s.Fence.Check(ctx); rerr != nil {
 			s.Logger.Warn("admission waits: Redis could not be checked", "voucher", voucherID, "err", rerr)
 			return restoring("the sale is being restored after a Redis restart; try again")
 		}
-		err = admit(ctx, v.Generation)
+		err = admit(ctx, v)
 	}
 	if errors.Is(err, ErrCacheUnverified) {
 		// Disarmed again at once: another check began.
@@ -111,12 +143,89 @@ func (s *Admitter) Admit(ctx context.Context, a Admission) error {
 	if v, err = s.Vouchers.rows.get(ctx, s.Vouchers.Store, voucherID); err != nil {
 		return restoring("the sale cannot be read right now; try again")
 	}
-	err = admit(ctx, v.Generation)
+	err = admit(ctx, v)
 	if errors.Is(err, ErrVoucherNotLoaded) || errors.Is(err, ErrCacheUnverified) {
 		// Rebuilt, and gone again at once: Redis is in trouble.
 		return restoring("the sale is being restored; try again")
 	}
 	return err
+}
+
+// admitOnce runs the admission of a once, in the mode's way. An admission
+// whose answer was lost is answered from the buyer's slot.
+func (s *Admitter) admitOnce(ctx context.Context, a Admission) error {
+	var err error
+	if s.Mode == ModeQueue {
+		err = s.Cache.Reserve(ctx, a)
+	} else {
+		err = s.Cache.Admit(ctx, a)
+	}
+	var final *Error
+	if errors.As(err, &final) && final.Kind == ErrUnavailable {
+		// The cache's own answer (an admission not yet on enough
+		// replicas): reading the slot back would answer admitted.
+		return err
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return s.answerFromSlot(ctx, a, err)
+	}
+	return err
+}
+
+// borrow answers an admission that found the home shard of a sharded
+// voucher sold out (soldOut): stock is borrowed from the other shards
+// (AdmissionCache.Borrow) and the admission runs again, up to borrowRounds
+// times. Sold out only when the whole voucher is; when no stock could move
+// now, ErrUnavailable with RetryAfter; ErrVoucherNotLoaded when a shard
+// must be rebuilt (Admit rebuilds it).
+func (s *Admitter) borrow(ctx context.Context, a Admission, soldOut error) error {
+	for range borrowRounds {
+		b, err := s.borrowFor(ctx, a.VoucherID, a.Shard)
+		switch {
+		case errors.Is(err, ErrVoucherNotLoaded):
+			return err
+		case err != nil:
+			s.Logger.Warn("admission waits: stock could not be borrowed from the voucher's other shards", "voucher", a.VoucherID, "shard", a.Shard, "err", err)
+			return restoring("the sale cannot reach all of its stock right now; try again")
+		case b.SoldOut:
+			return soldOut
+		case b.Moved == 0:
+			return restoring("the last units are moving to where they are asked for; try again")
+		}
+		if err = s.admitOnce(ctx, a); !errors.Is(err, ErrSoldOut) {
+			return err
+		}
+	}
+	return restoring("the last units are moving to where they are asked for; try again")
+}
+
+// borrowFor runs one borrow for the home shard, shared by the admissions
+// that ask for it while it runs, unless the voucher was found sold out
+// less than soldOutFor ago.
+func (s *Admitter) borrowFor(ctx context.Context, voucherID int64, home int) (Borrowed, error) {
+	now := s.now().UnixNano()
+	if until, ok := s.soldOut.Load(voucherID); ok && now < until.(int64) {
+		return Borrowed{SoldOut: true}, nil
+	}
+	ch := s.borrows.DoChan(strconv.FormatInt(voucherID, 10)+"/"+strconv.Itoa(home), func() (any, error) {
+		// Shared by every caller: not bound to the first one's request.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		b, err := s.Cache.Borrow(bctx, voucherID, home)
+		if err == nil && b.SoldOut {
+			s.soldOut.Store(voucherID, s.now().Add(soldOutFor).UnixNano())
+		}
+		return b, err
+	})
+	select {
+	case <-ctx.Done():
+		return Borrowed{}, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return Borrowed{}, r.Err
+		}
+		return r.Val.(Borrowed), nil
+	}
 }
 
 // answerFromSlot answers an admission whose answer was lost (cause) from
