@@ -12,6 +12,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // sharded returns a voucher on sale with stock split over shards, its tags
@@ -384,61 +386,185 @@ func TestBorrow(t *testing.T) {
 // answered to no one while a unit is left anywhere.
 func TestBorrowConcurrent(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
-		ctx := context.Background()
-		const stock, buyers = 300, 500
-		v := sharded(t, c, 1, stock, 5)
+		v := sharded(t, c, 1, 300, 5)
 		mustLoad(t, c, v)
-		var admitted, soldOutEarly atomic.Int64
-		var wg sync.WaitGroup
-		next := atomic.Int64{}
-		for range 8 {
-			wg.Go(func() {
+		sellOut(t, c, v, 1, 500)
+	})
+}
+
+// sellOut sells v to buyers first to first+n-1, 8 at a time, each asking
+// (and borrowing for their home shard) until admitted or told sold out,
+// and fails the test unless exactly the stock left is sold, each buyer on
+// their home shard with their order, no one told sold out while a unit is
+// left, and nothing is left in flight.
+func sellOut(t *testing.T, c *Client, v *seckill.Voucher, first, n int64) {
+	t.Helper()
+	ctx := context.Background()
+	left, err := c.Remaining(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := countShards(t, c, v)
+	var admitted, soldOutEarly atomic.Int64
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	next.Store(first - 1)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				u := next.Add(1)
+				if u >= first+n {
+					return
+				}
+				a := admission(v, u, u+10_000_000)
 				for {
-					u := next.Add(1)
-					if u > buyers {
+					err := c.Admit(ctx, a)
+					if err == nil {
+						admitted.Add(1)
+						break
+					}
+					if !errors.Is(err, seckill.ErrSoldOut) {
+						t.Errorf("Admit(user %d) = %v", u, err)
 						return
 					}
-					a := admission(v, u, u+10000)
-					for {
-						err := c.Admit(ctx, a)
-						if err == nil {
-							admitted.Add(1)
-							break
+					b, err := c.Borrow(ctx, v.ID, a.Shard)
+					if err != nil {
+						t.Errorf("Borrow = %v", err)
+						return
+					}
+					if b.SoldOut {
+						if left, _ := c.Remaining(ctx, v.ID); left[v.ID] > 0 {
+							soldOutEarly.Add(1)
 						}
-						if !errors.Is(err, seckill.ErrSoldOut) {
-							t.Errorf("Admit(user %d) = %v", u, err)
-							return
-						}
-						b, err := c.Borrow(ctx, v.ID, a.Shard)
-						if err != nil {
-							t.Errorf("Borrow = %v", err)
-							return
-						}
-						if b.SoldOut {
-							if left, _ := c.Remaining(ctx, v.ID); left[v.ID] > 0 {
-								soldOutEarly.Add(1)
-							}
-							break
-						}
+						break
 					}
 				}
-			})
-		}
-		wg.Wait()
-		if admitted.Load() != stock || soldOutEarly.Load() != 0 {
-			t.Errorf("%d admitted (want %d), %d told sold out with stock left", admitted.Load(), stock, soldOutEarly.Load())
-		}
-		s := checkInvariant(t, c, v, "after the sale")
-		if s.inFlight != 0 {
-			t.Errorf("%d units in flight after the sale", s.inFlight)
-		}
-		for i, k := range c.Learn(v).shards {
-			for u, o := range hash(t, c, k.Buyers) {
-				id, _ := strconv.ParseInt(u, 10, 64)
-				if seckill.HomeShard(id, 5) != i || o != strconv.FormatInt(id+10000, 10) {
-					t.Errorf("buyer %s with order %s on shard %d, home %d", u, o, i, seckill.HomeShard(id, 5))
-				}
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != left[v.ID] || soldOutEarly.Load() != 0 {
+		t.Errorf("%d admitted (want the %d left), %d told sold out with stock left", admitted.Load(), left[v.ID], soldOutEarly.Load())
+	}
+	s := checkInvariant(t, c, v, "after the sale")
+	if s.inFlight != 0 {
+		t.Errorf("%d units in flight after the sale", s.inFlight)
+	}
+	for i, k := range c.Learn(v).shards {
+		for u, o := range hash(t, c, k.Buyers) {
+			id, _ := strconv.ParseInt(u, 10, 64)
+			if seckill.HomeShard(id, v.ShardCount()) != i {
+				t.Errorf("buyer %s on shard %d, home %d", u, i, seckill.HomeShard(id, v.ShardCount()))
+			}
+			if id >= first && o != strconv.FormatInt(id+10_000_000, 10) {
+				t.Errorf("buyer %s holds order %s", u, o)
 			}
 		}
-	})
+		if got, want := s.buyers[i]-before.buyers[i], int64(0); got < want {
+			t.Errorf("shard %d lost buyers", i)
+		}
+	}
+}
+
+// TestTransferInterrupted: a borrower that stopped after the take (the
+// units in flight), or after the give (received, not settled), leaves the
+// invariant true; FinishTransfers finishes it, once it is stale, and the
+// sale then sells exactly the stock.
+func TestTransferInterrupted(t *testing.T) {
+	for _, step := range []string{"take", "give"} {
+		t.Run("after "+step, func(t *testing.T) {
+			each(t, func(t *testing.T, c *Client) {
+				ctx := context.Background()
+				v := sharded(t, c, 1, 30, 3)
+				mustLoad(t, c, v)
+				interrupt(t, c, v, "x1", 0, 1, 4, step == "give")
+				if s := checkInvariant(t, c, v, "interrupted"); s.stock[0] != 6 {
+					t.Fatalf("stocks %v after the take of 4", s.stock)
+				}
+				if n, err := c.FinishTransfers(ctx, v.ID, time.Hour); err != nil || n != 0 {
+					t.Fatalf("FinishTransfers(younger than an hour) = %d, %v; want none finished", n, err)
+				}
+				if n, err := c.FinishTransfers(ctx, v.ID, 0); err != nil || n != 1 {
+					t.Fatalf("FinishTransfers = %d, %v; want 1", n, err)
+				}
+				s := checkInvariant(t, c, v, "finished")
+				if s.stock[0] != 6 || s.stock[1] != 14 || s.inFlight != 0 {
+					t.Fatalf("finished: stocks %v, in flight %d; want [6 14 10], 0", s.stock, s.inFlight)
+				}
+				if xout := hash(t, c, c.Learn(v).shards[0].Xout); len(xout) != 0 {
+					t.Fatalf("finished, still recorded: %v", xout)
+				}
+				sellOut(t, c, v, 1, 60)
+			})
+		})
+	}
+}
+
+// interrupt runs a transfer of n units from shard from to shard to, and
+// stops after the take, or after the give: a borrower killed there.
+func interrupt(t *testing.T, c *Client, v *seckill.Voucher, id string, from, to int, n int64, give bool) {
+	t.Helper()
+	ctx := context.Background()
+	l := c.Learn(v)
+	gen := strconv.FormatInt(v.Generation, 10)
+	d, r := l.shards[from], l.shards[to]
+	m, err := transferTakeScript.runInt(ctx, c, "take", []string{d.Stock, d.Meta, d.Xout}, transferTakeArgs{ID: id, To: to, N: n, Generation: gen, XGen: "0"})
+	if err != nil || m != n {
+		t.Fatalf("take = %d, %v; want %d", m, err, n)
+	}
+	if !give {
+		return
+	}
+	m, err = transferGiveScript.runInt(ctx, c, "give", []string{r.Stock, r.Meta, r.Xin}, transferGiveArgs{ID: id, N: n, Generation: gen, XGen: "0"})
+	if err != nil || m != n {
+		t.Fatalf("give = %d, %v; want %d", m, err, n)
+	}
+}
+
+// TestTransferDonorFailover: the donor's master fails over between the
+// steps of a transfer (after the take; after the give): the replica that
+// takes over holds the record, FinishTransfers finishes the transfer
+// there, the invariant holds and the sale sells exactly the stock.
+func TestTransferDonorFailover(t *testing.T) {
+	t.Parallel()
+	cl := faults.StartCluster(t)
+	ctx := context.Background()
+	c := openCluster(t, cl)
+	arm(t, c)
+	v := sharded(t, c, 1, 60, 3)
+	mustLoad(t, c, v)
+	l := c.Learn(v)
+	failover := func(shard int) {
+		t.Helper()
+		master := cl.MasterOf(t, l.shards[shard].Stock)
+		replica := cl.ReplicaOf(t, master)
+		if _, err := replica.Do(ctx, "CLUSTER", "FAILOVER"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, defaultWait, "the failover", func() bool { return replica.Role() == "master" })
+		cl.WaitHealthy(t, defaultWait)
+		testenv.WaitFor(t, defaultWait, "admission armed on the new master", func() bool {
+			// A command on the shard's slot: the client follows its MOVED
+			// and connects to the new master.
+			c.rdb.Do(ctx, c.rdb.B().Get().Key(l.shards[shard].Stock).Build())
+			id, err := c.Identity(ctx)
+			return err == nil && c.ArmAdmission(ctx, id) == nil
+		})
+		if got := cl.MasterOf(t, l.shards[shard].Stock).Addr; got != replica.Addr {
+			t.Fatalf("shard %d is on %s after the failover, want %s", shard, got, replica.Addr)
+		}
+	}
+	for i, give := range []bool{false, true} {
+		donor := 2 * i // shards 0, then 2
+		interrupt(t, c, v, "f"+strconv.Itoa(i), donor, 1, 5, give)
+		failover(donor)
+		checkInvariant(t, c, v, "after the failover")
+		if n, err := c.FinishTransfers(ctx, v.ID, 0); err != nil || n != 1 {
+			t.Fatalf("FinishTransfers = %d, %v; want 1", n, err)
+		}
+		if s := checkInvariant(t, c, v, "finished"); s.inFlight != 0 || s.stock[1] != 20+5*int64(i+1) {
+			t.Fatalf("finished: stocks %v, in flight %d", s.stock, s.inFlight)
+		}
+	}
+	sellOut(t, c, v, 1, 100)
 }
