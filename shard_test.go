@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,4 +273,38 @@ func distinct(ss []string) int {
 		m[s] = true
 	}
 	return len(m)
+}
+
+// TestShardedSaleWaitsForARebuild: while a rebuild counts a voucher's
+// shards (they are frozen), a buyer whose home shard is empty is told to
+// try again, not sold out; once it is over, they are admitted with the
+// other shard's stock; then the voucher is sold out.
+func TestShardedSaleWaitsForARebuild(t *testing.T) {
+	t.Parallel()
+	r := newShardRig(t)
+	ctx := context.Background()
+	v := r.voucher(2, 2)
+	var users []int64
+	for u := int64(1); len(users) < 3; u++ {
+		if seckill.HomeShard(u, 2) == 0 {
+			users = append(users, u)
+		}
+	}
+	if _, err := r.orders.Buy(ctx, users[0], v.ID); err != nil {
+		t.Fatal(err)
+	}
+	until := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	r.int("HSET", r.key(v, 1, "meta"), "xfrozen", until)
+	_, err := r.orders.Buy(ctx, users[1], v.ID)
+	var e *seckill.Error
+	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable || e.RetryAfter <= 0 {
+		t.Fatalf("a buy while the other shard is frozen = %v, want unavailable with Retry-After", err)
+	}
+	r.int("HDEL", r.key(v, 1, "meta"), "xfrozen")
+	if _, err := r.orders.Buy(ctx, users[1], v.ID); err != nil {
+		t.Fatalf("a buy after the thaw = %v, want admitted", err)
+	}
+	if _, err := r.orders.Buy(ctx, users[2], v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("a buy of the third unit of two = %v, want sold out", err)
+	}
 }

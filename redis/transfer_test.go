@@ -127,6 +127,17 @@ func TestLoadShardedVoucher(t *testing.T) {
 		if id, err := c.BuyerOrder(ctx, 7, v.ID); err != nil || id != 700 {
 			t.Errorf("BuyerOrder after loading again = %d, %v; want 700 kept", id, err)
 		}
+		home := l.shards[seckill.HomeShard(7, 3)]
+		before := stockOf(t, c, home)
+		if ok, err := c.Release(ctx, v.ID, 7, 700); err != nil || !ok {
+			t.Fatalf("Release = %v, %v", ok, err)
+		}
+		if got := stockOf(t, c, home); got != before+1 {
+			t.Errorf("the home shard's stock after the release: %d, want %d", got, before+1)
+		}
+		if id, err := c.BuyerOrder(ctx, 7, v.ID); err != nil || id != 0 {
+			t.Errorf("BuyerOrder after the release = %d, %v; want none", id, err)
+		}
 		do(t, c, "DEL", l.shards[2].Stock)
 		if left, err := c.Remaining(ctx, v.ID); err != nil || len(left) != 0 {
 			t.Errorf("Remaining with a shard lost = %v, %v; want absent", left, err)
