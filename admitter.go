@@ -204,8 +204,11 @@ func (s *Admitter) borrow(ctx context.Context, a Admission, soldOut error) error
 // less than soldOutFor ago.
 func (s *Admitter) borrowFor(ctx context.Context, voucherID int64, home int) (Borrowed, error) {
 	now := s.now().UnixNano()
-	if until, ok := s.soldOut.Load(voucherID); ok && now < until.(int64) {
-		return Borrowed{SoldOut: true}, nil
+	if until, ok := s.soldOut.Load(voucherID); ok {
+		if now < until.(int64) {
+			return Borrowed{SoldOut: true}, nil
+		}
+		s.soldOut.CompareAndDelete(voucherID, until)
 	}
 	ch := s.borrows.DoChan(strconv.FormatInt(voucherID, 10)+"/"+strconv.Itoa(home), func() (any, error) {
 		// Shared by every caller: not bound to the first one's request.
