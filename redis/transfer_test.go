@@ -579,3 +579,31 @@ func TestTransferDonorFailover(t *testing.T) {
 	}
 	sellOut(t, c, v, 1, 100)
 }
+
+// TestBorrowFinishesWhatItFinds: units a stopped borrower left in flight
+// are not taken for sold out: the next borrower that finds nothing else
+// finishes the transfer, and then borrows its units.
+func TestBorrowFinishesWhatItFinds(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := sharded(t, c, 1, 3, 3)
+		mustLoad(t, c, v)
+		interrupt(t, c, v, "y1", 1, 2, 1, false) // shard 1's unit, on its way to shard 2
+		users := homed(v, 0, 4, 1)
+		admitHome(t, c, v, users[0], 1) // shard 0's own unit
+		for i, u := range users[1:3] {
+			b, err := c.Borrow(ctx, v.ID, 0)
+			if err != nil || b.Moved != 1 || b.SoldOut {
+				t.Fatalf("borrow %d = %+v, %v; want 1 moved", i+1, b, err)
+			}
+			admitHome(t, c, v, u, int64(i+2))
+			checkInvariant(t, c, v, "after a borrow")
+		}
+		if b, err := c.Borrow(ctx, v.ID, 0); err != nil || !b.SoldOut {
+			t.Fatalf("Borrow with every unit sold = %+v, %v; want sold out", b, err)
+		}
+		if s := countShards(t, c, v); s.inFlight != 0 || s.buyers[0] != 3 {
+			t.Errorf("after the sale: %+v", s)
+		}
+	})
+}
