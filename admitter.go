@@ -185,7 +185,9 @@ func (s *Admitter) borrow(ctx context.Context, a Admission, soldOut error) error
 		case errors.Is(err, ErrVoucherNotLoaded):
 			return err
 		case err != nil:
-			s.Logger.Warn("admission waits: stock could not be borrowed from the voucher's other shards", "voucher", a.VoucherID, "shard", a.Shard, "err", err)
+			if ctx.Err() == nil { // not the buyer gone
+				s.Logger.Warn("admission waits: stock could not be borrowed from the voucher's other shards", "voucher", a.VoucherID, "shard", a.Shard, "err", err)
+			}
 			return restoring("the sale cannot reach all of its stock right now; try again")
 		case b.SoldOut:
 			return soldOut
