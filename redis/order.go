@@ -96,7 +96,10 @@ func (c *Client) admit(ctx context.Context, a seckill.Admission, stream bool) er
 func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool) (held time.Duration, _ error) {
 	k, err := c.shardOf(ctx, a.VoucherID, a.Shard)
 	if err != nil {
-		return 0, err
+		// Where the voucher's shards are could not be read (its row): the
+		// admission did not run.
+		c.logger.Warn("admission waits: the voucher's shards could not be found", "voucher", a.VoucherID, "err", err)
+		return 0, &seckill.Error{Kind: seckill.ErrUnavailable, Message: "the sale cannot be read right now; try again", RetryAfter: time.Second}
 	}
 	if k == nil {
 		// A shard this voucher has not (here): its layout is not known, or
