@@ -607,3 +607,43 @@ func TestBorrowFinishesWhatItFinds(t *testing.T) {
 		}
 	})
 }
+
+// TestShardsFromTheRow: an instance that did not load a sharded voucher
+// finds its shards from its row (Config.Vouchers), and admits each buyer
+// on their home shard; one that cannot read the row answers unavailable,
+// having run nothing.
+func TestShardsFromTheRow(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := sharded(t, c, 1, 12, 3)
+		mustLoad(t, c, v)
+		url, _ := urls.Load(c)
+		open := func(rows func(context.Context, int64) (*seckill.Voucher, error)) *Client {
+			o, err := Open(ctx, Config{URL: url.(string), Prefix: c.keys.prefix, Embedded: c.embedded, Vouchers: rows}, testenv.Logger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(o.Close)
+			return o
+		}
+		other := open(func(context.Context, int64) (*seckill.Voucher, error) { return v, nil })
+		for u := int64(1); u <= 6; u++ {
+			admitHome(t, other, v, u, 100+u)
+			if id, err := c.BuyerOrder(ctx, u, v.ID); err != nil || id != 100+u {
+				t.Errorf("user %d: BuyerOrder = %d, %v; want %d", u, id, err, 100+u)
+			}
+		}
+		broken := open(func(context.Context, int64) (*seckill.Voucher, error) {
+			return nil, errors.New("the database is away")
+		})
+		err := broken.Admit(ctx, admission(v, 7, 107))
+		var e *seckill.Error
+		if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable || e.RetryAfter <= 0 {
+			t.Errorf("Admit without the row = %v, want unavailable with Retry-After", err)
+		}
+		checkInvariant(t, c, v, "after the sale")
+		if s := countShards(t, c, v); s.buyers[0]+s.buyers[1]+s.buyers[2] != 6 {
+			t.Errorf("buyers %v, want 6 in all", s.buyers)
+		}
+	})
+}
