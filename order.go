@@ -351,10 +351,19 @@ func (s *OrderService) knownSoldOut(voucherID int64, fence uint64) bool {
 
 // noteSoldOut remembers that the voucher is sold out, for SoldOutFor, as
 // learnt under the word fence of fenceSeen (read before the admission).
+//
+// Not a sharded voucher's: its buyers' slots are on their home shards,
+// which the sold-out readers do not read (they find it not loaded), so the
+// memory would only add a read to every buy; the Admitter remembers such a
+// voucher sold out instead (borrowFor), and each buy still runs on the
+// buyer's home shard, which answers their own order first.
 func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
 	wait := s.SoldOutFor
 	if wait == 0 {
 		wait = time.Second
+	}
+	if s.Vouchers != nil && s.sharded(voucherID) {
+		return
 	}
 	if wait > 0 && checkedIn(fence) && s.SoldOut != nil {
 		now := s.now().UnixNano()
@@ -522,4 +531,11 @@ func (s *OrderService) pendingOrders(ctx context.Context, userID int64) (pending
 		}
 	}
 	return pending, persisted, nil
+}
+
+// sharded reports whether the voucher, as its row was read for admission,
+// has shards.
+func (s *OrderService) sharded(voucherID int64) bool {
+	v, ok := s.Vouchers.rows.rows.Load(voucherID)
+	return ok && v.(*Voucher).ShardCount() > 1
 }

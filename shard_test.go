@@ -304,7 +304,31 @@ func TestShardedSaleWaitsForARebuild(t *testing.T) {
 	if _, err := r.orders.Buy(ctx, users[1], v.ID); err != nil {
 		t.Fatalf("a buy after the thaw = %v, want admitted", err)
 	}
-	if _, err := r.orders.Buy(ctx, users[2], v.ID); !errors.Is(err, seckill.ErrSoldOut) {
-		t.Fatalf("a buy of the third unit of two = %v, want sold out", err)
+	// Sold out: the buys after it run on the buyers' home shards, not
+	// through the sold-out readers, which cannot see a sharded voucher's
+	// slots.
+	reads := &countingReader{SoldOutReader: r.orders.SoldOut}
+	r.orders.SoldOut = reads
+	for range 3 {
+		if _, err := r.orders.Buy(ctx, users[2], v.ID); !errors.Is(err, seckill.ErrSoldOut) {
+			t.Fatalf("a buy of the third unit of two = %v, want sold out", err)
+		}
 	}
+	if _, err := r.orders.Buy(ctx, users[1], v.ID); !errors.Is(err, seckill.ErrDuplicateOrder) {
+		t.Fatalf("a buyer asking again after the sale = %v, want their order", err)
+	}
+	if n := reads.n.Load(); n != 0 {
+		t.Errorf("%d reads of a sharded voucher's slots through the sold-out reader", n)
+	}
+}
+
+// countingReader counts the reads of a SoldOutReader.
+type countingReader struct {
+	seckill.SoldOutReader
+	n atomic.Int64
+}
+
+func (c *countingReader) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
+	c.n.Add(1)
+	return c.SoldOutReader.SoldOutBuyerOrder(ctx, userID, voucherID)
 }
