@@ -647,3 +647,57 @@ func TestShardsFromTheRow(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkAdmitSharded is BenchmarkAdmit on a voucher of 8 shards (on one
+// Redis): each buyer admitted on their home shard, with as many
+// allocations as an unsharded voucher's admission.
+func BenchmarkAdmitSharded(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	v := onSale(1, 1<<40)
+	v.Shards = 8
+	if _, err := c.LoadVoucher(ctx, v); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n := next.Add(1)
+			if err := c.Admit(ctx, admission(v, n, n)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkBorrow measures a borrow that moves stock (a read of every
+// shard, take, give, settle) on one Redis, with the two SETs that empty
+// the home shard before each: the cost of a transfer.
+func BenchmarkBorrow(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	v := onSale(1, 1<<40)
+	v.Shards = 8
+	if _, err := c.LoadVoucher(ctx, v); err != nil {
+		b.Fatal(err)
+	}
+	l := c.Learn(v)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		// The home shard empty, one other full: each borrow moves stock.
+		for i, res := range c.rdb.DoMulti(ctx, c.rdb.B().Set().Key(l.shards[0].Stock).Value("0").Build(),
+			c.rdb.B().Set().Key(l.shards[1].Stock).Value("1000000").Build()) {
+			if err := res.Error(); err != nil {
+				b.Fatal(i, err)
+			}
+		}
+		if r, err := c.Borrow(ctx, v.ID, 0); err != nil || r.Moved == 0 {
+			b.Fatalf("Borrow = %+v, %v", r, err)
+		}
+	}
+}
