@@ -154,3 +154,48 @@ func Compare(v *Voucher, st *CacheState, orders int64, stored map[int64]OrderSta
 	rec.BuyerDrift = rec.Buyers - (rec.Orders + rec.Pending)
 	return rec
 }
+
+// ShardCounts is what the cache holds of a voucher's shards, counted at one
+// instant ([ShardCounter]). The shards' invariant, always: Total ==
+// InitialStock (docs/design.md, Shards).
+type ShardCounts struct {
+	// Shards are the counts of each shard, by index.
+	Shards []ShardCount
+	// Loaded says every shard has a stock.
+	Loaded bool
+	// InFlight is the stock taken from a shard by a transfer that its
+	// receiver has not received.
+	InFlight int64
+	// Total is the shards' stock and buyers, and InFlight.
+	Total int64
+}
+
+// ShardCount is what the cache holds of one shard of a voucher.
+type ShardCount struct {
+	Index  int
+	Loaded bool
+	// Stock is the shard's stock left to admit, Buyers the buyers it
+	// admitted (each holds a unit).
+	Stock, Buyers int64
+	// InFlight is the stock transfers took from this shard that their
+	// receivers have not received.
+	InFlight int64
+	// XGen is the shard's transfer generation: a transfer runs between
+	// shards of one generation only; each rebuild begins a new one.
+	XGen string
+}
+
+// ShardCounter counts a sharded voucher's shards at one instant. The
+// Redis cache is one; Reconciler checks the shards' invariant with it
+// when its Cache is one.
+type ShardCounter interface {
+	CountShards(ctx context.Context, v *Voucher) (*ShardCounts, error)
+}
+
+// TransferFinisher finishes a sharded voucher's transfers of stock left
+// half done (a process died between their steps): each is given to its
+// receiver, or back to its donor. Reconciler's repair calls it when its
+// Cache is one.
+type TransferFinisher interface {
+	FinishTransfers(ctx context.Context, v *Voucher) error
+}
