@@ -1,0 +1,433 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// sharded returns a voucher of shards shards on sale, learnt by c.
+func sharded(c *Client, id, stock int64, shards int) *seckill.Voucher {
+	v := onSale(id, stock)
+	v.Shards, v.Generation = shards, 3
+	c.Learn(v)
+	return v
+}
+
+// shardKeysOf returns the keys of v's shard i.
+func shardKeysOf(t testing.TB, c *Client, v *seckill.Voucher, i int) *voucherKeys {
+	t.Helper()
+	k, err := c.shardKeys(context.Background(), seckill.Shard{VoucherID: v.ID, Index: i})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// loadShards writes each shard of v as a sharded voucher's load does:
+// its even part of the stock, its meta and its stream's group.
+func loadShards(t *testing.T, c *Client, v *seckill.Voucher) {
+	t.Helper()
+	for i := range v.ShardCount() {
+		k := shardKeysOf(t, c, v, i)
+		do(t, c, "SET", k.Stock, strconv.FormatInt(seckill.ShardStock(v.InitialStock, v.ShardCount(), i), 10))
+		do(t, c, "HSET", k.Meta, "begin", unixMillis(v.BeginTime), "end", unixMillis(v.EndTime),
+			"gen", strconv.FormatInt(v.Generation, 10), "shards", strconv.Itoa(v.ShardCount()), "index", strconv.Itoa(i))
+		do(t, c, "XGROUP", "CREATE", k.Orders, Group, "0", "MKSTREAM")
+	}
+}
+
+// admitShard admits user on its home shard with the admission script, and
+// returns its code (0 admitted, 2 sold out, ...). A stock held after a
+// rebuild is waited out.
+func admitShard(t *testing.T, c *Client, v *seckill.Voucher, user, order int64) int64 {
+	t.Helper()
+	k := shardKeysOf(t, c, v, seckill.HomeShard(user, v.ShardCount()))
+	for {
+		res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+			admitArgs{UserID: user, OrderID: order, VoucherID: k.ID, Append: true, Generation: v.Generation}).ToArray()
+		if err != nil {
+			t.Fatalf("admit user %d: %v", user, err)
+		}
+		code, _ := res[0].AsInt64()
+		if code != 6 {
+			return code
+		}
+		wait, _ := res[1].ToString()
+		ms, _ := strconv.Atoi(wait)
+		time.Sleep(time.Duration(ms+1) * time.Millisecond) // Redis's own hold: its clock, not an event
+	}
+}
+
+// countShards counts v's shards and fails the test on an error.
+func countShards(t *testing.T, c *Client, v *seckill.Voucher) *seckill.ShardCounts {
+	t.Helper()
+	n, err := c.CountShards(context.Background(), v)
+	if err != nil {
+		t.Fatalf("CountShards(%d): %v", v.ID, err)
+	}
+	return n
+}
+
+// checkInvariant checks that v's shards are loaded and hold exactly its
+// initial stock: stock and buyers, and the transfers in flight.
+func checkInvariant(t *testing.T, c *Client, v *seckill.Voucher) *seckill.ShardCounts {
+	t.Helper()
+	n := countShards(t, c, v)
+	if !n.Loaded || n.Total != v.InitialStock {
+		t.Errorf("shards %+v: loaded %v, total %d; want loaded, total %d (the initial stock)", n.Shards, n.Loaded, n.Total, v.InitialStock)
+	}
+	return n
+}
+
+// loseShard deletes every key of v's shard i, as a Redis that lost them.
+func loseShard(t *testing.T, c *Client, v *seckill.Voucher, i int) {
+	t.Helper()
+	k := shardKeysOf(t, c, v, i)
+	for _, key := range []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Changes, k.Xout, k.Xin} {
+		do(t, c, "DEL", key)
+	}
+}
+
+// sale admits users from first on until every shard is sold out, and
+// returns how many it admitted.
+func sale(t *testing.T, c *Client, v *seckill.Voucher, first int64) int64 {
+	t.Helper()
+	soldOut := map[int]bool{}
+	var n int64
+	for u := first; len(soldOut) < v.ShardCount(); u++ {
+		if u > first+100*v.InitialStock {
+			t.Fatalf("shards %v of %d sold out after %d buyers", soldOut, v.ShardCount(), u-first)
+		}
+		switch code := admitShard(t, c, v, u, 1_000_000+u); code {
+		case 0:
+			n++
+		case 2:
+			soldOut[seckill.HomeShard(u, v.ShardCount())] = true
+		default:
+			t.Fatalf("admit user %d: code %d", u, code)
+		}
+	}
+	return n
+}
+
+// buyersOf returns the buyers hash of v's shard i.
+func buyersOf(t *testing.T, c *Client, v *seckill.Voucher, i int) map[string]string {
+	t.Helper()
+	return hash(t, c, shardKeysOf(t, c, v, i).Buyers)
+}
+
+// TestRebuildShardsAfterFlushAll: a master holding shards of a 6-shard
+// voucher loses everything mid-sale (FLUSHALL). Its shards are rebuilt
+// from the database's orders of the buyers whose home they are; the
+// invariant holds exactly; the rest of the sale sells exactly the stock
+// left, none twice.
+func TestRebuildShardsAfterFlushAll(t *testing.T) {
+	t.Parallel()
+	cl := faults.StartCluster(t)
+	c := openCluster(t, cl)
+	arm(t, c)
+	ctx := context.Background()
+	v := sharded(c, 41, 120, 6)
+	loadShards(t, c, v)
+	// 60 buyers: a shard's buyers vary with the hash.
+	db := &database{}
+	var admitted []*seckill.Order
+	for u := int64(1); u <= 60; u++ {
+		if code := admitShard(t, c, v, u, 100+u); code == 0 {
+			admitted = append(admitted, &seckill.Order{ID: 100 + u, UserID: u})
+		}
+	}
+	master := cl.MasterOf(t, shardKeysOf(t, c, v, 0).Stock)
+	lost := map[int]bool{}
+	for i := range v.ShardCount() {
+		lost[i] = cl.MasterOf(t, shardKeysOf(t, c, v, i).Stock).Addr == master.Addr
+	}
+	// The workers persisted every order of the shards to be lost, and one
+	// in two of the others (the rest wait in their streams).
+	wantLost := map[int]map[string]string{}
+	for j, o := range admitted {
+		home := seckill.HomeShard(o.UserID, v.ShardCount())
+		if lost[home] || j%2 == 0 {
+			db.orders = append(db.orders, o)
+		}
+		if lost[home] {
+			if wantLost[home] == nil {
+				wantLost[home] = map[string]string{}
+			}
+			wantLost[home][strconv.FormatInt(o.UserID, 10)] = strconv.FormatInt(o.ID, 10)
+		}
+	}
+	if _, err := master.Do(ctx, "FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Rebuild(ctx, v, db.read)
+	if err != nil || !res.Done {
+		t.Fatalf("Rebuild = %+v, %v; want done", res, err)
+	}
+	n := checkInvariant(t, c, v)
+	var keptSold, lostBuyers int64
+	lostCount := 0
+	for i := range v.ShardCount() {
+		if lost[i] {
+			lostCount++
+			lostBuyers += n.Shards[i].Buyers
+			if diff := cmp.Diff(wantLost[i], buyersOf(t, c, v, i), cmpEmptyMap); diff != "" {
+				t.Errorf("lost shard %d's buyers (-the database's +rebuilt):\n%s", i, diff)
+			}
+		} else {
+			keptSold += n.Shards[i].Buyers
+		}
+	}
+	// Each lost shard: its buyers and an even part of what is left.
+	rest := v.InitialStock - lostBuyers
+	for i := range v.ShardCount() {
+		if !lost[i] {
+			rest -= n.Shards[i].Stock + n.Shards[i].Buyers
+		}
+	}
+	j := 0
+	for i := range v.ShardCount() {
+		if lost[i] {
+			if want := seckill.ShardStock(rest, lostCount, j); n.Shards[i].Stock != want {
+				t.Errorf("lost shard %d's stock %d, want %d (part %d of %d of the %d left)", i, n.Shards[i].Stock, want, j, lostCount, rest)
+			}
+			j++
+		}
+	}
+	sold := int64(len(admitted))
+	if got := sale(t, c, v, 1000); got != v.InitialStock-sold {
+		t.Errorf("the rest of the sale sold %d, want %d (%d less the %d sold before)", got, v.InitialStock-sold, v.InitialStock, sold)
+	}
+	after := checkInvariant(t, c, v)
+	for _, s := range after.Shards {
+		if s.Stock != 0 {
+			t.Errorf("shard %d has %d left after the sale", s.Index, s.Stock)
+		}
+	}
+	t.Logf("lost shards %v (%d buyers), the others sold %d", lost, lostBuyers, keptSold)
+}
+
+// cmpEmptyMap compares a nil map equal to an empty one.
+var cmpEmptyMap = cmp.FilterValues(func(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
+
+// transfer takes n from v's shard from for shard to, as the donor's first
+// step does, and returns the transfer's id; the give is not made.
+func transfer(t *testing.T, c *Client, v *seckill.Voucher, id string, from, to int, n int64) {
+	t.Helper()
+	d := shardKeysOf(t, c, v, from)
+	xgen, err := do(t, c, "HGET", d.Meta, "xgen").ToString()
+	if err != nil {
+		xgen = "0"
+	}
+	do(t, c, "DECRBY", d.Stock, strconv.FormatInt(n, 10))
+	do(t, c, "HSET", d.Xout, id, fmt.Sprintf("%d:%d:%d:%s", to, n, time.Now().UnixMilli(), xgen))
+}
+
+// TestRebuildShardsTransferHalfDone: a transfer taken from its donor and
+// not yet given when a rebuild runs. With the receiver lost, the units
+// count in flight, not in the rebuilt receiver's stock, and the shards
+// take a new transfer generation, which the transfer's give does not
+// have: it is refused and the units go back to the donor. With the donor
+// lost (its record of the transfer gone), the units count in the donor's
+// rebuilt stock, and the receiver, of the new generation, refuses the give.
+func TestRebuildShardsTransferHalfDone(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		for _, tt := range []struct {
+			name     string
+			lose     int
+			inFlight int64
+		}{
+			{"receiver lost", 1, 3},
+			{"donor lost", 0, 0},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				v := sharded(c, 50+int64(tt.lose), 40, 4)
+				loadShards(t, c, v)
+				db := &database{}
+				for u := int64(1); u <= 12; u++ {
+					if admitShard(t, c, v, u, 100+u) == 0 {
+						db.orders = append(db.orders, &seckill.Order{ID: 100 + u, UserID: u})
+					}
+				}
+				transfer(t, c, v, "t1", 0, 1, 3)
+				before := checkInvariant(t, c, v)
+				if before.InFlight != 3 {
+					t.Fatalf("in flight before %d, want 3", before.InFlight)
+				}
+				loseShard(t, c, v, tt.lose)
+				rebuild := func() {
+					if res, err := c.Rebuild(context.Background(), v, db.read); err != nil || !res.Done {
+						t.Fatalf("Rebuild = %+v, %v; want done", res, err)
+					}
+				}
+				rebuild()
+				n := checkInvariant(t, c, v)
+				if n.InFlight != tt.inFlight {
+					t.Errorf("in flight %d after the rebuild, want %d", n.InFlight, tt.inFlight)
+				}
+				// Every shard of the rebuild's transfer generation, which
+				// the transfer (of generation 0) is not: its give is
+				// refused everywhere.
+				for _, s := range n.Shards {
+					if s.XGen != n.Shards[0].XGen || s.XGen == "0" || s.XGen == "" {
+						t.Errorf("shard %d of transfer generation %q, want all of one new one; shards %+v", s.Index, s.XGen, n.Shards)
+					}
+				}
+				for i := range v.ShardCount() {
+					meta := hash(t, c, shardKeysOf(t, c, v, i).Meta)
+					if meta["xfrozen"] != "" {
+						t.Errorf("shard %d still frozen after the rebuild: %v", i, meta)
+					}
+				}
+				// The lost shard holds its buyers, and its part of what the
+				// others and the transfer leave.
+				want := v.InitialStock - n.InFlight
+				for _, s := range n.Shards {
+					if s.Index != tt.lose {
+						want -= s.Stock + s.Buyers
+					}
+				}
+				if got := n.Shards[tt.lose]; got.Stock+got.Buyers != want {
+					t.Errorf("lost shard %+v: stock and buyers %d, want %d", got, got.Stock+got.Buyers, want)
+				}
+			})
+		}
+	})
+}
+
+// TestRebuildShardsConcurrent: two instances rebuild the same lost shards
+// at once, again and again; the invariant holds exactly every time.
+func TestRebuildShardsConcurrent(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		other := sibling(t, c)
+		v := sharded(c, 60, 90, 6)
+		other.Learn(v)
+		loadShards(t, c, v)
+		db := &database{}
+		for u := int64(1); u <= 30; u++ {
+			if admitShard(t, c, v, u, 100+u) == 0 {
+				db.orders = append(db.orders, &seckill.Order{ID: 100 + u, UserID: u})
+			}
+		}
+		transfer(t, c, v, "t1", 2, 3, 4)
+		for round := range 8 {
+			loseShard(t, c, v, round%6)
+			loseShard(t, c, v, (round+3)%6)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for j, cl := range []*Client{c, other} {
+				wg.Go(func() { _, errs[j] = cl.Rebuild(context.Background(), v, db.read) })
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					t.Fatalf("round %d: Rebuild: %v", round, err)
+				}
+			}
+			checkInvariant(t, c, v)
+		}
+	})
+}
+
+// TestUnloadShardsThenRebuild: the fence's unload of a sharded voucher
+// unloads every shard, and the rebuild rebuilds them all: each its buyers
+// (the database's and its stream's) and an even part of the stock they
+// leave.
+func TestUnloadShardsThenRebuild(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := sharded(c, 70, 50, 5)
+		loadShards(t, c, v)
+		db := &database{}
+		var buyers int64
+		for u := int64(1); u <= 20; u++ {
+			if admitShard(t, c, v, u, 100+u) == 0 {
+				buyers++
+				if u%3 != 0 { // the rest only in their streams
+					db.orders = append(db.orders, &seckill.Order{ID: 100 + u, UserID: u})
+				}
+			}
+		}
+		transfer(t, c, v, "t1", 0, 4, 2)
+		if err := c.Unload(ctx, v.ID); err != nil {
+			t.Fatal(err)
+		}
+		for i := range v.ShardCount() {
+			k := shardKeysOf(t, c, v, i)
+			if n, _ := do(t, c, "EXISTS", k.Stock, k.Buyers).AsInt64(); n != 0 {
+				t.Errorf("shard %d has a stock or buyers after Unload", i)
+			}
+		}
+		if res, err := c.Rebuild(ctx, v, db.read); err != nil || !res.Done || res.Remaining != v.InitialStock-buyers {
+			t.Fatalf("Rebuild = %+v, %v; want done, %d left", res, err, v.InitialStock-buyers)
+		}
+		n := checkInvariant(t, c, v)
+		if n.InFlight != 0 {
+			t.Errorf("in flight %d after every shard was rebuilt, want 0 (the transfers reset)", n.InFlight)
+		}
+		for _, s := range n.Shards {
+			if want := seckill.ShardStock(v.InitialStock-buyers, v.ShardCount(), s.Index); s.Stock != want {
+				t.Errorf("shard %d: stock %d, want %d", s.Index, s.Stock, want)
+			}
+			if out := hash(t, c, shardKeysOf(t, c, v, s.Index).Xout); len(out) != 0 {
+				t.Errorf("shard %d kept its transfers out", s.Index)
+			}
+		}
+		if got := sale(t, c, v, 1000); got != v.InitialStock-buyers {
+			t.Errorf("the rest of the sale sold %d, want %d", got, v.InitialStock-buyers)
+		}
+	})
+}
+
+// TestStaleSinceShards: a sharded voucher's data may be older when any of
+// its shards' may, and only then.
+func TestStaleSinceShards(t *testing.T) {
+	t.Parallel()
+	c := &Client{keys: keyspace{prefix: "p" + testenv.Random()}}
+	v := &seckill.Voucher{ID: 7, Shards: 8}
+	slots := map[int]bool{}
+	for i := range 8 {
+		slots[keySlot(c.keys.shard(7, v.ShardTag(i)).Stock)] = true
+	}
+	var stale, fresh int
+	for s := range slots {
+		if stale == 0 || s < stale {
+			stale = s
+		}
+	}
+	if stale == 0 {
+		t.Skip("a shard in slot 0: pick another voucher id")
+	}
+	// Slots up to stale-1, and past it, on master a; stale itself on b.
+	fence := "0-16383=a/1"
+	identity := fmt.Sprintf("0-%d=a/1,%d-%d=b/1", stale-1, stale, stale)
+	if stale < 16383 {
+		identity += fmt.Sprintf(",%d-16383=a/1", stale+1)
+	}
+	f := c.StaleSince(fence, identity)
+	if f == nil || !f(v) {
+		t.Errorf("a sharded voucher with a shard in stale slot %d: not stale", stale)
+	}
+	for id := int64(1); ; id++ {
+		if keySlot(c.keys.voucher(id).Stock) != stale {
+			fresh = int(id)
+			break
+		}
+	}
+	if f(&seckill.Voucher{ID: int64(fresh)}) {
+		t.Errorf("unsharded voucher %d, not in slot %d, stale", fresh, stale)
+	}
+}
