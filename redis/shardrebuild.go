@@ -47,8 +47,17 @@ func (c *Client) rebuildShards(ctx context.Context, v *seckill.Voucher, orders s
 	shards := c.Learn(v).shards
 	gen := strconv.FormatInt(v.Generation, 10)
 	var out seckill.Rebuilt
-	lost, err := c.lostShards(ctx, v, shards)
-	if err != nil || len(lost) == 0 {
+	lost, split, err := c.lostShards(ctx, v, shards)
+	if err != nil {
+		return out, err
+	}
+	if len(lost) == 0 {
+		if split {
+			// A rebuild died between its freezes: transfers between
+			// shards of two generations are refused, and the stock of
+			// one cannot move to the other.
+			err = c.resetTransfers(ctx, v, shards)
+		}
 		return out, err
 	}
 	var staging []*lostShard
@@ -99,7 +108,7 @@ func (c *Client) rebuildShards(ctx context.Context, v *seckill.Voucher, orders s
 	}
 	token := newXGen()
 	frozenAt := time.Now()
-	frozen, err := c.freeze(ctx, v, shards, token, token, rebuildFreeze)
+	frozen, xgen, err := c.freezeAll(ctx, v, shards, token, rebuildFreeze)
 	defer func() {
 		// Thawed apart from ctx, which may be what failed: else the
 		// shards wait out the freeze.
@@ -112,38 +121,95 @@ func (c *Client) rebuildShards(ctx context.Context, v *seckill.Voucher, orders s
 	if err != nil {
 		return out, err
 	}
-	out, err = c.finishShards(ctx, v, shards, frozen, left, token, frozenAt, out)
+	out, err = c.finishShards(ctx, v, shards, frozen, left, xgen, frozenAt, out)
 	return out, err
 }
 
 // lostShards returns the shards of v that hold no loaded voucher of its
-// generation: no stock, another generation, or no window.
-func (c *Client) lostShards(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys) ([]int, error) {
+// generation: no stock, another generation, or no window; and whether the
+// others are not all of one transfer generation.
+func (c *Client) lostShards(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys) (lost []int, split bool, err error) {
 	gen := strconv.FormatInt(v.Generation, 10)
-	var lost []int
+	xgens := map[string]bool{}
 	for i, k := range shards {
+		op := fmt.Sprintf("read shard %d of voucher %d", i, v.ID)
 		res := c.rdb.DoMulti(ctx,
 			c.rdb.B().Exists().Key(k.Stock).Build(),
-			c.rdb.B().Hmget().Key(k.Meta).Field("gen", "begin", "end").Build())
+			c.rdb.B().Hmget().Key(k.Meta).Field("gen", "begin", "end", "xgen").Build())
 		n, err := res[0].AsInt64()
 		if err != nil {
-			return nil, redisErr(fmt.Sprintf("read shard %d of voucher %d", i, v.ID), err)
+			return nil, false, redisErr(op, err)
 		}
 		meta, err := res[1].ToArray()
-		if err != nil || len(meta) != 3 {
-			return nil, redisErr(fmt.Sprintf("read shard %d of voucher %d", i, v.ID), err)
-		}
-		g, err := meta[0].ToString()
 		if err != nil {
-			g = "0"
+			return nil, false, redisErr(op, err)
 		}
-		_, errBegin := meta[1].ToString()
-		_, errEnd := meta[2].ToString()
-		if n == 0 || g != gen || errBegin != nil || errEnd != nil {
+		if len(meta) != 4 {
+			return nil, false, fmt.Errorf("redis: %s: %d fields of meta, want 4", op, len(meta))
+		}
+		field := func(j int, absent string) string {
+			if s, err := meta[j].ToString(); err == nil {
+				return s
+			}
+			return absent
+		}
+		if n == 0 || field(0, "0") != gen || field(1, "") == "" || field(2, "") == "" {
 			lost = append(lost, i)
+			continue
+		}
+		xgens[field(3, "0")] = true
+	}
+	return lost, len(xgens) > 1, nil
+}
+
+// freezeAll freezes every shard of v (holder, for d) with a new transfer
+// generation, holder itself, and returns what it read and the transfer
+// generation they all have: holder's, or a later one a shard had already
+// (another rebuild's, or one of an instance whose clock is ahead), which
+// it then sets on the others. Shards it froze stay frozen on an error:
+// thaw them.
+func (c *Client) freezeAll(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys, holder string, d time.Duration) ([]frozenShard, string, error) {
+	xgen := holder
+	for range 3 {
+		frozen, err := c.freeze(ctx, v, shards, holder, xgen, d)
+		if err != nil {
+			return nil, "", err
+		}
+		agree := true
+		for _, s := range frozen {
+			if s.Kept && s.XGen != xgen {
+				agree = false
+				if laterXGen(s.XGen, xgen) {
+					xgen = s.XGen
+				}
+			}
+		}
+		if agree {
+			return frozen, xgen, nil
 		}
 	}
-	return lost, nil
+	// Another rebuild keeps setting later ones: the lost shards take the
+	// latest seen, and the next rebuild makes them one.
+	frozen, err := c.freeze(ctx, v, shards, holder, xgen, d)
+	return frozen, xgen, err
+}
+
+// resetTransfers makes every shard of v take one new transfer generation:
+// a transfer begun before it is refused by its receiver and given back to
+// its donor.
+func (c *Client) resetTransfers(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys) error {
+	holder := newXGen()
+	_, xgen, err := c.freezeAll(ctx, v, shards, holder, countFreeze)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if terr := c.thaw(tctx, v.ID, shards, holder); terr != nil && err == nil {
+		err = terr
+	}
+	if err == nil {
+		c.logger.Warn("a sharded voucher's shards were of several transfer generations (a rebuild stopped half-way): they are all of one again, and the transfers begun before go back to their donors",
+			"voucher", v.ID, "xgen", xgen)
+	}
+	return err
 }
 
 // stageShardOrders stages the database's created orders of v into the
@@ -202,18 +268,11 @@ func (c *Client) stageShardOrders(ctx context.Context, v *seckill.Voucher, gen s
 	return out, nil
 }
 
-// finishShards is the end of rebuildShards, its shards frozen: it resets
-// the lost shards' transfers and sets their stock.
-func (c *Client) finishShards(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys, frozen []frozenShard, staged []*lostShard, token string, frozenAt time.Time, out seckill.Rebuilt) (seckill.Rebuilt, error) {
+// finishShards is the end of rebuildShards, its shards frozen (frozen is
+// what freezeAll read, xgen the transfer generation they have): it resets
+// the lost shards' transfers to xgen and sets their stock.
+func (c *Client) finishShards(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys, frozen []frozenShard, staged []*lostShard, xgen string, frozenAt time.Time, out seckill.Rebuilt) (seckill.Rebuilt, error) {
 	gen := strconv.FormatInt(v.Generation, 10)
-	// The transfer generation the shards take: another rebuild's later
-	// one, if it froze some shard first, so that they all end with one.
-	xgen := token
-	for _, s := range frozen {
-		if s.Kept && laterXGen(s.XGen, xgen) {
-			xgen = s.XGen
-		}
-	}
 	byIndex := map[int]*lostShard{}
 	for _, s := range staged {
 		byIndex[s.index] = s

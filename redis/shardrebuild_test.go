@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -429,5 +430,74 @@ func TestStaleSinceShards(t *testing.T) {
 	}
 	if f(&seckill.Voucher{ID: int64(fresh)}) {
 		t.Errorf("unsharded voucher %d, not in slot %d, stale", fresh, stale)
+	}
+}
+
+// TestRebuildShardsMakesOneTransferGeneration: shards of several transfer
+// generations (a rebuild died between its freezes) refuse each other's
+// transfers; a Rebuild, with nothing lost, makes them all of one again:
+// the latest, even one later than any it would make, and thaws them.
+func TestRebuildShardsMakesOneTransferGeneration(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		v := sharded(c, 80, 40, 4)
+		loadShards(t, c, v)
+		later := "99999999999999999999"
+		do(t, c, "HSET", shardKeysOf(t, c, v, 2).Meta, "xgen", later)
+		if res, err := c.Rebuild(context.Background(), v, (&database{}).read); err != nil || res.Done {
+			t.Fatalf("Rebuild = %+v, %v; want nothing done (every shard loaded)", res, err)
+		}
+		n := checkInvariant(t, c, v)
+		for i, s := range n.Shards {
+			if s.XGen != later {
+				t.Errorf("shard %d of transfer generation %q, want %q", i, s.XGen, later)
+			}
+			if meta := hash(t, c, shardKeysOf(t, c, v, i).Meta); meta["xfrozen"] != "" {
+				t.Errorf("shard %d still frozen: %v", i, meta)
+			}
+		}
+	})
+}
+
+// TestShardFreezeHolds: a shard stays frozen while any holder holds it:
+// a count's thaw does not thaw what a rebuild froze.
+func TestShardFreezeHolds(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := sharded(c, 90, 20, 2)
+		loadShards(t, c, v)
+		shards := c.Learn(v).shards
+		if _, err := c.freeze(ctx, v, shards, "rebuild", "", rebuildFreeze); err != nil {
+			t.Fatal(err)
+		}
+		checkInvariant(t, c, v) // freezes and thaws as another holder
+		for i, k := range shards {
+			meta := hash(t, c, k.Meta)
+			until, _ := strconv.ParseInt(meta["xfrozen"], 10, 64)
+			if until < time.Now().Add(rebuildFreeze/2).UnixMilli() || meta["xhold:rebuild"] == "" {
+				t.Errorf("shard %d after a count thawed: meta %v; want still frozen by the rebuild's hold", i, meta)
+			}
+		}
+		if err := c.thaw(ctx, v.ID, shards, "rebuild"); err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range shards {
+			if meta := hash(t, c, k.Meta); meta["xfrozen"] != "" || meta["xhold:rebuild"] != "" {
+				t.Errorf("shard %d after the last thaw: meta %v; want thawed", i, meta)
+			}
+		}
+	})
+}
+
+// TestShardResetArgs: shard_reset's ARGV are in its header's places.
+func TestShardResetArgs(t *testing.T) {
+	t.Parallel()
+	got := shardResetArgs{Generation: "2", Epoch: "9", XGen: "17", Shards: 6, Index: 4}.argv()
+	if diff := cmp.Diff([]string{"2", "9", "17", "6", "4"}, got); diff != "" {
+		t.Errorf("shard_reset ARGV (-want +got):\n%s", diff)
+	}
+	if n := strings.Count(sources["shard_reset"].redis.src, "\n-- ARGV["); n != len(got) {
+		t.Errorf("shard_reset's header names %d ARGV, the args make %d", n, len(got))
 	}
 }
