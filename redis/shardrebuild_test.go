@@ -47,23 +47,33 @@ func loadShards(t *testing.T, c *Client, v *seckill.Voucher) {
 	}
 }
 
-// admitShard admits user on its home shard with the admission script, and
-// returns its code (0 admitted, 2 sold out, ...). A stock held after a
-// rebuild is waited out.
+// admitOnce admits user on its home shard with the admission script, and
+// returns its code (0 admitted, 2 sold out, 5 not loaded, 6 held...) and
+// what follows it.
+func admitOnce(c *Client, k *voucherKeys, v *seckill.Voucher, user, order int64) (int64, string, error) {
+	res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+		admitArgs{UserID: user, OrderID: order, VoucherID: k.ID, Append: true, Generation: v.Generation}).ToArray()
+	if err != nil {
+		return 0, "", err
+	}
+	code, _ := res[0].AsInt64()
+	val, _ := res[1].ToString()
+	return code, val, nil
+}
+
+// admitShard admits user on its home shard, and returns its code (0
+// admitted, 2 sold out, ...). A stock held after a rebuild is waited out.
 func admitShard(t *testing.T, c *Client, v *seckill.Voucher, user, order int64) int64 {
 	t.Helper()
 	k := shardKeysOf(t, c, v, seckill.HomeShard(user, v.ShardCount()))
 	for {
-		res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
-			admitArgs{UserID: user, OrderID: order, VoucherID: k.ID, Append: true, Generation: v.Generation}).ToArray()
+		code, wait, err := admitOnce(c, k, v, user, order)
 		if err != nil {
 			t.Fatalf("admit user %d: %v", user, err)
 		}
-		code, _ := res[0].AsInt64()
 		if code != 6 {
 			return code
 		}
-		wait, _ := res[1].ToString()
 		ms, _ := strconv.Atoi(wait)
 		time.Sleep(time.Duration(ms+1) * time.Millisecond) // Redis's own hold: its clock, not an event
 	}
@@ -171,9 +181,47 @@ func TestRebuildShardsAfterFlushAll(t *testing.T) {
 	if _, err := master.Do(ctx, "FLUSHALL"); err != nil {
 		t.Fatal(err)
 	}
+	// The sale goes on on the other shards while the lost ones are
+	// rebuilt: admissions keep each shard's stock + buyers.
+	stop := make(chan struct{})
+	var during int64
+	var duringErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for u := int64(5000); ; u++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			home := seckill.HomeShard(u, v.ShardCount())
+			k, err := c.shardKeys(ctx, seckill.Shard{VoucherID: v.ID, Index: home})
+			if err != nil {
+				duringErr = err
+				return
+			}
+			code, _, err := admitOnce(c, k, v, u, 1_000_000+u)
+			if err != nil {
+				duringErr = err
+				return
+			}
+			if code == 0 {
+				during++
+			}
+		}
+	})
 	res, err := c.Rebuild(ctx, v, db.read)
-	if err != nil || !res.Done {
-		t.Fatalf("Rebuild = %+v, %v; want done", res, err)
+	close(stop)
+	wg.Wait()
+	if err != nil || !res.Done || duringErr != nil {
+		t.Fatalf("Rebuild = %+v, %v (admissions meanwhile: %v); want done", res, err, duringErr)
+	}
+	// Nothing admitted is lost: every buyer is in their home shard.
+	for _, o := range admitted {
+		home := seckill.HomeShard(o.UserID, v.ShardCount())
+		if got := buyersOf(t, c, v, home)[strconv.FormatInt(o.UserID, 10)]; got != strconv.FormatInt(o.ID, 10) {
+			t.Errorf("buyer %d (order %d) on shard %d after the rebuild: %q", o.UserID, o.ID, home, got)
+		}
 	}
 	n := checkInvariant(t, c, v)
 	var keptSold, lostBuyers int64
@@ -206,8 +254,8 @@ func TestRebuildShardsAfterFlushAll(t *testing.T) {
 		}
 	}
 	sold := int64(len(admitted))
-	if got := sale(t, c, v, 1000); got != v.InitialStock-sold {
-		t.Errorf("the rest of the sale sold %d, want %d (%d less the %d sold before)", got, v.InitialStock-sold, v.InitialStock, sold)
+	if got := sale(t, c, v, 10_000_000) + during; got != v.InitialStock-sold {
+		t.Errorf("the rest of the sale sold %d (%d during the rebuild), want %d (%d less the %d sold before)", got, during, v.InitialStock-sold, v.InitialStock, sold)
 	}
 	after := checkInvariant(t, c, v)
 	for _, s := range after.Shards {
