@@ -282,6 +282,53 @@ func transfer(t *testing.T, c *Client, v *seckill.Voucher, id string, from, to i
 	do(t, c, "HSET", d.Xout, id, fmt.Sprintf("%d:%d:%d:%s", to, n, time.Now().UnixMilli(), xgen))
 }
 
+// The steps of a transfer after the take, as the transfer contract
+// states them (docs/design.md, Shards), for the tests of a rebuild that
+// runs while one is half done.
+const (
+	// testGive: KEYS receiver stock, meta, xin; ARGV id, n, the
+	// transfer's xgen, the voucher's gen. Returns what xin says, or
+	// "refused" (nothing written).
+	testGive = `local v = redis.call('HGET', KEYS[3], ARGV[1])
+if v then return v end
+if not redis.call('GET', KEYS[1]) or (redis.call('HGET', KEYS[2], 'gen') or '0') ~= ARGV[4] then return 'refused' end
+local t = redis.call('TIME')
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) < tonumber(redis.call('HGET', KEYS[2], 'xfrozen') or '0') then return 'refused' end
+if (redis.call('HGET', KEYS[2], 'xgen') or '0') ~= ARGV[3] then return 'refused' end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+redis.call('INCRBY', KEYS[1], ARGV[2])
+return ARGV[2]`
+	// testSettle: KEYS donor stock, xout; ARGV id, what the receiver's
+	// xin says.
+	testSettle = `local e = redis.call('HGET', KEYS[2], ARGV[1])
+if not e then return 0 end
+if ARGV[2] == 'x' and redis.call('EXISTS', KEYS[1]) == 1 then
+  local n = string.match(e, '^%d+:(%d+):')
+  redis.call('INCRBY', KEYS[1], n)
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1`
+)
+
+// finishTransfer finishes transfer id of v, from shard from to shard to,
+// as whoever finds it does: give, or cancel if the give is refused, then
+// settle. It returns what the give answered.
+func finishTransfer(t *testing.T, c *Client, v *seckill.Voucher, id string, from, to int, n int64, xgen string) string {
+	t.Helper()
+	d, r := shardKeysOf(t, c, v, from), shardKeysOf(t, c, v, to)
+	got, err := do(t, c, "EVAL", testGive, "3", r.Stock, r.Meta, r.Xin, id, strconv.FormatInt(n, 10), xgen, strconv.FormatInt(v.Generation, 10)).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := got
+	if got == "refused" {
+		do(t, c, "HSET", r.Xin, id, "x")
+		said = "x"
+	}
+	do(t, c, "EVAL", testSettle, "2", d.Stock, d.Xout, id, said)
+	return got
+}
+
 // TestRebuildShardsTransferHalfDone: a transfer taken from its donor and
 // not yet given when a rebuild runs. With the receiver lost, the units
 // count in flight, not in the rebuilt receiver's stock, and the shards
@@ -338,6 +385,19 @@ func TestRebuildShardsTransferHalfDone(t *testing.T) {
 					if meta["xfrozen"] != "" {
 						t.Errorf("shard %d still frozen after the rebuild: %v", i, meta)
 					}
+				}
+				// Whoever finds the transfer finishes it: its give is
+				// refused (the receiver is of the new generation), and the
+				// units go back to the donor, if it kept its record of them.
+				stocks := n.Shards
+				if got := finishTransfer(t, c, v, "t1", 0, 1, 3, "0"); got != "refused" {
+					t.Errorf("the give of a transfer begun before the rebuild answered %q, want refused", got)
+				}
+				after := checkInvariant(t, c, v)
+				if after.InFlight != 0 || after.Shards[1].Stock != stocks[1].Stock ||
+					after.Shards[0].Stock != stocks[0].Stock+tt.inFlight {
+					t.Errorf("after the transfer was finished: shards %+v, in flight %d; want none in flight, the receiver's stock as it was (%d), the donor's %d",
+						after.Shards, after.InFlight, stocks[1].Stock, stocks[0].Stock+tt.inFlight)
 				}
 				// The lost shard holds its buyers, and its part of what the
 				// others and the transfer leave.
