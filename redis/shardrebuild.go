@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/seckill/seckill"
 )
 
@@ -43,6 +45,9 @@ type lostShard struct {
 //     none: two rebuilds at once count the same, and the second sets
 //     nothing);
 //  5. the shards are thawed.
+//
+// Its Remaining is the stock of every shard: of those kept, as frozen; of
+// those rebuilt, as set.
 func (c *Client) rebuildShards(ctx context.Context, v *seckill.Voucher, orders seckill.OrderPages) (seckill.Rebuilt, error) {
 	shards := c.Learn(v).shards
 	gen := strconv.FormatInt(v.Generation, 10)
@@ -130,17 +135,20 @@ func (c *Client) rebuildShards(ctx context.Context, v *seckill.Voucher, orders s
 // others are not all of one transfer generation.
 func (c *Client) lostShards(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys) (lost []int, split bool, err error) {
 	gen := strconv.FormatInt(v.Generation, 10)
-	xgens := map[string]bool{}
-	for i, k := range shards {
-		op := fmt.Sprintf("read shard %d of voucher %d", i, v.ID)
-		res := c.rdb.DoMulti(ctx,
-			c.rdb.B().Exists().Key(k.Stock).Build(),
+	cmds := make([]rueidis.Completed, 0, 2*len(shards))
+	for _, k := range shards {
+		cmds = append(cmds, c.rdb.B().Exists().Key(k.Stock).Build(),
 			c.rdb.B().Hmget().Key(k.Meta).Field("gen", "begin", "end", "xgen").Build())
-		n, err := res[0].AsInt64()
+	}
+	res := c.rdb.DoMulti(ctx, cmds...)
+	xgens := map[string]bool{}
+	for i := range shards {
+		op := fmt.Sprintf("read shard %d of voucher %d", i, v.ID)
+		n, err := res[2*i].AsInt64()
 		if err != nil {
 			return nil, false, redisErr(op, err)
 		}
-		meta, err := res[1].ToArray()
+		meta, err := res[2*i+1].ToArray()
 		if err != nil {
 			return nil, false, redisErr(op, err)
 		}
