@@ -193,7 +193,8 @@ func chunks[T any](s []T, n int) func(func([]T) bool) {
 
 // Unload deletes the voucher's stock and buyers (of every shard, for a
 // sharded one), so that it is rebuilt from the database, and starts a new
-// epoch, so that a rebuild in flight starts over. Admission refuses the voucher from that moment until the rebuild.
+// epoch, so that a rebuild in flight starts over. Admission refuses the
+// voucher from that moment until the rebuild.
 func (c *Client) Unload(ctx context.Context, voucherID int64) error {
 	return c.unload(ctx, voucherID, "0")
 }
