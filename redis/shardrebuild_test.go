@@ -609,3 +609,59 @@ func TestShardResetArgs(t *testing.T) {
 		t.Errorf("shard_reset's header names %d ARGV, the args make %d", n, len(got))
 	}
 }
+
+// TestRebuildShardsSupersededByUnload: an Unload while a lost shard is
+// being staged (the fence found the server changed) makes the rebuild start
+// over, and rebuild every shard: exactly, each with its buyers.
+func TestRebuildShardsSupersededByUnload(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := sharded(c, 95, 60, 3)
+		loadShards(t, c, v)
+		db := &database{}
+		want := make([]map[string]string, v.ShardCount())
+		for u := int64(1); u <= 24; u++ {
+			if admitShard(t, c, v, u, 100+u) != 0 {
+				continue
+			}
+			home := seckill.HomeShard(u, v.ShardCount())
+			if want[home] == nil {
+				want[home] = map[string]string{}
+			}
+			want[home][strconv.FormatInt(u, 10)] = strconv.FormatInt(100+u, 10)
+			if u%2 == 0 { // the others only in their streams
+				db.orders = append(db.orders, &seckill.Order{ID: 100 + u, UserID: u})
+			}
+		}
+		loseShard(t, c, v, 1)
+		want[1] = map[string]string{} // its stream went with it
+		for _, o := range db.orders {
+			if seckill.HomeShard(o.UserID, v.ShardCount()) == 1 {
+				want[1][strconv.FormatInt(o.UserID, 10)] = strconv.FormatInt(o.ID, 10)
+			}
+		}
+		var once sync.Once
+		unloaded := false
+		db.onPage = func(int) {
+			once.Do(func() {
+				if err := c.Unload(ctx, v.ID); err != nil {
+					t.Error(err)
+				}
+				unloaded = true
+			})
+		}
+		if res, err := c.Rebuild(ctx, v, db.read); err != nil || !res.Done {
+			t.Fatalf("Rebuild = %+v, %v; want done", res, err)
+		}
+		if !unloaded {
+			t.Fatal("the rebuild read no page of orders")
+		}
+		checkInvariant(t, c, v)
+		for i := range v.ShardCount() {
+			if diff := cmp.Diff(want[i], buyersOf(t, c, v, i), cmpEmptyMap); diff != "" {
+				t.Errorf("shard %d's buyers (-want +rebuilt):\n%s", i, diff)
+			}
+		}
+	})
+}
