@@ -41,8 +41,9 @@ type CacheGuard interface {
 	// StaleSince says, of the data checked against the server named
 	// fence, which vouchers' may be older now that the server is identity:
 	// nil when none can be (a Cluster whose slots moved between masters
-	// that did not change), else a func that tells for each voucher.
-	StaleSince(fence, identity string) func(voucherID int64) bool
+	// that did not change), else a func that tells for each voucher (a
+	// sharded one's data may be older when any shard's may).
+	StaleSince(fence, identity string) func(v *Voucher) bool
 	// LockCheck takes the check for token for ttl unless another instance
 	// holds it, and reports whether it did.
 	LockCheck(ctx context.Context, token string, ttl time.Duration) (bool, error)
@@ -308,7 +309,7 @@ func hold(ctx context.Context, lease time.Duration, token, what string, renew fu
 // back with stay: the orders waiting in the instances' memory are nowhere
 // else a rebuild could count them (it may then undersell a little, never
 // oversell).
-func (s *CacheFence) unloadOpen(ctx context.Context, stale func(voucherID int64) bool) (int, error) {
+func (s *CacheFence) unloadOpen(ctx context.Context, stale func(v *Voucher) bool) (int, error) {
 	vs, err := s.Vouchers.open(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("check the cache server: %w", err)
@@ -319,7 +320,7 @@ func (s *CacheFence) unloadOpen(ctx context.Context, stale func(voucherID int64)
 	}
 	n := 0
 	for _, v := range vs {
-		if !stale(v.ID) {
+		if !stale(v) {
 			continue
 		}
 		if err := unload(ctx, v.ID); err != nil {

@@ -36,10 +36,20 @@ type Reconciliation struct {
 	// more than ten thousand orders, see CacheState.Bounded): Pending, and
 	// so the drifts, are an estimate, and a repair is not made on it.
 	Estimated bool
+	// Shards are a sharded voucher's shards, counted at one instant when
+	// the cache can count them (ShardCounter); nil for an unsharded one.
+	Shards *ShardCounts
+	// ShardDrift is InitialStock − Shards.Total: stock the shards, with
+	// the transfers between them in flight, do not account for (lost or
+	// counted twice). Zero when the shards' invariant holds.
+	ShardDrift int64
 }
 
-// OK reports whether the cache and the database agree.
-func (r *Reconciliation) OK() bool { return r.Loaded && r.Drift == 0 && r.BuyerDrift == 0 }
+// OK reports whether the cache and the database agree, and a sharded
+// voucher's shards are all loaded and hold its initial stock exactly.
+func (r *Reconciliation) OK() bool {
+	return r.Loaded && r.Drift == 0 && r.BuyerDrift == 0 && r.ShardDrift == 0 && (r.Shards == nil || r.Shards.Loaded)
+}
 
 // Reconciler compares vouchers in the database and in the cache, and
 // repairs the cache from the database.
@@ -65,10 +75,30 @@ type Reconciler struct {
 // buyers' slots, and deleting those let their buyers buy again and sold
 // their units twice. The units of orders a crash lost then stay taken: an
 // undersell, never an oversell (TestRepairQueueModeKeepsBuyers).
+//
+// A sharded voucher's shards are counted too (when the cache is a
+// ShardCounter): the shards' stock and buyers, and the stock in flight
+// between them, must add up to the initial stock (ShardDrift). Its
+// repair first finishes the transfers left half done (when the cache is a
+// TransferFinisher), then, if the voucher still disagrees, rebuilds it
+// whole.
 func (r *Reconciler) Reconcile(ctx context.Context, voucherID int64, repair bool) (*Reconciliation, error) {
 	rec, err := r.compare(ctx, voucherID)
-	if err != nil || !repair || rec.OK() || rec.Estimated {
+	if err != nil || !repair || rec.Estimated {
 		return rec, err
+	}
+	if fin, ok := r.Cache.(TransferFinisher); ok && rec.Shards != nil && rec.Shards.InFlight > 0 {
+		if err := fin.FinishTransfers(ctx, rec.Voucher); err != nil {
+			return nil, fmt.Errorf("repair voucher %d: %w", voucherID, err)
+		}
+		ok := rec.OK()
+		if rec, err = r.compare(ctx, voucherID); err != nil {
+			return nil, err
+		}
+		rec.Repaired = !ok && rec.OK()
+	}
+	if rec.OK() {
+		return rec, nil
 	}
 	unload := r.Cache.Unload
 	if r.Vouchers.Mode == ModeQueue {
@@ -111,7 +141,16 @@ func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliat
 		}
 		maps.Copy(stored, got)
 	}
-	return Compare(v, st, orders, stored), nil
+	rec := Compare(v, st, orders, stored)
+	if sc, ok := r.Cache.(ShardCounter); ok && v.ShardCount() > 1 {
+		if rec.Shards, err = sc.CountShards(ctx, v); err != nil {
+			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+		}
+		if rec.Shards.Loaded {
+			rec.ShardDrift = v.InitialStock - rec.Shards.Total
+		}
+	}
+	return rec, nil
 }
 
 // Compare sets what the cache holds of a voucher's sale (st, read first)
@@ -153,4 +192,49 @@ func Compare(v *Voucher, st *CacheState, orders int64, stored map[int64]OrderSta
 	rec.Drift = v.InitialStock - (rec.Remaining + rec.Orders + rec.Pending)
 	rec.BuyerDrift = rec.Buyers - (rec.Orders + rec.Pending)
 	return rec
+}
+
+// ShardCounts is what the cache holds of a voucher's shards, counted at one
+// instant ([ShardCounter]). The shards' invariant, always: Total ==
+// InitialStock (docs/design.md, Shards).
+type ShardCounts struct {
+	// Shards are the counts of each shard, by index.
+	Shards []ShardCount
+	// Loaded says every shard has a stock.
+	Loaded bool
+	// InFlight is the stock taken from a shard by a transfer that its
+	// receiver has not received.
+	InFlight int64
+	// Total is the shards' stock and buyers, and InFlight.
+	Total int64
+}
+
+// ShardCount is what the cache holds of one shard of a voucher.
+type ShardCount struct {
+	Index  int
+	Loaded bool
+	// Stock is the shard's stock left to admit, Buyers the buyers it
+	// admitted (each holds a unit).
+	Stock, Buyers int64
+	// InFlight is the stock transfers took from this shard that their
+	// receivers have not received.
+	InFlight int64
+	// XGen is the shard's transfer generation: a transfer runs between
+	// shards of one generation only; each rebuild begins a new one.
+	XGen string
+}
+
+// ShardCounter counts a sharded voucher's shards at one instant. The
+// Redis cache is one; Reconciler checks the shards' invariant with it
+// when its Cache is one.
+type ShardCounter interface {
+	CountShards(ctx context.Context, v *Voucher) (*ShardCounts, error)
+}
+
+// TransferFinisher finishes a sharded voucher's transfers of stock left
+// half done (a process died between their steps): each is given to its
+// receiver, or back to its donor. Reconciler's repair calls it when its
+// Cache is one.
+type TransferFinisher interface {
+	FinishTransfers(ctx context.Context, v *Voucher) error
 }

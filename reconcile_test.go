@@ -3,6 +3,7 @@ package seckill_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/seckill/seckill"
@@ -45,5 +46,103 @@ func TestRepairQueueModeKeepsBuyers(t *testing.T) {
 		if err := cache.Reserve(ctx, again); !errors.Is(err, seckill.ErrDuplicateOrder) {
 			t.Errorf("buyer %d, whose order is queued, asks again after the repair: %v; want duplicate_order", u, err)
 		}
+	}
+}
+
+// shardedRows reads every voucher as one of shards shards: the
+// reconciler then checks its shards' invariant.
+type shardedRows struct {
+	seckill.Store
+	shards int
+}
+
+func (s shardedRows) Voucher(ctx context.Context, id int64) (*seckill.Voucher, error) {
+	v, err := s.Store.Voucher(ctx, id)
+	if v != nil {
+		v.Shards = s.shards
+	}
+	return v, err
+}
+
+// countedShards is a cache whose shards count as counts says, and whose
+// FinishTransfers settles the transfers in flight (to the donors).
+type countedShards struct {
+	seckill.VoucherCache
+	mu       sync.Mutex
+	counts   seckill.ShardCounts
+	finished int
+}
+
+func (c *countedShards) CountShards(context.Context, *seckill.Voucher) (*seckill.ShardCounts, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.counts
+	return &n, nil
+}
+
+func (c *countedShards) FinishTransfers(context.Context, *seckill.Voucher) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.finished++
+	c.counts.Shards[0].Stock += c.counts.InFlight
+	c.counts.InFlight = 0
+	return nil
+}
+
+// TestReconcileShards: a sharded voucher agrees only when its shards are
+// all loaded and hold its initial stock exactly, the transfers in flight
+// counted; the repair finishes the transfers left half done.
+func TestReconcileShards(t *testing.T) {
+	t.Parallel()
+	vs, store, _ := services(t, "")
+	ctx := context.Background()
+	view, err := vs.Create(ctx, onSale("sharded", 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := func(stock, buyers int64) seckill.ShardCount {
+		return seckill.ShardCount{Loaded: true, Stock: stock, Buyers: buyers}
+	}
+	tests := []struct {
+		name     string
+		counts   seckill.ShardCounts
+		ok       bool
+		drift    int64
+		finished int
+	}{
+		{"exact", seckill.ShardCounts{Shards: []seckill.ShardCount{shard(5, 0), shard(5, 0)}, Loaded: true, Total: 10}, true, 0, 0},
+		{"in flight", seckill.ShardCounts{Shards: []seckill.ShardCount{shard(3, 0), shard(5, 0)}, Loaded: true, InFlight: 2, Total: 10}, true, 0, 1},
+		{"lost a unit", seckill.ShardCounts{Shards: []seckill.ShardCount{shard(4, 0), shard(5, 0)}, Loaded: true, Total: 9}, false, 1, 0},
+		{"counted twice", seckill.ShardCounts{Shards: []seckill.ShardCount{shard(6, 0), shard(5, 0)}, Loaded: true, Total: 11}, false, -1, 0},
+		{"a shard not loaded", seckill.ShardCounts{Shards: []seckill.ShardCount{shard(5, 0), {}}, Total: 5}, false, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cache := &countedShards{VoucherCache: vs.Cache, counts: tt.counts}
+			r := &seckill.Reconciler{Vouchers: vs, Store: shardedRows{store, 2}, Cache: cache}
+			rec, err := r.Reconcile(ctx, view.ID, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.OK() != tt.ok || rec.ShardDrift != tt.drift || rec.Shards == nil {
+				t.Errorf("Reconcile = ok %v, shard drift %d, shards %+v; want ok %v, drift %d", rec.OK(), rec.ShardDrift, rec.Shards, tt.ok, tt.drift)
+			}
+			if tt.counts.InFlight == 0 {
+				return
+			}
+			// The repair finishes the transfers: all stock back in a shard.
+			if rec, err = r.Reconcile(ctx, view.ID, true); err != nil {
+				t.Fatal(err)
+			}
+			if cache.finished != tt.finished || !rec.OK() || rec.Shards.InFlight != 0 {
+				t.Errorf("repair: transfers finished %d times, ok %v, in flight %d; want %d, ok, none", cache.finished, rec.OK(), rec.Shards.InFlight, tt.finished)
+			}
+		})
+	}
+	// An unsharded voucher is not counted so.
+	cache := &countedShards{VoucherCache: vs.Cache}
+	r := &seckill.Reconciler{Vouchers: vs, Store: store, Cache: cache}
+	if rec, err := r.Reconcile(ctx, view.ID, false); err != nil || !rec.OK() || rec.Shards != nil {
+		t.Errorf("Reconcile(unsharded) = %+v, %v; want ok, no shards counted", rec, err)
 	}
 }

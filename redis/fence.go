@@ -155,18 +155,28 @@ func parseIdentity(info string) (string, error) {
 // moved through that master). A slot that came back to the master it was
 // with, through a master that came and went between two checks, is not
 // seen: the checks run every second on every instance.
-func (c *Client) StaleSince(fence, identity string) func(voucherID int64) bool {
+//
+// A sharded voucher's data may be older when any of its shards' may: it is
+// then unloaded whole, and rebuilt whole.
+func (c *Client) StaleSince(fence, identity string) func(v *seckill.Voucher) bool {
 	if fence == identity {
 		return nil
 	}
 	slots, all := staleSlots(fence, identity)
 	if all {
-		return func(int64) bool { return true }
+		return func(*seckill.Voucher) bool { return true }
 	}
 	if slots == nil {
 		return nil
 	}
-	return func(id int64) bool { return slots[keySlot(c.keys.voucher(id).Stock)] }
+	return func(v *seckill.Voucher) bool {
+		for _, k := range c.Learn(v).shards {
+			if slots[keySlot(k.Stock)] {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // clusterSlots is the master's identity for each slot, "" for a slot no

@@ -39,10 +39,16 @@ var errSuperseded = errors.New("rebuild superseded")
 // returned: an Unload meanwhile makes the rebuild start over. A voucher
 // dropped past its retention (DropVoucher), before or during the rebuild,
 // is not made again: ErrEnded.
+//
+// A sharded voucher is rebuilt a shard at a time: see rebuildShards.
 func (c *Client) Rebuild(ctx context.Context, v *seckill.Voucher, orders seckill.OrderPages) (seckill.Rebuilt, error) {
+	once := c.rebuildOnce
+	if c.Learn(v); v.ShardCount() > 1 {
+		once = c.rebuildShards
+	}
 	var replaced bool
 	for range rebuildTries {
-		res, err := c.rebuildOnce(ctx, v, orders)
+		res, err := once(ctx, v, orders)
 		replaced = replaced || res.Replaced
 		res.Replaced = replaced
 		if !errors.Is(err, errSuperseded) {
@@ -90,7 +96,7 @@ func (c *Client) rebuildOnce(ctx context.Context, v *seckill.Voucher, orders sec
 	if err != nil || !staging {
 		return out, err
 	}
-	if staging, err = c.stageQueued(ctx, v.ID, gen, epoch); err != nil || !staging {
+	if staging, err = c.stageQueued(ctx, k, fmt.Sprintf("stage queued buyers of voucher %d", v.ID), gen, epoch); err != nil || !staging {
 		return out, err
 	}
 	fin, err := finishRebuildScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
@@ -145,11 +151,10 @@ func (c *Client) stageOrders(ctx context.Context, v *seckill.Voucher, gen, epoch
 	}
 }
 
-// stageQueued stages the buyers of the orders in the voucher's stream, a
-// page at a time. It reports false once the voucher has a stock.
-func (c *Client) stageQueued(ctx context.Context, voucherID int64, gen, epoch string) (bool, error) {
-	k := c.keys.voucher(voucherID)
-	op := fmt.Sprintf("stage queued buyers of voucher %d", voucherID)
+// stageQueued stages the buyers of the orders in the stream of the
+// voucher (or shard) of k, a page at a time. It reports false once the
+// voucher has a stock.
+func (c *Client) stageQueued(ctx context.Context, k voucherKeys, op, gen, epoch string) (bool, error) {
 	start := "-"
 	for {
 		res, err := stageQueuedScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
@@ -186,9 +191,10 @@ func chunks[T any](s []T, n int) func(func([]T) bool) {
 	}
 }
 
-// Unload deletes the voucher's stock and buyers, so that it is rebuilt from
-// the database, and starts a new epoch, so that a rebuild in flight starts
-// over. Admission refuses the voucher from that moment until the rebuild.
+// Unload deletes the voucher's stock and buyers (of every shard, for a
+// sharded one), so that it is rebuilt from the database, and starts a new
+// epoch, so that a rebuild in flight starts over. Admission refuses the
+// voucher from that moment until the rebuild.
 func (c *Client) Unload(ctx context.Context, voucherID int64) error {
 	return c.unload(ctx, voucherID, "0")
 }
@@ -199,10 +205,21 @@ func (c *Client) UnloadStock(ctx context.Context, voucherID int64) error {
 	return c.unload(ctx, voucherID, "1")
 }
 
+// unload unloads every shard of the voucher: a sharded voucher is unloaded
+// whole, and rebuilt whole (rebuildShards), each shard with its buyers and
+// an even part of the stock they leave.
 func (c *Client) unload(ctx context.Context, voucherID int64, keepBuyers string) error {
-	k := c.keys.voucher(voucherID)
-	if err := unloadScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers}, args{keepBuyers}).Error(); err != nil {
-		return redisErr(fmt.Sprintf("unload voucher %d", voucherID), err)
+	l, err := c.layoutOf(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	for i, k := range l.shards {
+		if err := unloadScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers}, args{keepBuyers}).Error(); err != nil {
+			if len(l.shards) > 1 {
+				return redisErr(fmt.Sprintf("unload shard %d of voucher %d", i, voucherID), err)
+			}
+			return redisErr(fmt.Sprintf("unload voucher %d", voucherID), err)
+		}
 	}
 	return nil
 }

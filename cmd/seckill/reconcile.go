@@ -5,7 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/seckill/seckill"
 )
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -54,6 +58,10 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		if rec.Estimated {
 			fmt.Fprintf(tw, "\t(an estimate: the backlog is beyond the read's bounds; not repaired)\t\t\t\t\t\t\t\t\t\n")
 		}
+		if sh := rec.Shards; sh != nil {
+			fmt.Fprintf(tw, "\t(%d shards: stock and buyers %d, in flight %d, shard drift %d%s)\t\t\t\t\t\t\t\t\t\n",
+				len(sh.Shards), sh.Total-sh.InFlight, sh.InFlight, rec.ShardDrift, notLoaded(sh))
+		}
 		if rec.Repaired {
 			fmt.Fprintf(tw, "\t(repaired: rebuilt in Redis from the database)\t\t\t\t\t\t\t\t\t\n")
 		}
@@ -66,10 +74,25 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	case len(ids) == 0:
 		fmt.Fprintf(stdout, "no vouchers on sale or ended within %v\n", c.Retention)
 	case bad == 0:
-		fmt.Fprintln(stdout, "Redis and the database agree: remaining + orders + pending = initial stock for every voucher")
+		fmt.Fprintln(stdout, "Redis and the database agree: remaining + orders + pending = initial stock for every voucher"+
+			" (and, for a sharded one, its shards' stock and buyers + stock in flight between them = initial stock)")
 	default:
 		fmt.Fprintf(stdout, "%d voucher(s) disagree; run again with --repair to rebuild them in Redis from the database\n", bad)
 		return errDrift
 	}
 	return nil
+}
+
+// notLoaded names a sharded voucher's shards that are not loaded.
+func notLoaded(sh *seckill.ShardCounts) string {
+	var lost []string
+	for _, s := range sh.Shards {
+		if !s.Loaded {
+			lost = append(lost, strconv.Itoa(s.Index))
+		}
+	}
+	if len(lost) == 0 {
+		return ""
+	}
+	return "; not loaded: shard " + strings.Join(lost, ", ")
 }
