@@ -16,8 +16,8 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// sharded returns a voucher of shards shards on sale, learnt by c.
-func sharded(c *Client, id, stock int64, shards int) *seckill.Voucher {
+// learntSharded returns a voucher of shards shards on sale, learnt by c.
+func learntSharded(c *Client, id, stock int64, shards int) *seckill.Voucher {
 	v := onSale(id, stock)
 	v.Shards, v.Generation = shards, 3
 	c.Learn(v)
@@ -34,16 +34,11 @@ func shardKeysOf(t testing.TB, c *Client, v *seckill.Voucher, i int) *voucherKey
 	return k
 }
 
-// loadShards writes each shard of v as a sharded voucher's load does:
-// its even part of the stock, its meta and its stream's group.
+// loadShards loads every shard of v, as its creation does.
 func loadShards(t *testing.T, c *Client, v *seckill.Voucher) {
 	t.Helper()
-	for i := range v.ShardCount() {
-		k := shardKeysOf(t, c, v, i)
-		do(t, c, "SET", k.Stock, strconv.FormatInt(seckill.ShardStock(v.InitialStock, v.ShardCount(), i), 10))
-		do(t, c, "HSET", k.Meta, "begin", unixMillis(v.BeginTime), "end", unixMillis(v.EndTime),
-			"gen", strconv.FormatInt(v.Generation, 10), "shards", strconv.Itoa(v.ShardCount()), "index", strconv.Itoa(i))
-		do(t, c, "XGROUP", "CREATE", k.Orders, Group, "0", "MKSTREAM")
+	if _, err := c.LoadVoucher(context.Background(), v); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -148,7 +143,7 @@ func TestRebuildShardsAfterFlushAll(t *testing.T) {
 	c := openCluster(t, cl)
 	arm(t, c)
 	ctx := context.Background()
-	v := sharded(c, 41, 120, 6)
+	v := learntSharded(c, 41, 120, 6)
 	loadShards(t, c, v)
 	// 60 buyers: a shard's buyers vary with the hash.
 	db := &database{}
@@ -271,7 +266,7 @@ var cmpEmptyMap = cmp.FilterValues(func(a, b map[string]string) bool { return le
 
 // transfer takes n from v's shard from for shard to, as the donor's first
 // step does, and returns the transfer's id; the give is not made.
-func transfer(t *testing.T, c *Client, v *seckill.Voucher, id string, from, to int, n int64) {
+func moveStock(t *testing.T, c *Client, v *seckill.Voucher, id string, from, to int, n int64) {
 	t.Helper()
 	d := shardKeysOf(t, c, v, from)
 	xgen, err := do(t, c, "HGET", d.Meta, "xgen").ToString()
@@ -348,7 +343,7 @@ func TestRebuildShardsTransferHalfDone(t *testing.T) {
 			{"donor lost", 0, 0},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				v := sharded(c, 50+int64(tt.lose), 40, 4)
+				v := learntSharded(c, 50+int64(tt.lose), 40, 4)
 				loadShards(t, c, v)
 				db := &database{}
 				for u := int64(1); u <= 12; u++ {
@@ -356,7 +351,7 @@ func TestRebuildShardsTransferHalfDone(t *testing.T) {
 						db.orders = append(db.orders, &seckill.Order{ID: 100 + u, UserID: u})
 					}
 				}
-				transfer(t, c, v, "t1", 0, 1, 3)
+				moveStock(t, c, v, "t1", 0, 1, 3)
 				before := checkInvariant(t, c, v)
 				if before.InFlight != 3 {
 					t.Fatalf("in flight before %d, want 3", before.InFlight)
@@ -421,7 +416,7 @@ func TestRebuildShardsConcurrent(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		other := sibling(t, c)
-		v := sharded(c, 60, 90, 6)
+		v := learntSharded(c, 60, 90, 6)
 		other.Learn(v)
 		loadShards(t, c, v)
 		db := &database{}
@@ -430,7 +425,7 @@ func TestRebuildShardsConcurrent(t *testing.T) {
 				db.orders = append(db.orders, &seckill.Order{ID: 100 + u, UserID: u})
 			}
 		}
-		transfer(t, c, v, "t1", 2, 3, 4)
+		moveStock(t, c, v, "t1", 2, 3, 4)
 		for round := range 8 {
 			loseShard(t, c, v, round%6)
 			loseShard(t, c, v, (round+3)%6)
@@ -458,7 +453,7 @@ func TestUnloadShardsThenRebuild(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
-		v := sharded(c, 70, 50, 5)
+		v := learntSharded(c, 70, 50, 5)
 		loadShards(t, c, v)
 		db := &database{}
 		var buyers int64
@@ -470,7 +465,7 @@ func TestUnloadShardsThenRebuild(t *testing.T) {
 				}
 			}
 		}
-		transfer(t, c, v, "t1", 0, 4, 2)
+		moveStock(t, c, v, "t1", 0, 4, 2)
 		if err := c.Unload(ctx, v.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -548,7 +543,7 @@ func TestStaleSinceShards(t *testing.T) {
 func TestRebuildShardsMakesOneTransferGeneration(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
-		v := sharded(c, 80, 40, 4)
+		v := learntSharded(c, 80, 40, 4)
 		loadShards(t, c, v)
 		later := "99999999999999999999"
 		do(t, c, "HSET", shardKeysOf(t, c, v, 2).Meta, "xgen", later)
@@ -573,7 +568,7 @@ func TestShardFreezeHolds(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
-		v := sharded(c, 90, 20, 2)
+		v := learntSharded(c, 90, 20, 2)
 		loadShards(t, c, v)
 		shards := c.Learn(v).shards
 		if _, err := c.freeze(ctx, v, shards, "rebuild", "", rebuildFreeze); err != nil {
@@ -617,7 +612,7 @@ func TestRebuildShardsSupersededByUnload(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
-		v := sharded(c, 95, 60, 3)
+		v := learntSharded(c, 95, 60, 3)
 		loadShards(t, c, v)
 		db := &database{}
 		want := make([]map[string]string, v.ShardCount())

@@ -30,16 +30,16 @@ func sharded(t *testing.T, c *Client, id, stock int64, shards int) *seckill.Vouc
 	return v
 }
 
-// shardCounts are a sharded voucher's figures in Redis: per shard, its
+// observedShards are a sharded voucher's figures in Redis: per shard, its
 // stock and buyers; and the units in flight between shards (taken by a
 // donor, not received: the receiver's xin has no number for them).
-type shardCounts struct {
+type observedShards struct {
 	stock, buyers []int64
 	inFlight      int64
 }
 
 // sum is the invariant's left side: Σ (stock + buyers) + in flight.
-func (s shardCounts) sum() int64 {
+func (s observedShards) sum() int64 {
 	n := s.inFlight
 	for i := range s.stock {
 		n += s.stock[i] + s.buyers[i]
@@ -47,10 +47,10 @@ func (s shardCounts) sum() int64 {
 	return n
 }
 
-func countShards(t *testing.T, c *Client, v *seckill.Voucher) shardCounts {
+func observeShards(t *testing.T, c *Client, v *seckill.Voucher) observedShards {
 	t.Helper()
 	l := c.Learn(v)
-	var s shardCounts
+	var s observedShards
 	for i, k := range l.shards {
 		s.stock = append(s.stock, max(0, stockOf(t, c, k)))
 		n, err := do(t, c, "HLEN", k.Buyers).AsInt64()
@@ -86,9 +86,9 @@ func stockOf(t *testing.T, c *Client, k *voucherKeys) int64 {
 
 // checkInvariant fails the test unless Σ (stock + buyers) + in flight is
 // the voucher's initial stock.
-func checkInvariant(t *testing.T, c *Client, v *seckill.Voucher, when string) shardCounts {
+func checkObservedInvariant(t *testing.T, c *Client, v *seckill.Voucher, when string) observedShards {
 	t.Helper()
-	s := countShards(t, c, v)
+	s := observeShards(t, c, v)
 	if s.sum() != v.InitialStock {
 		t.Fatalf("%s: stock %v + buyers %v + in flight %d = %d, want the initial %d", when, s.stock, s.buyers, s.inFlight, s.sum(), v.InitialStock)
 	}
@@ -222,7 +222,7 @@ func TestTransferSteps(t *testing.T) {
 		}
 		stocks := func(want ...int64) {
 			t.Helper()
-			s := checkInvariant(t, c, v, "after a step")
+			s := checkObservedInvariant(t, c, v, "after a step")
 			for i, w := range want {
 				if s.stock[i] != w {
 					t.Fatalf("stocks %v, want %v", s.stock, want)
@@ -369,15 +369,15 @@ func TestBorrow(t *testing.T) {
 					break
 				}
 				if b.Moved == 0 {
-					t.Fatalf("Borrow = %+v with %v left", b, countShards(t, c, v).stock)
+					t.Fatalf("Borrow = %+v with %v left", b, observeShards(t, c, v).stock)
 				}
 			}
-			checkInvariant(t, c, v, "after user "+strconv.FormatInt(u, 10))
+			checkObservedInvariant(t, c, v, "after user "+strconv.FormatInt(u, 10))
 		}
 		if admitted != 40 {
 			t.Errorf("%d admitted, want all 40", admitted)
 		}
-		s := countShards(t, c, v)
+		s := observeShards(t, c, v)
 		if s.stock[0]+s.stock[1]+s.stock[2]+s.stock[3] != 0 || s.buyers[2] != 40 {
 			t.Errorf("stock %v, buyers %v; want none left, 40 buyers on shard 2", s.stock, s.buyers)
 		}
@@ -415,7 +415,7 @@ func sellOut(t *testing.T, c *Client, v *seckill.Voucher, first, n int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := countShards(t, c, v)
+	before := observeShards(t, c, v)
 	var admitted, soldOutEarly atomic.Int64
 	var wg sync.WaitGroup
 	next := atomic.Int64{}
@@ -457,7 +457,7 @@ func sellOut(t *testing.T, c *Client, v *seckill.Voucher, first, n int64) {
 	if admitted.Load() != left[v.ID] || soldOutEarly.Load() != 0 {
 		t.Errorf("%d admitted (want the %d left), %d told sold out with stock left", admitted.Load(), left[v.ID], soldOutEarly.Load())
 	}
-	s := checkInvariant(t, c, v, "after the sale")
+	s := checkObservedInvariant(t, c, v, "after the sale")
 	if s.inFlight != 0 {
 		t.Errorf("%d units in flight after the sale", s.inFlight)
 	}
@@ -489,7 +489,7 @@ func TestTransferInterrupted(t *testing.T) {
 				v := sharded(t, c, 1, 30, 3)
 				mustLoad(t, c, v)
 				interrupt(t, c, v, "x1", 0, 1, 4, step == "give")
-				if s := checkInvariant(t, c, v, "interrupted"); s.stock[0] != 6 {
+				if s := checkObservedInvariant(t, c, v, "interrupted"); s.stock[0] != 6 {
 					t.Fatalf("stocks %v after the take of 4", s.stock)
 				}
 				if n, err := c.FinishTransfers(ctx, v.ID, time.Hour); err != nil || n != 0 {
@@ -498,7 +498,7 @@ func TestTransferInterrupted(t *testing.T) {
 				if n, err := c.FinishTransfers(ctx, v.ID, 0); err != nil || n != 1 {
 					t.Fatalf("FinishTransfers = %d, %v; want 1", n, err)
 				}
-				s := checkInvariant(t, c, v, "finished")
+				s := checkObservedInvariant(t, c, v, "finished")
 				if s.stock[0] != 6 || s.stock[1] != 14 || s.inFlight != 0 {
 					t.Fatalf("finished: stocks %v, in flight %d; want [6 14 10], 0", s.stock, s.inFlight)
 				}
@@ -569,11 +569,11 @@ func TestTransferDonorFailover(t *testing.T) {
 		donor := 2 * i // shards 0, then 2
 		interrupt(t, c, v, "f"+strconv.Itoa(i), donor, 1, 5, give)
 		failover(donor)
-		checkInvariant(t, c, v, "after the failover")
+		checkObservedInvariant(t, c, v, "after the failover")
 		if n, err := c.FinishTransfers(ctx, v.ID, 0); err != nil || n != 1 {
 			t.Fatalf("FinishTransfers = %d, %v; want 1", n, err)
 		}
-		if s := checkInvariant(t, c, v, "finished"); s.inFlight != 0 || s.stock[1] != 20+5*int64(i+1) {
+		if s := checkObservedInvariant(t, c, v, "finished"); s.inFlight != 0 || s.stock[1] != 20+5*int64(i+1) {
 			t.Fatalf("finished: stocks %v, in flight %d", s.stock, s.inFlight)
 		}
 	}
@@ -597,12 +597,12 @@ func TestBorrowFinishesWhatItFinds(t *testing.T) {
 				t.Fatalf("borrow %d = %+v, %v; want 1 moved", i+1, b, err)
 			}
 			admitHome(t, c, v, u, int64(i+2))
-			checkInvariant(t, c, v, "after a borrow")
+			checkObservedInvariant(t, c, v, "after a borrow")
 		}
 		if b, err := c.Borrow(ctx, v.ID, 0); err != nil || !b.SoldOut {
 			t.Fatalf("Borrow with every unit sold = %+v, %v; want sold out", b, err)
 		}
-		if s := countShards(t, c, v); s.inFlight != 0 || s.buyers[0] != 3 {
+		if s := observeShards(t, c, v); s.inFlight != 0 || s.buyers[0] != 3 {
 			t.Errorf("after the sale: %+v", s)
 		}
 	})
@@ -641,8 +641,8 @@ func TestShardsFromTheRow(t *testing.T) {
 		if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable || e.RetryAfter <= 0 {
 			t.Errorf("Admit without the row = %v, want unavailable with Retry-After", err)
 		}
-		checkInvariant(t, c, v, "after the sale")
-		if s := countShards(t, c, v); s.buyers[0]+s.buyers[1]+s.buyers[2] != 6 {
+		checkObservedInvariant(t, c, v, "after the sale")
+		if s := observeShards(t, c, v); s.buyers[0]+s.buyers[1]+s.buyers[2] != 6 {
 			t.Errorf("buyers %v, want 6 in all", s.buyers)
 		}
 	})
