@@ -233,6 +233,14 @@ type VoucherService struct {
 		VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 	}
 	Cache VoucherCache
+	// Placer chooses the hash tags of a sharded voucher's shards at its
+	// creation (Voucher.ShardTags), before its row is inserted: so that on
+	// a Redis Cluster the shards land on distinct masters. The tags are
+	// made from the voucher's generation, not its id, which is not known
+	// yet. Nil: the default tags (DefaultShardTag), as off a Cluster.
+	Placer interface {
+		PlaceShards(ctx context.Context, generation int64, shards int) ([]string, error)
+	}
 	// Fence checks the cache server before Restore rebuilds; nil in the
 	// sync mode.
 	Fence  *CacheFence
@@ -310,17 +318,36 @@ func (s *VoucherService) open(ctx context.Context) ([]*Voucher, error) {
 	return vs, nil
 }
 
-// Create validates v, stores it, and loads its stock into the cache. When
-// the cache cannot be reached the voucher still exists in the database:
-// Create returns ErrUnavailable, and [VoucherService.Restore] loads it at the
-// next start.
+// Create validates v, places its shards (Placer), stores it, and loads its
+// stock into the cache. When the cache cannot be reached the voucher still
+// exists in the database: Create returns ErrUnavailable, and
+// [VoucherService.Restore] loads it at the next start. Only the stream
+// mode takes a sharded voucher: the sync mode sells from the database's
+// one row, and the queue mode's in-memory queue and its workers know one
+// stream per voucher.
 func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, error) {
 	if err := v.Validate(s.Now()); err != nil {
 		return nil, err
 	}
+	if v.Shards > 1 && (s.Mode == ModeSync || s.Mode == ModeQueue) {
+		return nil, Errorf(ErrInvalidArgument, "shards: must be 1 in the %s mode, got %d: only the stream mode splits a voucher's stock over shards", s.Mode, v.Shards)
+	}
 	v.Title = strings.TrimSpace(v.Title)
 	v.InitialStock = v.Stock
 	v.Generation = newGeneration()
+	v.ShardTags = nil
+	if v.Shards > 1 && s.Placer != nil {
+		tags, err := s.Placer.PlaceShards(ctx, v.Generation, v.Shards)
+		if err == nil && len(tags) != v.Shards {
+			err = fmt.Errorf("placement gave %d tags for %d shards", len(tags), v.Shards)
+		}
+		if err != nil {
+			// Nothing is stored yet: the client may simply try again.
+			s.Logger.Error("voucher's shards not placed", "shards", v.Shards, "err", err)
+			return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("the %d shards of the voucher could not be placed in the cache; nothing was created", v.Shards), RetryAfter: time.Second}
+		}
+		v.ShardTags = tags
+	}
 	if err := s.Store.CreateVoucher(ctx, v); err != nil {
 		return nil, fmt.Errorf("create voucher: %w", err)
 	}
