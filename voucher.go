@@ -195,8 +195,43 @@ type CacheState struct {
 	DeadLetters int64
 	// Node is the address of the Redis master that holds the voucher: one
 	// voucher's admissions all run there (on a Cluster, the master of its
-	// slot); "" when unknown.
+	// slot); "" when unknown, and for a sharded voucher, whose shards each
+	// name theirs.
 	Node string
+	// Shards are a sharded voucher's shards, by index, each read at one
+	// instant of its own; nil for an unsharded voucher. The figures above
+	// are then their sums (Loaded: every shard is; Lag: nil if any is;
+	// OldestPending: the largest; Consumers: merged by name), which leave
+	// out the stock in transfer between shards: reconcile counts the
+	// shards at one instant instead.
+	Shards []ShardState
+}
+
+// ShardState is what the cache holds of one shard of a sharded voucher,
+// read at one instant (CacheState.Shards).
+type ShardState struct {
+	Index int
+	// Tag is the shard's hash tag (Voucher.ShardTag).
+	Tag string
+	// Node is the address of the Redis master that holds the shard, from
+	// the Cluster's slot map of the last few seconds (a shard moved by
+	// resharding shows its new master); "" when unknown.
+	Node string
+	// Loaded says the shard has a stock; Remaining is that stock.
+	Loaded    bool
+	Remaining int64
+	// Buyers counts the buyers recorded here: those whose home shard
+	// (HomeShard) this is.
+	Buyers int64
+	// Length, Pending, Lag and DeadLetters are the shard's order stream's
+	// and dead-letter stream's, as in CacheState.
+	Length, Pending int64
+	Lag             *int64
+	DeadLetters     int64
+	// TransfersOut counts the transfers of stock out of this shard that
+	// are not settled yet, and TransferredOut the units they took: in
+	// flight to another shard, or received there and not yet settled here.
+	TransfersOut, TransferredOut int64
 }
 
 // StreamConsumer is one consumer (an instance's workers) of a voucher's
