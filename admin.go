@@ -38,6 +38,9 @@ type VoucherStats struct {
 	// (CacheState.Node); "" in the sync mode or when unknown.
 	RedisNode string
 	Stream    StreamStats
+	// Shards are a sharded voucher's shards (CacheState.Shards); nil for
+	// an unsharded voucher, and in the sync mode.
+	Shards []ShardState
 }
 
 // StreamStats is a voucher's order stream in a Stats snapshot.

@@ -195,8 +195,43 @@ type CacheState struct {
 	DeadLetters int64
 	// Node is the address of the Redis master that holds the voucher: one
 	// voucher's admissions all run there (on a Cluster, the master of its
-	// slot); "" when unknown.
+	// slot); "" when unknown, and for a sharded voucher, whose shards each
+	// name theirs.
 	Node string
+	// Shards are a sharded voucher's shards, by index, each read at one
+	// instant of its own; nil for an unsharded voucher. The figures above
+	// are then their sums (Loaded: every shard is; Lag: nil if any is;
+	// OldestPending: the largest; Consumers: merged by name), which leave
+	// out the stock in transfer between shards: reconcile counts the
+	// shards at one instant instead.
+	Shards []ShardState
+}
+
+// ShardState is what the cache holds of one shard of a sharded voucher,
+// read at one instant (CacheState.Shards).
+type ShardState struct {
+	Index int
+	// Tag is the shard's hash tag (Voucher.ShardTag).
+	Tag string
+	// Node is the address of the Redis master that holds the shard, from
+	// the Cluster's slot map of the last few seconds (a shard moved by
+	// resharding shows its new master); "" when unknown.
+	Node string
+	// Loaded says the shard has a stock; Remaining is that stock.
+	Loaded    bool
+	Remaining int64
+	// Buyers counts the buyers recorded here: those whose home shard
+	// (HomeShard) this is.
+	Buyers int64
+	// Length, Pending, Lag and DeadLetters are the shard's order stream's
+	// and dead-letter stream's, as in CacheState.
+	Length, Pending int64
+	Lag             *int64
+	DeadLetters     int64
+	// TransfersOut counts the transfers of stock out of this shard that
+	// are not settled yet, and TransferredOut the units they took: in
+	// flight to another shard, or received there and not yet settled here.
+	TransfersOut, TransferredOut int64
 }
 
 // StreamConsumer is one consumer (an instance's workers) of a voucher's
@@ -233,6 +268,14 @@ type VoucherService struct {
 		VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 	}
 	Cache VoucherCache
+	// Placer chooses the hash tags of a sharded voucher's shards at its
+	// creation (Voucher.ShardTags), before its row is inserted: so that on
+	// a Redis Cluster the shards land on distinct masters. The tags are
+	// made from the voucher's generation, not its id, which is not known
+	// yet. Nil: the default tags (DefaultShardTag), as off a Cluster.
+	Placer interface {
+		PlaceShards(ctx context.Context, generation int64, shards int) ([]string, error)
+	}
 	// Fence checks the cache server before Restore rebuilds; nil in the
 	// sync mode.
 	Fence  *CacheFence
@@ -310,17 +353,36 @@ func (s *VoucherService) open(ctx context.Context) ([]*Voucher, error) {
 	return vs, nil
 }
 
-// Create validates v, stores it, and loads its stock into the cache. When
-// the cache cannot be reached the voucher still exists in the database:
-// Create returns ErrUnavailable, and [VoucherService.Restore] loads it at the
-// next start.
+// Create validates v, places its shards (Placer), stores it, and loads its
+// stock into the cache. When the cache cannot be reached the voucher still
+// exists in the database: Create returns ErrUnavailable, and
+// [VoucherService.Restore] loads it at the next start. Only the stream
+// mode takes a sharded voucher: the sync mode sells from the database's
+// one row, and the queue mode's in-memory queue and its workers know one
+// stream per voucher.
 func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, error) {
 	if err := v.Validate(s.Now()); err != nil {
 		return nil, err
 	}
+	if v.Shards > 1 && (s.Mode == ModeSync || s.Mode == ModeQueue) {
+		return nil, Errorf(ErrInvalidArgument, "shards: must be 1 in the %s mode, got %d: only the stream mode splits a voucher's stock over shards", s.Mode, v.Shards)
+	}
 	v.Title = strings.TrimSpace(v.Title)
 	v.InitialStock = v.Stock
 	v.Generation = newGeneration()
+	v.ShardTags = nil
+	if v.Shards > 1 && s.Placer != nil {
+		tags, err := s.Placer.PlaceShards(ctx, v.Generation, v.Shards)
+		if err == nil && len(tags) != v.Shards {
+			err = fmt.Errorf("placement gave %d tags for %d shards", len(tags), v.Shards)
+		}
+		if err != nil {
+			// Nothing is stored yet: the client may simply try again.
+			s.Logger.Error("voucher's shards not placed", "shards", v.Shards, "err", err)
+			return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("the %d shards of the voucher could not be placed in the cache; nothing was created", v.Shards), RetryAfter: time.Second}
+		}
+		v.ShardTags = tags
+	}
 	if err := s.Store.CreateVoucher(ctx, v); err != nil {
 		return nil, fmt.Errorf("create voucher: %w", err)
 	}

@@ -3,8 +3,11 @@ package seckill_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -213,4 +216,108 @@ func deref(p *int64) any {
 		return nil
 	}
 	return *p
+}
+
+// placer is a VoucherService.Placer that says what it was asked.
+type placer struct {
+	tags  func(generation int64, shards int) []string
+	err   error
+	calls []placement
+}
+
+type placement struct {
+	generation int64
+	shards     int
+}
+
+func (p *placer) PlaceShards(_ context.Context, generation int64, shards int) ([]string, error) {
+	p.calls = append(p.calls, placement{generation, shards})
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p.tags(generation, shards), nil
+}
+
+// TestCreateShards: a sharded voucher's tags come from the placer, asked
+// with the voucher's own generation before the row is stored, and are kept
+// in the row; an unsharded voucher asks nothing; a placement that fails
+// creates nothing; the sync and queue modes refuse shards.
+func TestCreateShards(t *testing.T) {
+	t.Parallel()
+	s, store, _ := services(t, "")
+	ctx := context.Background()
+	p := &placer{tags: func(generation int64, shards int) []string {
+		tags := make([]string, shards)
+		for i := range tags {
+			tags[i] = fmt.Sprintf("g%s.%d.%d", strconv.FormatInt(generation, 36), i, 7*i)
+		}
+		return tags
+	}}
+	s.Placer = p
+
+	plain, err := s.Create(ctx, onSale("unsharded", 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.calls) != 0 || plain.ShardCount() != 1 || plain.ShardTags != nil {
+		t.Errorf("an unsharded voucher: placer asked %v, shards %d, tags %q; want no call, 1, none", p.calls, plain.ShardCount(), plain.ShardTags)
+	}
+
+	v := onSale("sharded", 60)
+	v.Shards = 6
+	view, err := s.Create(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.calls) != 1 || p.calls[0] != (placement{view.Generation, 6}) {
+		t.Fatalf("placer asked %+v; want once, for generation %d and 6 shards", p.calls, view.Generation)
+	}
+	row, err := store.Voucher(ctx, view.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := p.tags(view.Generation, 6)
+	if row.Shards != 6 || !slices.Equal(row.ShardTags, want) || !slices.Equal(view.ShardTags, want) {
+		t.Errorf("the row holds %d shards %q, Create said %q; want 6 shards %q", row.Shards, row.ShardTags, view.ShardTags, want)
+	}
+
+	// A placement that fails, or gives the wrong count, creates nothing.
+	count := func() int {
+		t.Helper()
+		vs, err := store.Vouchers(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(vs)
+	}
+	before := count()
+	for name, bad := range map[string]*placer{
+		"error":       {err: errors.New("cluster down")},
+		"short count": {tags: func(int64, int) []string { return []string{"a"} }},
+	} {
+		s.Placer = bad
+		v := onSale("placement "+name, 10)
+		v.Shards = 3
+		if _, err := s.Create(ctx, v); !errors.Is(err, seckill.ErrUnavailable) {
+			t.Errorf("Create with a placement %s = %v; want ErrUnavailable", name, err)
+		}
+	}
+	if n := count(); n != before {
+		t.Errorf("failed placements stored %d vouchers", n-before)
+	}
+
+	// Only the stream mode takes shards.
+	s.Placer = p
+	for _, mode := range []seckill.Mode{seckill.ModeSync, seckill.ModeQueue} {
+		s.Mode = mode
+		v := onSale("in "+string(mode), 10)
+		v.Shards = 2
+		_, err := s.Create(ctx, v)
+		if !errors.Is(err, seckill.ErrInvalidArgument) || !strings.Contains(err.Error(), "shards") || !strings.Contains(err.Error(), string(mode)) {
+			t.Errorf("Create of 2 shards in the %s mode = %v; want ErrInvalidArgument naming shards and the mode", mode, err)
+		}
+	}
+	if n := count(); n != before || len(p.calls) != 1 {
+		t.Errorf("refused vouchers: %d stored, placer asked %d times; want none", n-before, len(p.calls)-1)
+	}
 }

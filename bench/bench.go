@@ -50,6 +50,11 @@ type Config struct {
 	Concurrency int
 	// Stock is the voucher's stock. Default Users/10.
 	Stock int64
+	// Shards is how many shards the bench's vouchers are split into in the
+	// server's cache (POST /api/admin/vouchers's shards): above 1, one hot
+	// voucher's admissions spread over that many Redis masters. Default 1,
+	// sent as nothing, which every server takes.
+	Shards int
 	// FirstUser is the id of the first buyer; buyers are FirstUser,
 	// FirstUser+1, …. Default 1,000,000 (clear of real users).
 	FirstUser int64
@@ -183,7 +188,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, report: &Report{Label: cfg.Label, Connections: cfg.Concurrency, Stock: cfg.Stock, Users: cfg.Users,
+	r := &run{cfg: cfg, report: &Report{Label: cfg.Label, Connections: cfg.Concurrency, Stock: cfg.Stock, Shards: cfg.Shards, Users: cfg.Users,
 		Answers: map[string]int64{}, Phases: []Phase{}},
 		orders: map[int]string{}, ids: map[int]string{}, urls: strings.Split(cfg.URL, ","), cpu: newCPUMeter(cfg.Watch)}
 	r.client, r.bareClient = cfg.Client, cfg.Client
@@ -458,7 +463,8 @@ func (r *run) warm(ctx context.Context, d time.Duration, send func(ctx context.C
 	wg.Wait()
 }
 
-// createVoucher creates a voucher on sale now and returns its id.
+// createVoucher creates a voucher on sale now, with Config.Shards shards,
+// and returns its id.
 func (r *run) createVoucher(stock int64, title string) (int64, error) {
 	admin, err := r.cfg.Token(1, true)
 	if err != nil {
@@ -468,10 +474,15 @@ func (r *run) createVoucher(stock int64, title string) (int64, error) {
 	var v struct {
 		ID string `json:"id"`
 	}
-	status, err := r.request(context.Background(), "POST", "/api/admin/vouchers", admin, map[string]any{
+	body := map[string]any{
 		"title": "seckill bench " + r.cfg.Label + " " + title, "stock": stock,
 		"beginTime": now.Add(-time.Minute).Format(time.RFC3339), "endTime": now.Add(time.Hour).Format(time.RFC3339),
-	}, &v)
+	}
+	if r.cfg.Shards > 1 {
+		// No more shards than units: the server refuses that.
+		body["shards"] = min(int64(r.cfg.Shards), stock)
+	}
+	status, err := r.request(context.Background(), "POST", "/api/admin/vouchers", admin, body, &v)
 	if err != nil || status != http.StatusCreated {
 		return 0, fmt.Errorf("bench: create the voucher: status %d, %v", status, err)
 	}

@@ -29,6 +29,7 @@ type fakeShop struct {
 
 type fakeVoucher struct {
 	stock  int64
+	shards *int             // as asked: nil when not sent
 	orders map[string]int64 // user → order id
 }
 
@@ -46,12 +47,13 @@ func (f *fakeShop) handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"status":"ok"}`) })
 	mux.HandleFunc("POST /api/admin/vouchers", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
-			Stock int64 `json:"stock"`
+			Stock  int64 `json:"stock"`
+			Shards *int  `json:"shards"`
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.vouchers = append(f.vouchers, &fakeVoucher{stock: body.Stock, orders: map[string]int64{}})
+		f.vouchers = append(f.vouchers, &fakeVoucher{stock: body.Stock, shards: body.Shards, orders: map[string]int64{}})
 		w.WriteHeader(201)
 		fmt.Fprintf(w, `{"id":"%d"}`, len(f.vouchers))
 	})
@@ -161,6 +163,49 @@ func TestBooksBalance(t *testing.T) {
 
 // TestBooksCatchLostOrder: a server that answers 200 and never writes the
 // order is caught.
+// TestShards: with Shards the sale's voucher is asked for that many
+// shards (no more than its units); without, nothing is sent, as before.
+func TestShards(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		shards int
+		stock  int64
+		want   *int
+	}{
+		{0, 20, nil},
+		{1, 20, nil},
+		{6, 20, ptr(6)},
+		{6, 4, ptr(4)},
+	} {
+		shop := &fakeShop{}
+		srv := httptest.NewServer(shop.handler())
+		r, err := Run(context.Background(), Config{
+			URL: srv.URL, Label: "fake", Users: 30, Repeat: 1, Stock: tc.stock, Shards: tc.shards, Concurrency: 4,
+			Token:        func(id int64, admin bool) (string, error) { return strconv.FormatInt(id, 10), nil },
+			ReferenceFor: -1, SoldOutFor: -1, DrainTimeout: time.Second,
+		})
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shop.vouchers[0].shards; (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+			t.Errorf("Shards %d, stock %d: the voucher was asked for shards %v; want %v", tc.shards, tc.stock, deref(got), deref(tc.want))
+		}
+		if r.Shards != tc.shards || !r.OK() {
+			t.Errorf("Shards %d: report says shards %d, books OK %v", tc.shards, r.Shards, r.OK())
+		}
+	}
+}
+
+func ptr(n int) *int { return &n }
+
+func deref(p *int) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
+}
+
 func TestBooksCatchLostOrder(t *testing.T) {
 	t.Parallel()
 	r := runFake(t, true)

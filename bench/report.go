@@ -20,8 +20,10 @@ type Report struct {
 	Connections int   `json:"connections"`
 	Voucher     int64 `json:"voucherId"`
 	Stock       int64 `json:"stock"`
-	Users       int   `json:"users"`
-	Requests    int64 `json:"requests"`
+	// Shards is the voucher's shards (Config.Shards); absent for 1.
+	Shards   int   `json:"shards,omitempty"`
+	Users    int   `json:"users"`
+	Requests int64 `json:"requests"`
 	// Seconds is the sale's wall time; Rate, the headline, its requests
 	// over it. MaxRate is the best one-second interval of the sale.
 	Seconds float64       `json:"seconds"`

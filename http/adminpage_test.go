@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill/auth"
@@ -37,12 +38,7 @@ const screenshotEnv = "SECKILL_SCREENSHOT"
 // letter from the page and reconciles the voucher.
 func TestAdminPageInBrowser(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set and Chromium is missing (%v): apt-get install chromium", err)
-		}
-		t.Skipf("Chromium is not installed at %s (apt-get install chromium): the admin page's browser test needs it", chromiumPath)
-	}
+	needChromium(t)
 	e := newEnv(t)
 
 	// The sale: 20 buyers, 5 of whom ask twice.
@@ -244,6 +240,85 @@ func TestAdminPageInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("sign-in-view")),
 		chromedp.Poll[chromedp.Void](`document.querySelector("#sign-in-error").textContent.includes("refused") && sessionStorage.length === 0`),
 	)
+}
+
+// needChromium skips t, or fails it when CI is set, without Chromium.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set and Chromium is missing (%v): apt-get install chromium", err)
+		}
+		t.Skipf("Chromium is not installed at %s (apt-get install chromium): the admin page's browser test needs it", chromiumPath)
+	}
+}
+
+// TestAdminPageShards: the admin page lists a sharded voucher's shards, as
+// the admin API shows them, and its stream's row points to them; the shards'
+// section stays hidden while no voucher is sharded.
+func TestAdminPageShards(t *testing.T) {
+	t.Parallel()
+	needChromium(t)
+	e := newEnv(t)
+	plain := e.createVoucher(e.validVoucher())["id"].(string)
+	ctx := newBrowser(t)
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	step("sign in",
+		chromedp.Navigate(e.url+"/admin/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), e.admin),
+		chromedp.Click(chromedp.ID("sign-in-button")),
+		chromedp.WaitVisible(chromedp.ID("dashboard")),
+		present(fmt.Sprintf(`#streams [data-voucher=%q][data-field="redisNode"]`, plain)),
+	)
+	if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#shards-card").hidden`)); err != nil || !hidden {
+		t.Errorf("the shards' section without a sharded voucher: hidden %v, %v; want hidden", hidden, err)
+	}
+
+	body := e.validVoucher()
+	body["shards"] = 3
+	vid := e.createVoucher(body)["id"].(string)
+	step("the shards listed", present(fmt.Sprintf(`tr[data-shard="%s/2"]`, vid)))
+	var shards []any
+	e.eventually(10*time.Second, "the API lists the voucher's shards", func() bool {
+		shards, _ = statsVoucher(e.adminJSON("GET", "/api/admin/stats"), vid)["shardStats"].([]any)
+		return len(shards) == 3
+	})
+	var want []map[string]string
+	for _, sh := range shards {
+		m := sh.(map[string]any)
+		want = append(want, map[string]string{"index": jsonNumber(m["index"]), "tag": m["tag"].(string), "remaining": jsonNumber(m["remaining"]),
+			"buyers": jsonNumber(m["buyers"]), "length": jsonNumber(m["length"]), "redisNode": m["redisNode"].(string)})
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got, err := chromedp.Run(sctx, chromedp.Evaluate[[]map[string]string](fmt.Sprintf(`[...document.querySelectorAll('#shards tr[data-shard^="%s/"]')].map((tr) => {
+		const f = (n) => tr.querySelector('[data-field="shard.' + n + '"]');
+		return {index: f("index").textContent, tag: f("tag").textContent, remaining: f("remaining").dataset.value,
+			buyers: f("buyers").dataset.value, length: f("length").dataset.value, redisNode: f("redisNode").textContent};
+	})`, vid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the page's shards (-API +page):\n%s", diff)
+	}
+	for _, w := range want {
+		if w["redisNode"] == "" || w["tag"] == "" {
+			t.Errorf("the API names no tag or master for shard %s: %v", w["index"], w)
+		}
+	}
+	node, err := chromedp.Run(sctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('#streams [data-voucher=%q][data-field="redisNode"]').textContent`, vid)))
+	if err != nil || node != "3 shards (below)" {
+		t.Errorf("the stream's row names the master %q, %v; want \"3 shards (below)\"", node, err)
+	}
 }
 
 // injectMalformed takes a unit of the voucher's stock and a buyer slot as

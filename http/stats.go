@@ -40,8 +40,35 @@ type VoucherStatsJSON struct {
 	BeginTime time.Time       `json:"beginTime"`
 	EndTime   time.Time       `json:"endTime"`
 	Stream    StreamStatsJSON `json:"stream"`
-	// RedisNode is the Redis master holding the voucher; "" when unknown.
+	// RedisNode is the Redis master holding the voucher; "" when unknown,
+	// and for a sharded voucher, whose shards each name theirs.
 	RedisNode string `json:"redisNode"`
+	// Shards is how many shards the voucher has: 1 when unsharded.
+	Shards int `json:"shards"`
+	// ShardStats are a sharded voucher's shards, by index; absent for an
+	// unsharded voucher, and in the sync mode.
+	ShardStats []ShardStatsJSON `json:"shardStats,omitempty"`
+}
+
+// ShardStatsJSON is a seckill.ShardState in VoucherStatsJSON: one shard of
+// a sharded voucher.
+type ShardStatsJSON struct {
+	Index int    `json:"index"`
+	Tag   string `json:"tag"`
+	// RedisNode is the Redis master holding the shard; "" when unknown.
+	RedisNode string `json:"redisNode"`
+	// Remaining is the shard's stock; null when Redis does not hold it.
+	Remaining *int64 `json:"remaining"`
+	Buyers    int64  `json:"buyers"`
+	Length    int64  `json:"length"`
+	Pending   int64  `json:"pending"`
+	// Lag is null when Redis cannot tell it.
+	Lag         *int64 `json:"lag"`
+	DeadLetters int64  `json:"deadLetters"`
+	// TransfersOut counts the transfers of stock out of the shard not yet
+	// settled; TransferredOut the units they took.
+	TransfersOut   int64 `json:"transfersOut"`
+	TransferredOut int64 `json:"transferredOut"`
 }
 
 // StreamStatsJSON is a seckill.StreamStats in StatsJSON.
@@ -99,6 +126,8 @@ func NewStatsJSON(st *seckill.Stats) StatsJSON {
 			BeginTime:    v.BeginTime.UTC(),
 			EndTime:      v.EndTime.UTC(),
 			RedisNode:    vs.RedisNode,
+			Shards:       v.ShardCount(),
+			ShardStats:   newShardStatsJSON(vs.Shards),
 			Stream: StreamStatsJSON{
 				Length:               vs.Stream.Length,
 				Pending:              vs.Stream.Pending,
@@ -119,6 +148,23 @@ func NewStatsJSON(st *seckill.Stats) StatsJSON {
 	return out
 }
 
+// newShardStatsJSON returns shards as the API shows them; nil for none.
+func newShardStatsJSON(shards []seckill.ShardState) []ShardStatsJSON {
+	if len(shards) == 0 {
+		return nil
+	}
+	out := make([]ShardStatsJSON, len(shards))
+	for i, sh := range shards {
+		out[i] = ShardStatsJSON{Index: sh.Index, Tag: sh.Tag, RedisNode: sh.Node, Buyers: sh.Buyers,
+			Length: sh.Length, Pending: sh.Pending, Lag: sh.Lag, DeadLetters: sh.DeadLetters,
+			TransfersOut: sh.TransfersOut, TransferredOut: sh.TransferredOut}
+		if sh.Loaded {
+			out[i].Remaining = &sh.Remaining
+		}
+	}
+	return out
+}
+
 // Stats returns the snapshot j shows: the seckill.Stats it was made of,
 // with the fields the API leaves out (a voucher's creation time and
 // generation) zero.
@@ -127,8 +173,17 @@ func (j *StatsJSON) Stats() *seckill.Stats {
 		Consumer: j.Workers.Consumer, Mode: seckill.Mode(j.Workers.Mode), Busy: j.Workers.Busy, Allowed: j.Workers.Allowed, Breaker: j.Workers.Breaker,
 	}}
 	for _, v := range j.Vouchers {
+		var shards []seckill.ShardState
+		for _, sh := range v.ShardStats {
+			shards = append(shards, seckill.ShardState{Index: sh.Index, Tag: sh.Tag, Node: sh.RedisNode,
+				Loaded: sh.Remaining != nil, Remaining: deref(sh.Remaining), Buyers: sh.Buyers,
+				Length: sh.Length, Pending: sh.Pending, Lag: sh.Lag, DeadLetters: sh.DeadLetters,
+				TransfersOut: sh.TransfersOut, TransferredOut: sh.TransferredOut})
+		}
 		st.Vouchers = append(st.Vouchers, seckill.VoucherStats{
-			Voucher:   &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime},
+			Voucher: &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime,
+				Shards: v.Shards},
+			Shards:    shards,
 			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift, RedisNode: v.RedisNode,
 			Stream: seckill.StreamStats{
 				Length: v.Stream.Length, Pending: v.Stream.Pending, Lag: v.Stream.Lag,
@@ -140,6 +195,14 @@ func (j *StatsJSON) Stats() *seckill.Stats {
 		st.Admissions = append(st.Admissions, seckill.AdmissionSecond{Time: a.Time, Counts: a.Counts})
 	}
 	return st
+}
+
+// deref returns *p, or 0 for nil.
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // stats takes a snapshot of the sale from the stats source, with this

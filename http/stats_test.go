@@ -79,13 +79,21 @@ func mint(t *testing.T, tokens *auth.Tokens, id auth.Identity) string {
 func sampleStats() *seckill.Stats {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	lag, remaining := int64(3), int64(5)
-	v := &seckill.Voucher{ID: 9007199254740993, Title: "big id", Stock: 6, InitialStock: 10, BeginTime: at.Add(-time.Hour), EndTime: at.Add(time.Hour)}
+	v := &seckill.Voucher{ID: 9007199254740993, Title: "big id", Stock: 6, InitialStock: 10, BeginTime: at.Add(-time.Hour), EndTime: at.Add(time.Hour), Shards: 1}
+	sharded := &seckill.Voucher{ID: 3, Title: "sharded", Stock: 12, InitialStock: 12, BeginTime: at, EndTime: at.Add(time.Hour), Shards: 2}
+	shardLag := int64(1)
 	return &seckill.Stats{
 		Time: at,
 		Vouchers: []seckill.VoucherStats{
 			{Voucher: v, Remaining: &remaining, Created: 4, Failed: 1, Pending: 1, Drift: 0, RedisNode: "10.0.0.7:6379",
 				Stream: seckill.StreamStats{Length: 7, Pending: 2, Lag: &lag, OldestAge: 1500 * time.Millisecond, Consumers: 2, DeadLetters: 1}},
-			{Voucher: &seckill.Voucher{ID: 2, Title: "lost", InitialStock: 1, BeginTime: at, EndTime: at}, Drift: 1},
+			{Voucher: &seckill.Voucher{ID: 2, Title: "lost", InitialStock: 1, BeginTime: at, EndTime: at, Shards: 1}, Drift: 1},
+			{Voucher: sharded, Pending: 1, Drift: 0,
+				Stream: seckill.StreamStats{Length: 1, Pending: 0, Lag: nil, Consumers: 1},
+				Shards: []seckill.ShardState{
+					{Index: 0, Tag: "gk3x9.0.12", Node: "10.0.0.7:6379", Loaded: true, Remaining: 4, Buyers: 1, Length: 1, Lag: &shardLag, TransfersOut: 1, TransferredOut: 3},
+					{Index: 1, Tag: "gk3x9.1.0", Node: "10.0.0.8:6379", DeadLetters: 2},
+				}},
 		},
 		Admissions: []seckill.AdmissionSecond{{Time: at, Counts: map[string]int64{"admitted": 3, "sold_out": 9}}, {Time: at.Add(time.Second)}},
 		Workers:    seckill.WorkerStats{Consumer: "host-1", Mode: seckill.ModeStream, Busy: 1, Allowed: 4, Breaker: "closed"},
@@ -112,12 +120,23 @@ func TestAdminStatsJSON(t *testing.T) {
 			 "created": 4, "failed": 1, "pending": 1, "drift": 0,
 			 "beginTime": "2026-12-01T11:00:00Z", "endTime": "2026-12-01T13:00:00Z",
 			 "stream": {"length": 7, "pending": 2, "lag": 3, "oldestPendingSeconds": 1.5, "consumers": 2, "deadLetters": 1},
-			 "redisNode": "10.0.0.7:6379"},
+			 "redisNode": "10.0.0.7:6379", "shards": 1},
 			{"id": "2", "title": "lost", "stock": 0, "initialStock": 1, "remaining": null,
 			 "created": 0, "failed": 0, "pending": 0, "drift": 1,
 			 "beginTime": "2026-12-01T12:00:00Z", "endTime": "2026-12-01T12:00:00Z",
 			 "stream": {"length": 0, "pending": 0, "lag": null, "oldestPendingSeconds": 0, "consumers": 0, "deadLetters": 0},
-			 "redisNode": ""}
+			 "redisNode": "", "shards": 1},
+			{"id": "3", "title": "sharded", "stock": 12, "initialStock": 12, "remaining": null,
+			 "created": 0, "failed": 0, "pending": 1, "drift": 0,
+			 "beginTime": "2026-12-01T12:00:00Z", "endTime": "2026-12-01T13:00:00Z",
+			 "stream": {"length": 1, "pending": 0, "lag": null, "oldestPendingSeconds": 0, "consumers": 1, "deadLetters": 0},
+			 "redisNode": "", "shards": 2,
+			 "shardStats": [
+				{"index": 0, "tag": "gk3x9.0.12", "redisNode": "10.0.0.7:6379", "remaining": 4, "buyers": 1,
+				 "length": 1, "pending": 0, "lag": 1, "deadLetters": 0, "transfersOut": 1, "transferredOut": 3},
+				{"index": 1, "tag": "gk3x9.1.0", "redisNode": "10.0.0.8:6379", "remaining": null, "buyers": 0,
+				 "length": 0, "pending": 0, "lag": null, "deadLetters": 2, "transfersOut": 0, "transferredOut": 0}
+			 ]}
 		],
 		"admissions": [
 			{"time": "2026-12-01T12:00:00Z", "counts": {"admitted": 3, "sold_out": 9}},

@@ -32,6 +32,9 @@ type voucherJSON struct {
 	Remaining *int64    `json:"remaining"`
 	BeginTime time.Time `json:"beginTime"`
 	EndTime   time.Time `json:"endTime"`
+	// Shards is how many shards the voucher's stock is split into in the
+	// cache: 1 for an unsharded voucher.
+	Shards int `json:"shards"`
 }
 
 func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
@@ -42,6 +45,7 @@ func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
 		Remaining: v.Remaining,
 		BeginTime: v.BeginTime.UTC(),
 		EndTime:   v.EndTime.UTC(),
+		Shards:    v.ShardCount(),
 	}
 }
 
@@ -52,12 +56,15 @@ type createVoucherRequest struct {
 	Stock     *int64  `json:"stock"`
 	BeginTime *string `json:"beginTime"`
 	EndTime   *string `json:"endTime"`
+	// Shards is optional: 1, an unsharded voucher, when absent.
+	Shards *int `json:"shards"`
 }
 
-// decodeVoucher reads a voucher to create from body: every field present,
-// the times readable. Every failure wraps ErrInvalidArgument, or
-// errBodyTooLarge. The voucher's rules (stock, window, the clock) are
-// checked by VoucherService.Create, on the service's clock.
+// decodeVoucher reads a voucher to create from body: every field present
+// but shards, the times readable, shards (if there) at least 1. Every
+// failure wraps ErrInvalidArgument, or errBodyTooLarge. The voucher's rules
+// (stock, shards, window, the clock) are checked by VoucherService.Create,
+// on the service's clock.
 func decodeVoucher(body io.Reader) (*seckill.Voucher, error) {
 	var req createVoucherRequest
 	if err := decodeJSON(body, &req); err != nil {
@@ -81,7 +88,16 @@ func decodeVoucher(body io.Reader) (*seckill.Voucher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &seckill.Voucher{Title: *req.Title, Stock: *req.Stock, BeginTime: begin, EndTime: end}, nil
+	shards := 1
+	if req.Shards != nil {
+		// 0 is how the service reads "unsharded" in rows made before
+		// shards; a client that sends it has made a mistake.
+		if *req.Shards < 1 || *req.Shards > seckill.MaxShards {
+			return nil, seckill.Errorf(seckill.ErrInvalidArgument, "shards: must be between 1 and %d, got %d", seckill.MaxShards, *req.Shards)
+		}
+		shards = *req.Shards
+	}
+	return &seckill.Voucher{Title: *req.Title, Stock: *req.Stock, BeginTime: begin, EndTime: end, Shards: shards}, nil
 }
 
 // parseTime reads an RFC 3339 time, kept to the microsecond that every
@@ -108,7 +124,7 @@ func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request, who auth.
 		s.error(w, r, err)
 		return
 	}
-	s.logger.Info("voucher created", "voucher", view.ID, "stock", view.Stock, "admin", who.UserID)
+	s.logger.Info("voucher created", "voucher", view.ID, "stock", view.Stock, "shards", view.ShardCount(), "admin", who.UserID)
 	w.Header().Set("Location", "/api/vouchers/"+strconv.FormatInt(view.ID, 10))
 	writeJSON(w, http.StatusCreated, newVoucherJSON(view))
 }

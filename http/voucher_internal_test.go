@@ -1,6 +1,7 @@
 package http
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,12 @@ func TestCreateVoucherInvalid(t *testing.T) {
 		"stock a fraction":   {with("stock", 1.5), "stock"},
 		"stock huge":         {`{"title":"t","stock":1e30,"beginTime":"2026-01-01T00:00:00Z","endTime":"2099-01-01T00:00:00Z"}`, "stock"},
 		"no stock":           {with("stock", nil), "stock"},
+		"shards zero":        {with("shards", 0), "shards"},
+		"shards negative":    {with("shards", -1), "shards"},
+		"shards too many":    {with("shards", 65), "shards"},
+		"shards a string":    {with("shards", "6"), "shards"},
+		"shards a fraction":  {with("shards", 1.5), "shards"},
+		"shards over stock":  {`{"title":"t","stock":3,"shards":4,"beginTime":"2026-01-01T00:00:00Z","endTime":"2099-01-01T00:00:00Z"}`, "shards"},
 		"begin after end":    {with("beginTime", fakeNow.Add(2*time.Hour).Format(time.RFC3339)), "endTime"},
 		"begin equals end":   {with("beginTime", fakeNow.Add(time.Hour).Format(time.RFC3339)), "endTime"},
 		"end in the past":    {with("endTime", past), "endTime"},
@@ -125,4 +132,50 @@ func TestBodyTooLarge(t *testing.T) {
 	e.wantError(e.do("POST", "/api/admin/vouchers", e.admin, big), 413, "body_too_large")
 	e.wantError(e.do("POST", "/api/auth/code", "", big), 413, "body_too_large")
 	e.untouched()
+}
+
+// TestCreateVoucherShards: shards are passed on to the service, 1 when the
+// request has none, and every answer shows them.
+func TestCreateVoucherShards(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	for _, tc := range []struct {
+		shards any // nil: absent
+		want   int
+	}{
+		{nil, 1},
+		{1, 1},
+		{6, 6},
+		{64, 64},
+	} {
+		body := e.validVoucher()
+		if tc.shards != nil {
+			body["shards"] = tc.shards
+		}
+		res := e.do("POST", "/api/admin/vouchers", e.admin, body)
+		if res.status != 201 {
+			t.Fatalf("create with shards %v = %d %s", tc.shards, res.status, res.raw)
+		}
+		if got := res.body["shards"]; got != float64(tc.want) {
+			t.Errorf("create with shards %v answered shards %v; want %d", tc.shards, got, tc.want)
+		}
+		created := e.vouchers.vouchers[len(e.vouchers.vouchers)-1]
+		if created.Shards != tc.want {
+			t.Errorf("create with shards %v gave the service Shards %d; want %d", tc.shards, created.Shards, tc.want)
+		}
+		id := res.body["id"].(string)
+		if got := e.do("GET", "/api/vouchers/"+id, "", nil); got.status != 200 || got.body["shards"] != float64(tc.want) {
+			t.Errorf("GET /api/vouchers/%s = %d %s; want shards %d", id, got.status, got.raw, tc.want)
+		}
+	}
+	// A voucher read from a row made before shards (Shards 0) shows 1.
+	e.vouchers.vouchers[0].Shards = 0
+	list := e.do("GET", "/api/vouchers", "", nil)
+	var got []any
+	for _, v := range list.body["vouchers"].([]any) {
+		got = append(got, v.(map[string]any)["shards"])
+	}
+	if want := []any{float64(64), float64(6), float64(1), float64(1)}; !slices.Equal(got, want) {
+		t.Errorf("GET /api/vouchers shards %v; want %v", got, want)
+	}
 }

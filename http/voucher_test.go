@@ -3,9 +3,12 @@ package http_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill"
 )
 
 // validVoucher returns a create-voucher body that passes validation.
@@ -121,5 +124,51 @@ func TestListVouchers(t *testing.T) {
 	}
 	for _, bad := range []string{"0", "-1", "x", "1001"} {
 		e.wantError(e.do("GET", "/api/vouchers?limit="+bad, "", nil), 400, "invalid_argument")
+	}
+}
+
+// TestCreateVoucherShardsByMode: the stream mode makes a sharded voucher and
+// every answer shows its shards; the sync and queue modes refuse shards
+// above 1 with a 400 that says why, and store nothing.
+func TestCreateVoucherShardsByMode(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []seckill.Mode{seckill.ModeStream, seckill.ModeQueue, seckill.ModeSync} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{mode: mode})
+			body := e.validVoucher()
+			body["shards"] = 4
+			res := e.do("POST", "/api/admin/vouchers", e.admin, body)
+			if mode != seckill.ModeStream {
+				e.wantError(res, 400, "invalid_argument")
+				if msg := res.body["message"].(string); !strings.Contains(msg, "shards") || !strings.Contains(msg, string(mode)) {
+					t.Errorf("message %q does not name shards and the %s mode", msg, mode)
+				}
+				if vs, err := e.store.Vouchers(context.Background(), 10); err != nil || len(vs) != 0 {
+					t.Errorf("a refused voucher was stored: %v, %v", vs, err)
+				}
+				// One shard is what every mode takes.
+				body["shards"] = 1
+				if v := e.createVoucher(body); v["shards"] != float64(1) {
+					t.Errorf("created with shards 1: %v", v)
+				}
+				return
+			}
+			if res.status != 201 || res.body["shards"] != float64(4) {
+				t.Fatalf("create with 4 shards = %d %s", res.status, res.raw)
+			}
+			id := res.body["id"].(string)
+			if got := e.do("GET", "/api/vouchers/"+id, "", nil); got.body["shards"] != float64(4) {
+				t.Errorf("GET /api/vouchers/%s = %s; want shards 4", id, got.raw)
+			}
+			list := e.do("GET", "/api/vouchers", "", nil).body["vouchers"].([]any)
+			if len(list) != 1 || list[0].(map[string]any)["shards"] != float64(4) {
+				t.Errorf("GET /api/vouchers = %v; want the voucher with shards 4", list)
+			}
+			vid, _ := strconv.ParseInt(id, 10, 64)
+			if v, err := e.store.Voucher(context.Background(), vid); err != nil || v.Shards != 4 {
+				t.Errorf("the database's row = %+v, %v; want 4 shards", v, err)
+			}
+		})
 	}
 }

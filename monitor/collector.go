@@ -15,10 +15,15 @@ import (
 type gauges struct {
 	up, streamLength, streamPending, streamLag, oldestPending, consumers, deadLetters,
 	remaining, created, failed, pending, initialStock, drift *prometheus.Desc
+	// The shards of a sharded voucher, by voucher and shard: at most
+	// seckill.MaxShards series of each per voucher, and none for an
+	// unsharded voucher.
+	shardRemaining, shardBuyers, shardStreamLength, shardStreamLag, shardTransfersOut *prometheus.Desc
 }
 
 func newGauges() gauges {
 	voucher := []string{"voucher"}
+	shard := []string{"voucher", "shard"}
 	desc := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
@@ -36,6 +41,12 @@ func newGauges() gauges {
 		pending:       desc("seckill_voucher_orders_pending", "The voucher's admitted orders queued and not yet acknowledged (an order just committed counts here and in created until its acknowledgement).", voucher),
 		initialStock:  desc("seckill_voucher_initial_stock", "The voucher's stock when created.", voucher),
 		drift:         desc("seckill_voucher_drift", "Initial stock - (remaining + created + pending): stock Redis and the database disagree about; 0 when they agree.", voucher),
+
+		shardRemaining:    desc("seckill_shard_remaining", "Stock left to admit on a shard of a sharded voucher, in Redis; absent when Redis does not hold the shard.", shard),
+		shardBuyers:       desc("seckill_shard_buyers", "Buyers admitted on a shard of a sharded voucher: those whose home shard it is.", shard),
+		shardStreamLength: desc("seckill_shard_stream_length", "Entries in the order stream of a shard of a sharded voucher.", shard),
+		shardStreamLag:    desc("seckill_shard_stream_lag", "Order messages of a shard of a sharded voucher not yet delivered to the workers; absent when Redis cannot tell.", shard),
+		shardTransfersOut: desc("seckill_shard_transfers_out", "Transfers of stock out of a shard of a sharded voucher not yet settled: in flight, or received and not yet settled.", shard),
 	}
 }
 
@@ -43,7 +54,8 @@ func newGauges() gauges {
 func (m *Monitor) Describe(ch chan<- *prometheus.Desc) {
 	g := m.gauges
 	for _, d := range []*prometheus.Desc{g.up, g.streamLength, g.streamPending, g.streamLag, g.oldestPending, g.consumers,
-		g.deadLetters, g.remaining, g.created, g.failed, g.pending, g.initialStock, g.drift} {
+		g.deadLetters, g.remaining, g.created, g.failed, g.pending, g.initialStock, g.drift,
+		g.shardRemaining, g.shardBuyers, g.shardStreamLength, g.shardStreamLag, g.shardTransfersOut} {
 		ch <- d
 	}
 }
@@ -85,5 +97,20 @@ func (m *Monitor) Collect(ch chan<- prometheus.Metric) {
 		gauge(g.pending, float64(vs.Pending))
 		gauge(g.initialStock, float64(vs.Voucher.InitialStock))
 		gauge(g.drift, float64(vs.Drift))
+		for _, sh := range vs.Shards {
+			i := strconv.Itoa(sh.Index)
+			shardGauge := func(d *prometheus.Desc, v float64) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id, i)
+			}
+			if sh.Loaded {
+				shardGauge(g.shardRemaining, float64(sh.Remaining))
+			}
+			shardGauge(g.shardBuyers, float64(sh.Buyers))
+			shardGauge(g.shardStreamLength, float64(sh.Length))
+			if sh.Lag != nil {
+				shardGauge(g.shardStreamLag, float64(*sh.Lag))
+			}
+			shardGauge(g.shardTransfersOut, float64(sh.TransfersOut))
+		}
 	}
 }

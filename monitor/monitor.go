@@ -380,6 +380,7 @@ func (m *Monitor) fill(vs *seckill.VoucherStats, st *seckill.CacheState, rec *se
 	if m.cfg.Mode == seckill.ModeSync {
 		return
 	}
+	vs.Shards = st.Shards
 	vs.Stream = seckill.StreamStats{
 		Length:      st.Length,
 		Pending:     st.Pending,

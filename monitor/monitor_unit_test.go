@@ -227,6 +227,49 @@ seckill_voucher_remaining{voucher="7"} 80
 	}
 }
 
+// TestCollectShards: a sharded voucher has a series of each shard gauge per
+// shard (none for a figure Redis cannot tell), and an unsharded one none.
+func TestCollectShards(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	m := newMonitor(t, f, Config{CacheFor: -1, MetricsCacheFor: -1})
+	shardGauges := []string{"seckill_shard_remaining", "seckill_shard_buyers", "seckill_shard_stream_length", "seckill_shard_stream_lag", "seckill_shard_transfers_out"}
+	if n := testutil.CollectAndCount(m, shardGauges...); n != 0 {
+		t.Errorf("an unsharded voucher: %d shard series, want none", n)
+	}
+	f.infos[7].Shards = []seckill.ShardState{
+		{Index: 0, Loaded: true, Remaining: 30, Buyers: 5, Length: 6, Lag: ptr(1), TransfersOut: 2},
+		{Index: 1, Buyers: 2, Length: 3},
+	}
+	want := `
+# HELP seckill_shard_buyers Buyers admitted on a shard of a sharded voucher: those whose home shard it is.
+# TYPE seckill_shard_buyers gauge
+seckill_shard_buyers{shard="0",voucher="7"} 5
+seckill_shard_buyers{shard="1",voucher="7"} 2
+# HELP seckill_shard_remaining Stock left to admit on a shard of a sharded voucher, in Redis; absent when Redis does not hold the shard.
+# TYPE seckill_shard_remaining gauge
+seckill_shard_remaining{shard="0",voucher="7"} 30
+# HELP seckill_shard_stream_lag Order messages of a shard of a sharded voucher not yet delivered to the workers; absent when Redis cannot tell.
+# TYPE seckill_shard_stream_lag gauge
+seckill_shard_stream_lag{shard="0",voucher="7"} 1
+# HELP seckill_shard_stream_length Entries in the order stream of a shard of a sharded voucher.
+# TYPE seckill_shard_stream_length gauge
+seckill_shard_stream_length{shard="0",voucher="7"} 6
+seckill_shard_stream_length{shard="1",voucher="7"} 3
+# HELP seckill_shard_transfers_out Transfers of stock out of a shard of a sharded voucher not yet settled: in flight, or received and not yet settled.
+# TYPE seckill_shard_transfers_out gauge
+seckill_shard_transfers_out{shard="0",voucher="7"} 2
+seckill_shard_transfers_out{shard="1",voucher="7"} 0
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), shardGauges...); err != nil {
+		t.Error(err)
+	}
+	problems, err := testutil.CollectAndLint(m)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
 // TestCollectUnknown: a lag Redis cannot tell and a voucher Redis lost
 // have no series, never a 0 that would read as "nothing waiting"; the
 // pending orders are then the entries not pending, at most.

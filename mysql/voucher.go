@@ -5,30 +5,37 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	seckill "github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation)
-VALUES (?, ?, ?, ?, ?, ?, ?)`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
 )
 
-// CreateVoucher inserts v as it is, and sets its ID and CreatedAt. It does
-// not validate v: the service does. The database refuses a negative stock
-// with an error wrapping [seckill.ErrInvalidArgument].
+// CreateVoucher inserts v as it is, and sets its ID and CreatedAt, and its
+// Shards to 1 if it was 0 (as it is stored). It does not validate v: the
+// service does. The database refuses a negative stock with an error
+// wrapping [seckill.ErrInvalidArgument], and so does the store a shard tag
+// with a ',' (the column's separator).
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
 	defer s.closeReadOnly(ctx, &err)
+	tags, err := joinShardTags(v.ShardTags)
+	if err != nil {
+		return fmt.Errorf("mysql: create voucher: %w", err)
+	}
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
-		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation)
+		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation, v.ShardCount(), tags)
 	if err != nil {
 		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
 	}
@@ -36,7 +43,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err erro
 	if err != nil {
 		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
 	}
-	v.ID, v.CreatedAt = id, created
+	v.ID, v.CreatedAt, v.Shards = id, created, v.ShardCount()
 	return nil
 }
 
@@ -78,10 +85,34 @@ func (s *Store) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Vo
 
 // scanVoucher reads the voucherColumns of one row.
 func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
-	var v seckill.Voucher
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation); err != nil {
+	var (
+		v    seckill.Voucher
+		tags string
+	)
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
+	v.ShardTags = splitShardTags(tags)
 	return &v, nil
+}
+
+// joinShardTags returns tags as the shard_tags column holds them: joined by
+// ',', which no tag may hold.
+func joinShardTags(tags []string) (string, error) {
+	for _, t := range tags {
+		if strings.Contains(t, ",") {
+			return "", seckill.Errorf(seckill.ErrInvalidArgument, "shard tag %q holds a ','", t)
+		}
+	}
+	return strings.Join(tags, ","), nil
+}
+
+// splitShardTags returns the tags the shard_tags column holds; nil when it
+// holds none (placement chose none, or a voucher made before shards).
+func splitShardTags(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -106,9 +107,10 @@ type Client struct {
 	// hot holds the keys of the vouchers being sold (see hotKeys).
 	hot hotKeys
 	// layouts holds where each voucher's shards are (layout.go), and
-	// vouchers reads those not yet there (Config.Vouchers).
+	// vouchers reads those not yet there (Config.Vouchers, or
+	// SetVouchers): nil, or a non-nil function.
 	layouts  layouts
-	vouchers func(ctx context.Context, id int64) (*seckill.Voucher, error)
+	vouchers atomic.Pointer[voucherReader]
 
 	// topo is the topology voucherNode read last, at topoAt.
 	topoMu sync.Mutex
@@ -155,7 +157,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 		}
 	}
 	c.opt = opt
-	c.vouchers = cfg.Vouchers
+	c.SetVouchers(cfg.Vouchers)
 	c.waitReplicas, c.waitTimeout = cfg.WaitReplicas, cfg.WaitTimeout
 	if c.waitTimeout <= 0 {
 		c.waitTimeout = DefaultWaitTimeout

@@ -3,6 +3,9 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -37,14 +40,19 @@ func (c *Client) State(ctx context.Context, voucherID int64) (*seckill.CacheStat
 }
 
 func (c *Client) state(ctx context.Context, voucherID int64, lim infoLimits) (*seckill.CacheState, error) {
-	op := fmt.Sprintf("read the state of voucher %d", voucherID)
-	st, g, pel, err := c.snapshot(ctx, voucherID, lim.pending, op)
+	return c.read(ctx, voucherID, lim, "read the state of voucher %d", c.shardState)
+}
+
+// shardState is state for the shard of keys k; sh, for a shard of a
+// sharded voucher, takes what is the shard's own.
+func (c *Client) shardState(ctx context.Context, voucherID int64, k *voucherKeys, lim infoLimits, op string, sh *seckill.ShardState) (*seckill.CacheState, error) {
+	st, g, pel, err := c.snapshot(ctx, voucherID, k, lim.pending, op, sh)
 	if err != nil || g == nil {
 		return st, err
 	}
 	st.Unlisted = max(0, st.Pending-int64(len(pel)))
 	st.Bounded = st.Unlisted > 0
-	if err := c.streamDetails(ctx, voucherID, st, pel, g, lim.lagCount); err != nil {
+	if err := c.streamDetails(ctx, voucherID, k, st, pel, g, lim.lagCount); err != nil {
 		return nil, redisErr(op, err)
 	}
 	return st, nil
@@ -75,8 +83,12 @@ func (c *Client) Summary(ctx context.Context, voucherID int64) (*seckill.CacheSt
 }
 
 func (c *Client) summary(ctx context.Context, voucherID int64, lim infoLimits) (*seckill.CacheState, error) {
-	op := fmt.Sprintf("read the counts of voucher %d", voucherID)
-	st, g, _, err := c.snapshot(ctx, voucherID, lim.pending, op)
+	return c.read(ctx, voucherID, lim, "read the counts of voucher %d", c.shardSummary)
+}
+
+// shardSummary is summary for the shard of keys k (see shardState).
+func (c *Client) shardSummary(ctx context.Context, voucherID int64, k *voucherKeys, lim infoLimits, op string, sh *seckill.ShardState) (*seckill.CacheState, error) {
+	st, g, _, err := c.snapshot(ctx, voucherID, k, lim.pending, op, sh)
 	if err != nil || g == nil {
 		return st, err
 	}
@@ -86,20 +98,21 @@ func (c *Client) summary(ctx context.Context, voucherID int64, lim infoLimits) (
 			st.OldestPending = max(st.OldestPending, ci.Idle)
 		}
 	}
-	if err := c.streamDetails(ctx, voucherID, st, nil, g, lim.lagCount); err != nil {
+	if err := c.streamDetails(ctx, voucherID, k, st, nil, g, lim.lagCount); err != nil {
 		return nil, redisErr(op, err)
 	}
 	return st, nil
 }
 
-// snapshot reads, in one MULTI, the voucher's stock, buyers and dead
-// letters, and its stream: length, the workers' group, its consumers and
-// its first pending entries (up to pending, for their ids and idle times).
+// snapshot reads, in one MULTI, the stock, buyers and dead letters of the
+// shard of keys k (an unsharded voucher's, or one shard's), and its stream:
+// length, the workers' group, its consumers and its first pending entries
+// (up to pending, for their ids and idle times); for a shard of a sharded
+// voucher (sh not nil), also its transfers out not yet settled, into sh.
 // g is nil when the stream has no group: nothing delivered, nothing
 // pending, and st is complete.
-func (c *Client) snapshot(ctx context.Context, voucherID int64, pending int64, op string) (st *seckill.CacheState, g *group, pel []string, err error) {
-	k := c.keys.voucher(voucherID)
-	res := c.rdb.DoMulti(ctx,
+func (c *Client) snapshot(ctx context.Context, voucherID int64, k *voucherKeys, pending int64, op string, sh *seckill.ShardState) (st *seckill.CacheState, g *group, pel []string, err error) {
+	cmds := rueidis.Commands{
 		c.rdb.B().Multi().Build(),
 		c.rdb.B().Get().Key(k.Stock).Build(),
 		c.rdb.B().Hlen().Key(k.Buyers).Build(),
@@ -108,8 +121,11 @@ func (c *Client) snapshot(ctx context.Context, voucherID int64, pending int64, o
 		c.rdb.B().Xpending().Key(k.Orders).Group(Group).Start("-").End("+").Count(pending).Build(),
 		c.rdb.B().XinfoConsumers().Key(k.Orders).Group(Group).Build(),
 		c.rdb.B().Xlen().Key(k.DLQ).Build(),
-		c.rdb.B().Exec().Build(),
-	)
+	}
+	if sh != nil {
+		cmds = append(cmds, c.rdb.B().Hvals().Key(k.Xout).Build())
+	}
+	res := c.rdb.DoMulti(ctx, append(cmds, c.rdb.B().Exec().Build())...)
 	for _, r := range res[:len(res)-1] {
 		if err := r.Error(); err != nil {
 			return nil, nil, nil, redisErr(op, err)
@@ -119,8 +135,13 @@ func (c *Client) snapshot(ctx context.Context, voucherID int64, pending int64, o
 	if err != nil {
 		return nil, nil, nil, redisErr(op, err)
 	}
-	if len(replies) != 7 {
-		return nil, nil, nil, fmt.Errorf("redis: %s: %d replies to 7 commands", op, len(replies))
+	if want := len(cmds) - 1; len(replies) != want {
+		return nil, nil, nil, fmt.Errorf("redis: %s: %d replies to %d commands", op, len(replies), want)
+	}
+	if sh != nil {
+		if err := transfersOut(replies[7], sh); err != nil {
+			return nil, nil, nil, fmt.Errorf("redis: %s: %w", op, err)
+		}
 	}
 	st = &seckill.CacheState{}
 	stock, err := replies[0].AsInt64()
@@ -137,7 +158,7 @@ func (c *Client) snapshot(ctx context.Context, voucherID int64, pending int64, o
 	if st.Length, err = replies[2].AsInt64(); err != nil {
 		return nil, nil, nil, redisErr(op, err)
 	}
-	st.Node = c.voucherNode(ctx, voucherID)
+	st.Node = c.keyNode(ctx, k.Stock)
 	if st.DeadLetters, err = replies[6].AsInt64(); err != nil {
 		return nil, nil, nil, redisErr(op, err)
 	}
@@ -259,8 +280,7 @@ func readConsumers(reply rueidis.RedisMessage) ([]seckill.StreamConsumer, error)
 // streamDetails reads, in one pipeline, the order ids of the pending
 // entries and, unless the group's lag is trusted, the entries after the
 // last delivered one, to count them.
-func (c *Client) streamDetails(ctx context.Context, voucherID int64, st *seckill.CacheState, pel []string, g *group, lagCount int64) error {
-	k := c.keys.voucher(voucherID)
+func (c *Client) streamDetails(ctx context.Context, voucherID int64, k *voucherKeys, st *seckill.CacheState, pel []string, g *group, lagCount int64) error {
 	cmds := make(rueidis.Commands, 0, len(pel)+1)
 	for _, id := range pel {
 		cmds = append(cmds, c.rdb.B().Xrange().Key(k.Orders).Start(id).End(id).Build())
@@ -302,4 +322,104 @@ func (c *Client) streamDetails(ctx context.Context, voucherID int64, st *seckill
 func field(m map[string]rueidis.RedisMessage, name string) *rueidis.RedisMessage {
 	v := m[name]
 	return &v
+}
+
+// readShard reads one shard of keys k of a voucher (shardState or
+// shardSummary); sh is nil for an unsharded voucher.
+type readShard func(ctx context.Context, voucherID int64, k *voucherKeys, lim infoLimits, op string, sh *seckill.ShardState) (*seckill.CacheState, error)
+
+// read reads the voucher with one: an unsharded voucher as it always was,
+// a sharded one shard by shard, at once, each at one instant of its own
+// (one slot, one MULTI), within lim shared between them, and sums them.
+func (c *Client) read(ctx context.Context, voucherID int64, lim infoLimits, opf string, one readShard) (*seckill.CacheState, error) {
+	op := fmt.Sprintf(opf, voucherID)
+	l, err := c.layoutOf(ctx, voucherID)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.shards) == 1 {
+		return one(ctx, voucherID, l.shards[0], lim, op, nil)
+	}
+	n := int64(len(l.shards))
+	per := infoLimits{pending: (lim.pending + n - 1) / n, lagCount: (lim.lagCount + n - 1) / n}
+	states := make([]*seckill.CacheState, n)
+	shards := make([]seckill.ShardState, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, k := range l.shards {
+		shards[i] = seckill.ShardState{Index: i, Tag: k.Tag}
+		wg.Go(func() {
+			states[i], errs[i] = one(ctx, voucherID, k, per, fmt.Sprintf("%s, shard %d", op, i), &shards[i])
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sumShards(states, shards), nil
+}
+
+// sumShards returns the state of a sharded voucher from its shards'.
+func sumShards(states []*seckill.CacheState, shards []seckill.ShardState) *seckill.CacheState {
+	sum := &seckill.CacheState{Loaded: true, Lag: new(int64), Shards: shards}
+	consumers := map[string]int{}
+	for i, st := range states {
+		sh := &shards[i]
+		sh.Node, sh.Loaded, sh.Remaining, sh.Buyers = st.Node, st.Loaded, st.Remaining, st.Buyers
+		sh.Length, sh.Pending, sh.Lag, sh.DeadLetters = st.Length, st.Pending, st.Lag, st.DeadLetters
+		sum.Loaded = sum.Loaded && st.Loaded
+		sum.Remaining += st.Remaining
+		sum.Buyers += st.Buyers
+		sum.Length += st.Length
+		sum.Pending += st.Pending
+		if sum.Lag != nil && st.Lag != nil {
+			*sum.Lag += *st.Lag
+		} else {
+			sum.Lag = nil
+		}
+		sum.OldestPending = max(sum.OldestPending, st.OldestPending)
+		sum.PendingOrders = append(sum.PendingOrders, st.PendingOrders...)
+		sum.Unlisted += st.Unlisted
+		sum.Bounded = sum.Bounded || st.Bounded
+		sum.DeadLetters += st.DeadLetters
+		// One instance's workers are one consumer of every shard's group.
+		for _, ci := range st.Consumers {
+			j, ok := consumers[ci.Name]
+			if !ok {
+				consumers[ci.Name] = len(sum.Consumers)
+				sum.Consumers = append(sum.Consumers, ci)
+				continue
+			}
+			sum.Consumers[j].Pending += ci.Pending
+			sum.Consumers[j].Idle = min(sum.Consumers[j].Idle, ci.Idle)
+		}
+	}
+	if !sum.Loaded {
+		sum.Remaining = 0
+	}
+	return sum
+}
+
+// transfersOut reads a shard's xout values, "<to index>:<n>:<unix
+// ms>:<xgen>" (transfer.go), into sh: how many transfers, how many units.
+func transfersOut(reply rueidis.RedisMessage, sh *seckill.ShardState) error {
+	vals, err := reply.AsStrSlice()
+	if err != nil {
+		return fmt.Errorf("xout: %w", err)
+	}
+	for _, v := range vals {
+		f := strings.SplitN(v, ":", 3)
+		if len(f) < 2 {
+			return fmt.Errorf("xout: malformed transfer %q", v)
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return fmt.Errorf("xout: malformed transfer %q: %w", v, err)
+		}
+		sh.TransfersOut++
+		sh.TransferredOut += n
+	}
+	return nil
 }

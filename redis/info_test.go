@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -9,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 func state(t *testing.T, c *Client, voucherID int64, lim infoLimits) *seckill.CacheState {
@@ -229,5 +233,162 @@ func TestSummary(t *testing.T) {
 		if got := summary(infoLimits{pending: 100, lagCount: 2}); got.Lag != nil {
 			t.Errorf("Lag = %d with 3 to count and a limit of 2; want nil (unknown)", *got.Lag)
 		}
+	})
+}
+
+// shardFixture writes one shard's state under its keys as the scripts
+// would leave it: stock (none if negative), the buyers, an order entry per
+// buyer, the workers' group (if group) of which consumer read the first
+// read entries, dead letters, and xout's transfers (id -> value).
+type shardFixture struct {
+	stock   int64
+	buyers  []int64
+	group   bool
+	read    int
+	dead    int
+	xout    map[string]string
+	orderID func(user int64) int64
+}
+
+func (f shardFixture) write(t *testing.T, c *Client, voucherID int64, k *voucherKeys, consumer string) {
+	t.Helper()
+	if f.stock >= 0 {
+		do(t, c, "SET", k.Stock, strconv.FormatInt(f.stock, 10))
+	}
+	for _, u := range f.buyers {
+		user := strconv.FormatInt(u, 10)
+		do(t, c, "HSET", k.Buyers, user, "1")
+		do(t, c, "XADD", k.Orders, "*", "id", strconv.FormatInt(f.orderID(u), 10), "user", user,
+			"voucher", strconv.FormatInt(voucherID, 10), "at", "1700000000000")
+	}
+	if f.group {
+		do(t, c, "XGROUP", "CREATE", k.Orders, Group, "0", "MKSTREAM")
+	}
+	if f.read > 0 {
+		do(t, c, "XREADGROUP", "GROUP", Group, consumer, "COUNT", strconv.Itoa(f.read), "STREAMS", k.Orders, ">")
+	}
+	for range f.dead {
+		do(t, c, "XADD", k.DLQ, "*", "reason", "test")
+	}
+	for id, v := range f.xout {
+		do(t, c, "HSET", k.Xout, id, v)
+	}
+}
+
+// TestStateSharded: a sharded voucher's state is its shards', each with
+// its tag, master, stock, buyers, stream and transfers out, and their sums;
+// Summary sums them alike.
+func TestStateSharded(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := onSale(7, 12)
+		v.Shards = 3
+		l := c.Learn(v)
+		order := func(u int64) int64 { return 7000 + u }
+		fixtures := []shardFixture{
+			{stock: 4, buyers: []int64{1, 2}, group: true, read: 1, dead: 1, orderID: order,
+				xout: map[string]string{"t1": "1:3:1700000000000:0", "t2": "2:2:1700000000000:0"}},
+			{stock: 0, buyers: []int64{3}, group: true, read: 1, orderID: order},
+			{stock: -1, orderID: order}, // not loaded: lost, or not yet rebuilt
+		}
+		for i, f := range fixtures {
+			f.write(t, c, 7, l.shards[i], "w1")
+		}
+		topo, err := c.Topology(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		master := func(i int) string { return topo.keyMaster(l.shards[i].Stock) }
+		want := &seckill.CacheState{
+			Loaded: false, Buyers: 3, Length: 3, Pending: 2, Lag: nil, DeadLetters: 1,
+			PendingOrders: []int64{7001, 7003},
+			Consumers:     []seckill.StreamConsumer{{Name: "w1", Pending: 2}},
+			Shards: []seckill.ShardState{
+				{Index: 0, Tag: "v7.0", Node: master(0), Loaded: true, Remaining: 4, Buyers: 2, Length: 2, Pending: 1, Lag: ptr(1), DeadLetters: 1, TransfersOut: 2, TransferredOut: 5},
+				{Index: 1, Tag: "v7.1", Node: master(1), Loaded: true, Remaining: 0, Buyers: 1, Length: 1, Pending: 1, Lag: ptr(0)},
+				{Index: 2, Tag: "v7.2", Node: master(2)},
+			},
+		}
+		ignore := cmp.Options{cmpopts.IgnoreFields(seckill.StreamConsumer{}, "Idle"), cmpopts.IgnoreFields(seckill.CacheState{}, "OldestPending")}
+		if diff := cmp.Diff(want, state(t, c, 7, defaultInfoLimits), ignore); diff != "" {
+			t.Errorf("a shard not loaded (-want +got):\n%s", diff)
+		}
+		for i := range want.Shards {
+			if want.Shards[i].Node == "" {
+				t.Errorf("shard %d: no master", i)
+			}
+		}
+
+		// The last shard loaded: the voucher is, and its figures add up.
+		fixtures[2] = shardFixture{stock: 6, group: true}
+		fixtures[2].write(t, c, 7, l.shards[2], "w1")
+		want.Loaded, want.Remaining, want.Lag = true, 10, ptr(1)
+		want.Shards[2] = seckill.ShardState{Index: 2, Tag: "v7.2", Node: master(2), Loaded: true, Remaining: 6, Lag: ptr(0)}
+		if diff := cmp.Diff(want, state(t, c, 7, defaultInfoLimits), ignore); diff != "" {
+			t.Errorf("every shard loaded (-want +got):\n%s", diff)
+		}
+		sum, err := c.Summary(ctx, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.PendingOrders, want.Unlisted, want.Bounded = nil, 2, true
+		if diff := cmp.Diff(want, sum, ignore); diff != "" {
+			t.Errorf("Summary (-want +got):\n%s", diff)
+		}
+
+		// An unsharded voucher has no shards listed, and its node.
+		admitN(t, c, 1, 10, 2)
+		if st := state(t, c, 1, defaultInfoLimits); st.Shards != nil || st.Node == "" || st.Remaining != 8 {
+			t.Errorf("unsharded voucher: %+v; want no shards, a node, 8 remaining", st)
+		}
+	})
+}
+
+// TestStateShardMoved: on a Cluster, each shard of a voucher names the
+// master that holds it, from the slot map: a shard whose slot is moved to
+// another master (resharding) is read there, and shows its new master.
+func TestStateShardMoved(t *testing.T) {
+	t.Parallel()
+	cl := faults.StartCluster(t)
+	c := openCluster(t, cl)
+	masters := cl.Masters(t)
+	// A tag per master, as placement chooses them: shard i on master i.
+	v := onSale(9, 30)
+	v.Shards = 3
+	for i, m := range masters {
+		for n := 0; ; n++ {
+			tag := fmt.Sprintf("gtest.%d.%d", i, n)
+			if cl.MasterOf(t, c.keys.shard(9, tag).Stock).Addr == m.Addr {
+				v.ShardTags = append(v.ShardTags, tag)
+				break
+			}
+		}
+	}
+	l := c.Learn(v)
+	for i, k := range l.shards {
+		shardFixture{stock: int64(10 + i), group: true}.write(t, c, 9, k, "w1")
+	}
+	nodes := func() []string {
+		t.Helper()
+		st := state(t, c, 9, defaultInfoLimits)
+		var out []string
+		for _, sh := range st.Shards {
+			out = append(out, sh.Node)
+		}
+		if st.Remaining != 33 {
+			t.Errorf("remaining %d; want 33, every shard's", st.Remaining)
+		}
+		return out
+	}
+	want := []string{masters[0].Addr, masters[1].Addr, masters[2].Addr}
+	if diff := cmp.Diff(want, nodes()); diff != "" {
+		t.Errorf("the shards' masters (-want +got):\n%s", diff)
+	}
+
+	cl.MoveSlot(t, faults.KeySlot(l.shards[0].Stock), masters[1])
+	want[0] = masters[1].Addr
+	testenv.WaitFor(t, defaultWait, "shard 0 to show its new master", func() bool {
+		return cmp.Equal(want, nodes())
 	})
 }

@@ -54,10 +54,11 @@ func (c *Client) layoutOf(ctx context.Context, voucherID int64) (*layout, error)
 	if l, ok := c.layouts.Load(voucherID); ok {
 		return l, nil
 	}
-	if c.vouchers == nil {
+	read := c.vouchers.Load()
+	if read == nil {
 		return c.Learn(&seckill.Voucher{ID: voucherID}), nil
 	}
-	v, err := c.vouchers(ctx, voucherID)
+	v, err := (*read)(ctx, voucherID)
 	if errors.Is(err, seckill.ErrVoucherNotFound) {
 		k := c.keys.voucher(voucherID)
 		return &layout{shards: []*voucherKeys{&k}}, nil
@@ -66,6 +67,21 @@ func (c *Client) layoutOf(ctx context.Context, voucherID int64) (*layout, error)
 		return nil, fmt.Errorf("redis: the shards of voucher %d: %w", voucherID, err)
 	}
 	return c.Learn(v), nil
+}
+
+// voucherReader reads a voucher's row (Config.Vouchers).
+type voucherReader = func(ctx context.Context, id int64) (*seckill.Voucher, error)
+
+// SetVouchers sets, or replaces, Config.Vouchers: how the client reads the
+// row of a voucher it has not learnt. For the wiring, which gets the client
+// opened and then builds the services over the database (internal/app);
+// safe while the client is in use. Nil takes such vouchers as unsharded.
+func (c *Client) SetVouchers(read func(ctx context.Context, id int64) (*seckill.Voucher, error)) {
+	if read == nil {
+		c.vouchers.Store(nil)
+		return
+	}
+	c.vouchers.Store(&read)
 }
 
 // shardKeys returns the keys of shard s.

@@ -308,13 +308,19 @@ func firstErr(errs ...error) error {
 // keys: on a Cluster the master of its slot (one voucher, one slot, one
 // master: docs/scaling.md), else the one master.
 func (t Topology) VoucherMaster(k keyspace, voucherID int64) string {
+	return t.keyMaster(k.voucher(voucherID).Stock)
+}
+
+// keyMaster returns the address of the master that holds key: on a
+// Cluster the master of its slot, else the one master; "" when unknown.
+func (t Topology) keyMaster(key string) string {
 	if len(t.Masters) == 0 {
 		return ""
 	}
 	if t.Kind != KindCluster {
 		return t.Masters[0].Addr
 	}
-	slot := keySlot(k.voucher(voucherID).Stock)
+	slot := keySlot(key)
 	for _, m := range t.Masters {
 		for _, r := range m.Slots {
 			if slot >= r[0] && slot <= r[1] {
@@ -356,15 +362,15 @@ func (c *Client) cachedTopology(ctx context.Context) (*Topology, error) {
 	return c.topo, nil
 }
 
-// voucherNode returns the master that holds the voucher, from a topology
-// read at most topologyFor ago; "" when it cannot be read (the snapshot it
-// is part of does not fail for that).
-func (c *Client) voucherNode(ctx context.Context, voucherID int64) string {
+// keyNode returns the master that holds key (a voucher's, or a shard's),
+// from a topology read at most topologyFor ago; "" when it cannot be read
+// (the snapshot it is part of does not fail for that).
+func (c *Client) keyNode(ctx context.Context, key string) string {
 	t, err := c.cachedTopology(ctx)
 	if err != nil {
 		return ""
 	}
-	return t.VoucherMaster(c.keys, voucherID)
+	return t.keyMaster(key)
 }
 
 // keySlot is the Cluster slot of key, as rueidis computes it to route

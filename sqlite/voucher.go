@@ -5,35 +5,42 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	seckill "github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation)
-VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
 )
 
-// CreateVoucher inserts v as it is, and sets its ID and CreatedAt. It does
-// not validate v: the service does. The database refuses a negative stock
-// with an error wrapping [seckill.ErrInvalidArgument].
+// CreateVoucher inserts v as it is, and sets its ID and CreatedAt, and its
+// Shards to 1 if it was 0 (as it is stored). It does not validate v: the
+// service does. The database refuses a negative stock with an error
+// wrapping [seckill.ErrInvalidArgument], and so does the store a shard tag
+// with a ',' (the column's separator).
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
 	defer s.closeReadOnly(ctx, &err)
+	tags, err := joinShardTags(v.ShardTags)
+	if err != nil {
+		return fmt.Errorf("sqlite: create voucher: %w", err)
+	}
 	created := now()
 	err = s.db.QueryRowContext(ctx, insertVoucherSQL,
-		v.Title, v.Stock, v.InitialStock, micros(v.BeginTime), micros(v.EndTime), micros(created), v.Generation,
+		v.Title, v.Stock, v.InitialStock, micros(v.BeginTime), micros(v.EndTime), micros(created), v.Generation, v.ShardCount(), tags,
 	).Scan(&v.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: create voucher: %w", dbErr(err))
 	}
-	v.CreatedAt = created
+	v.CreatedAt, v.Shards = created, v.ShardCount()
 	return nil
 }
 
@@ -78,10 +85,32 @@ func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 	var (
 		v                     seckill.Voucher
 		begin, end, createdAt int64
+		tags                  string
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation, &v.Shards, &tags); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = fromMicros(begin), fromMicros(end), fromMicros(createdAt)
+	v.ShardTags = splitShardTags(tags)
 	return &v, nil
+}
+
+// joinShardTags returns tags as the shard_tags column holds them: joined by
+// ',', which no tag may hold.
+func joinShardTags(tags []string) (string, error) {
+	for _, t := range tags {
+		if strings.Contains(t, ",") {
+			return "", seckill.Errorf(seckill.ErrInvalidArgument, "shard tag %q holds a ','", t)
+		}
+	}
+	return strings.Join(tags, ","), nil
+}
+
+// splitShardTags returns the tags the shard_tags column holds; nil when it
+// holds none (placement chose none, or a voucher made before shards).
+func splitShardTags(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Voucher/LongUnicodeTitle", s.testVoucherLongUnicodeTitle},
 		{"Voucher/NotFound", s.testVoucherNotFound},
 		{"Voucher/NegativeStock", s.testVoucherNegativeStock},
+		{"Voucher/Shards", s.testVoucherShards},
 		{"Vouchers/OrderAndLimit", s.testVouchersOrderAndLimit},
 		{"Vouchers/DefaultLimit", s.testVouchersDefaultLimit},
 		{"UnendedVouchers", s.testUnendedVouchers},

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func (s suite) testVoucherRoundTrip(t *testing.T) {
 		// The time the store wrote is the time it reported.
 		CreatedAt:  v.CreatedAt,
 		Generation: v.Generation,
+		Shards:     1,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Voucher(%d) (-want +got):\n%s", v.ID, diff)
@@ -112,6 +114,68 @@ func (s suite) testVoucherNegativeStock(t *testing.T) {
 	}
 	// Zero is a valid stock: a voucher sold out.
 	newVoucher(t, st, 0)
+}
+
+// testVoucherShards: a sharded voucher's shards and their tags round-trip
+// through every read; an unsharded one (Shards 0, as every voucher made
+// before shards) is stored and read with Shards 1 and no tags.
+func (s suite) testVoucherShards(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	tags := []string{"g1x2k3.0.17", "g1x2k3.1.4", "g1x2k3.2.0", "g1x2k3.3.250", "g1x2k3.4.9", "g1x2k3.5.31"}
+	sharded := &seckill.Voucher{Title: "sharded", Stock: 60, InitialStock: 60, BeginTime: base, EndTime: base.Add(time.Hour),
+		Generation: 42, Shards: 6, ShardTags: slices.Clone(tags)}
+	defaults := &seckill.Voucher{Title: "default tags", Stock: 8, InitialStock: 8, BeginTime: base, EndTime: base.Add(time.Hour), Shards: 4}
+	plain := &seckill.Voucher{Title: "unsharded", Stock: 5, InitialStock: 5, BeginTime: base, EndTime: base.Add(time.Hour)}
+	for _, v := range []*seckill.Voucher{sharded, defaults, plain} {
+		if err := st.CreateVoucher(ctx, v); err != nil {
+			t.Fatalf("CreateVoucher(%q): %v", v.Title, err)
+		}
+	}
+	if plain.Shards != 1 {
+		t.Errorf("CreateVoucher of a voucher with Shards 0 set Shards = %d; want 1, as stored", plain.Shards)
+	}
+	want := map[int64]*seckill.Voucher{
+		sharded.ID:  storedVoucher(&seckill.Voucher{ID: sharded.ID, Title: "sharded", Stock: 60, InitialStock: 60, BeginTime: base, EndTime: base.Add(time.Hour), CreatedAt: sharded.CreatedAt, Generation: 42, Shards: 6, ShardTags: tags}),
+		defaults.ID: storedVoucher(&seckill.Voucher{ID: defaults.ID, Title: "default tags", Stock: 8, InitialStock: 8, BeginTime: base, EndTime: base.Add(time.Hour), CreatedAt: defaults.CreatedAt, Shards: 4}),
+		plain.ID:    storedVoucher(&seckill.Voucher{ID: plain.ID, Title: "unsharded", Stock: 5, InitialStock: 5, BeginTime: base, EndTime: base.Add(time.Hour), CreatedAt: plain.CreatedAt, Shards: 1}),
+	}
+	check := func(read string, got []*seckill.Voucher) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s read %d vouchers; want %d", read, len(got), len(want))
+		}
+		for _, v := range got {
+			if diff := cmp.Diff(want[v.ID], v); diff != "" {
+				t.Errorf("%s: voucher %d (-want +got):\n%s", read, v.ID, diff)
+			}
+		}
+	}
+	var one []*seckill.Voucher
+	for id := range want {
+		v, err := st.Voucher(ctx, id)
+		if err != nil {
+			t.Fatalf("Voucher(%d): %v", id, err)
+		}
+		one = append(one, v)
+	}
+	check("Voucher", one)
+	all, err := st.Vouchers(ctx, 10)
+	if err != nil {
+		t.Fatalf("Vouchers: %v", err)
+	}
+	check("Vouchers", all)
+	unended, err := st.UnendedVouchers(ctx, base)
+	if err != nil {
+		t.Fatalf("UnendedVouchers: %v", err)
+	}
+	check("UnendedVouchers", unended)
+
+	// The column's separator cannot be in a tag: it would read back as two.
+	bad := &seckill.Voucher{Title: "bad tag", Stock: 2, InitialStock: 2, BeginTime: base, EndTime: base.Add(time.Hour), Shards: 2, ShardTags: []string{"a,b", "c"}}
+	if err := st.CreateVoucher(ctx, bad); !errors.Is(err, seckill.ErrInvalidArgument) {
+		t.Errorf("CreateVoucher with the tag \"a,b\": %v; want an error wrapping ErrInvalidArgument", err)
+	}
 }
 
 // storedVoucher is how the store gives back v once created.

@@ -25,7 +25,7 @@ import (
 type benchFlags struct {
 	url, compare, jsonFile, cpuProfile string
 	connections, rate, rateSteps       string
-	users, repeat, concurrency         int
+	users, repeat, concurrency, shards int
 	stock                              int64
 	duration, references, soldOut      time.Duration
 	rateFor                            time.Duration
@@ -49,6 +49,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&b.users, "users", 1000, "buyers")
 	fs.IntVar(&b.repeat, "repeat", 2, "requests per buyer")
 	fs.Int64Var(&b.stock, "stock", 0, "the voucher's stock (default: a tenth of the buyers)")
+	fs.IntVar(&b.shards, "shards", 1, "the voucher's shards in Redis, 1 to 64: above 1, its admissions spread over that many masters of a Cluster (stream mode only)")
 	fs.IntVar(&b.concurrency, "concurrency", 64, "requests in flight at once")
 	fs.StringVar(&b.connections, "connections", "", "clients sending at once, each on a keep-alive connection of its own; several comma-separated (64,5000) run each mode at each (default: --concurrency)")
 	fs.DurationVar(&b.duration, "duration", 0, "run the sale this long, buyers asking again and again, instead of --users × --repeat requests")
@@ -63,6 +64,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and in-process server) to this file")
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
+	}
+	if b.shards < 1 || b.shards > seckill.MaxShards {
+		return fmt.Errorf("--shards %d: want 1 to %d", b.shards, seckill.MaxShards)
 	}
 	c.Migrate, c.TokenTTL, c.ShutdownTimeout = true, time.Hour, 15*time.Second
 	c.Addr, c.LogLevel, c.LogFormat = "127.0.0.1:0", "error", "text"
@@ -133,8 +137,11 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 
 // benchConfig is the part of a run's configuration that both ways share.
 func benchConfig(c *Config, b *benchFlags, label string, stdout io.Writer) (bench.Config, error) {
+	if b.shards > 1 {
+		label += fmt.Sprintf("/%d shards", b.shards)
+	}
 	cfg := bench.Config{
-		Label: label, Users: b.users, Repeat: b.repeat, Stock: b.stock, Concurrency: b.concurrency,
+		Label: label, Users: b.users, Repeat: b.repeat, Stock: b.stock, Shards: b.shards, Concurrency: b.concurrency,
 		Duration: b.duration, ReferenceFor: orSkip(b.references), SoldOutFor: orSkip(b.soldOut),
 		Bare:    bench.ServerTimeouts{ReadHeader: c.ReadHeaderTimeout, Read: c.ReadTimeout, Write: c.WriteTimeout, Idle: c.IdleTimeout},
 		OpenFor: b.rateFor, Progress: stdout, Terminal: isTerminal(stdout),

@@ -144,7 +144,10 @@ func printStats(w io.Writer, st *seckill.Stats, source string, server bool) {
 		for _, vs := range st.Vouchers {
 			v, s := vs.Voucher, vs.Stream
 			node := vs.RedisNode
-			if node == "" {
+			switch {
+			case len(vs.Shards) > 0:
+				node = fmt.Sprintf("%d shards", len(vs.Shards))
+			case node == "":
 				node = "-"
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t\n",
@@ -153,6 +156,11 @@ func printStats(w io.Writer, st *seckill.Stats, source string, server bool) {
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "\nremaining + created + pending = initial when drift is 0; \"delivered\" are with a worker, not yet acknowledged.")
+		for _, vs := range st.Vouchers {
+			if len(vs.Shards) > 0 {
+				printShards(w, vs)
+			}
+		}
 	}
 	if !server {
 		fmt.Fprintln(w, "\n(admissions per second and workers live in a server: seckill stats --url http://host:port)")
@@ -161,6 +169,23 @@ func printStats(w io.Writer, st *seckill.Stats, source string, server bool) {
 	printAdmissions(w, st)
 	ws := st.Workers
 	fmt.Fprintf(w, "\nworkers: consumer %s, mode %s, %d busy of %d allowed, breaker %s\n", orDash(ws.Consumer), orDash(string(ws.Mode)), ws.Busy, ws.Allowed, orDash(ws.Breaker))
+}
+
+// printShards writes the shards of a sharded voucher as a table, each with
+// its master: the admissions of its buyers run there.
+func printShards(w io.Writer, vs seckill.VoucherStats) {
+	fmt.Fprintf(w, "\nvoucher %d: %d shards\n", vs.Voucher.ID, len(vs.Shards))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shard\ttag\tremaining\tbuyers\tstream\tdelivered\tundelivered\tdead letters\ttransfers out\tunits out\tredis master\t")
+	for _, sh := range vs.Shards {
+		remaining := "not loaded"
+		if sh.Loaded {
+			remaining = strconv.FormatInt(sh.Remaining, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t\n", sh.Index, sh.Tag, remaining, sh.Buyers,
+			sh.Length, sh.Pending, orNot(sh.Lag, "unknown"), sh.DeadLetters, sh.TransfersOut, sh.TransferredOut, orDash(sh.Node))
+	}
+	tw.Flush()
 }
 
 // printAdmissions writes the server's admissions by result: over the last

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/monitor/monitortest"
 )
 
@@ -114,5 +115,34 @@ func TestStatsEmbedded(t *testing.T) {
 	// The serve's own pool reports: its default width, its breaker.
 	if !regexp.MustCompile(`workers: consumer \S+, mode stream, \d+ busy of 4 allowed, breaker closed`).MatchString(out) {
 		t.Errorf("seckill stats --url: no workers line from the pool:\n%s", out)
+	}
+}
+
+// TestPrintStatsShards: a sharded voucher's row says how many shards it
+// has, and a table under the vouchers shows each shard and its master.
+func TestPrintStatsShards(t *testing.T) {
+	t.Parallel()
+	lag := int64(2)
+	st := &seckill.Stats{Time: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), Vouchers: []seckill.VoucherStats{
+		{Voucher: &seckill.Voucher{ID: 5, Title: "plain", Stock: 3, InitialStock: 3, Shards: 1}, RedisNode: "10.0.0.1:6379"},
+		{Voucher: &seckill.Voucher{ID: 6, Title: "hot", Stock: 9, InitialStock: 9, Shards: 2}, Shards: []seckill.ShardState{
+			{Index: 0, Tag: "g1.0.3", Node: "10.0.0.1:6379", Loaded: true, Remaining: 4, Buyers: 1, Length: 3, Pending: 1, Lag: &lag, DeadLetters: 1, TransfersOut: 1, TransferredOut: 2},
+			{Index: 1, Tag: "g1.1.0", Node: "10.0.0.2:6379"},
+		}},
+	}}
+	var b strings.Builder
+	printStats(&b, st, "test", false)
+	out := b.String()
+	for _, want := range [][]string{
+		{"6", "hot", "9", "9", "not", "loaded", "0", "0", "0", "0", "0", "0", "unknown", "0s", "0", "0", "2", "shards"},
+		{"0", "g1.0.3", "4", "1", "3", "1", "2", "1", "1", "2", "10.0.0.1:6379"},
+		{"1", "g1.1.0", "not", "loaded", "0", "0", "0", "unknown", "0", "0", "0", "10.0.0.2:6379"},
+	} {
+		if diff := cmp.Diff(want, statsRow(t, out, want)); diff != "" {
+			t.Errorf("row (-want +got):\n%s\n%s", diff, out)
+		}
+	}
+	if !strings.Contains(out, "voucher 6: 2 shards") || strings.Contains(out, "voucher 5: ") {
+		t.Errorf("want a shards table for voucher 6 only:\n%s", out)
 	}
 }

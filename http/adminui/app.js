@@ -260,6 +260,7 @@
     st.replaceChildren("Updated ", el("time", { id: "stats-time", datetime: s.time, "data-value": s.time }, clock(now)));
     renderVouchers(s.vouchers || [], now);
     renderStreams(s.vouchers || []);
+    renderShards(s.vouchers || []);
     renderWorkers(s.workers || {});
     renderChart();
   }
@@ -320,7 +321,39 @@
       field(tr, "stream.deadLetters").classList.toggle("warn", s.deadLetters > 0);
       field(tr, "stream.consumers").classList.toggle("warn", s.consumers === 0 && s.length > 0);
       if (s.lag === null || s.lag === undefined) field(tr, "stream.lag").title = "Redis cannot tell";
-      field(tr, "redisNode").textContent = v.redisNode || "–";
+      const shards = (v.shardStats || []).length;
+      field(tr, "redisNode").textContent = shards ? shards + " shards (below)" : v.redisNode || "–";
+    });
+  }
+
+  // renderShards lists the shards of the sharded vouchers, one row each;
+  // the section is hidden while there are none.
+  function renderShards(vouchers) {
+    const rows = vouchers.flatMap((v) => (v.shardStats || []).map((sh) => ({ v, sh })));
+    $("#shards-card").hidden = rows.length === 0;
+    const numbers = ["remaining", "buyers", "length", "pending", "lag", "deadLetters"];
+    syncRows($("#shards tbody"), rows, "data-shard", (r) => r.v.id + "/" + r.sh.index, (r, key) => {
+      const tr = el("tr", {},
+        el("td", { class: "title" }, el("span", { "data-field": "shard.title" }), el("span", { class: "id muted" }, "#" + r.v.id)),
+        el("td", { class: "num", "data-shard": key, "data-field": "shard.index" }, String(r.sh.index)),
+        el("td", { class: "mono", "data-shard": key, "data-field": "shard.tag" }));
+      for (const n of numbers) tr.append(el("td", { class: "num", "data-shard": key, "data-field": "shard." + n }));
+      tr.append(el("td", { class: "num", "data-shard": key, "data-field": "shard.transfersOut" }));
+      tr.append(el("td", { "data-shard": key, "data-field": "shard.redisNode" }));
+      return tr;
+    }, (tr, r) => {
+      const sh = r.sh;
+      field(tr, "shard.title").textContent = r.v.title;
+      field(tr, "shard.tag").textContent = sh.tag;
+      for (const n of numbers) setNum(field(tr, "shard." + n), sh[n] ?? null);
+      const rem = field(tr, "shard.remaining"), unloaded = sh.remaining === null || sh.remaining === undefined;
+      if (unloaded) setNum(rem, null, "not loaded");
+      rem.classList.toggle("warn", unloaded);
+      field(tr, "shard.deadLetters").classList.toggle("warn", sh.deadLetters > 0);
+      field(tr, "shard.lag").title = sh.lag === null || sh.lag === undefined ? "Redis cannot tell" : "";
+      const out = field(tr, "shard.transfersOut");
+      setNum(out, sh.transfersOut ?? null, sh.transfersOut ? fmt(sh.transfersOut) + " (" + fmt(sh.transferredOut) + " units)" : "0");
+      field(tr, "shard.redisNode").textContent = sh.redisNode || "–";
     });
   }
 

@@ -323,9 +323,16 @@ type Ops struct {
 }
 
 // NewOps builds the services of Ops for mode and retention (0: the
-// default, seckill.DefaultRetention) on store and cache. It loads nothing
-// into Redis and starts nothing.
+// default, seckill.DefaultRetention) on store and cache, and makes cache
+// read the rows of the vouchers it has not learnt from store (the tags of
+// their shards: redis.Client.SetVouchers). It loads nothing into Redis and
+// starts nothing.
 func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cache *redis.Client, logger *slog.Logger) *Ops {
+	if cache != nil {
+		// A voucher's shards are where its row says: the client reads the
+		// row of a voucher it has not met (one made by another instance).
+		cache.SetVouchers(store.Voucher)
+	}
 	o := &Ops{Vouchers: &seckill.VoucherService{Mode: mode, Store: store, Cache: cache, Logger: logger, Now: time.Now,
 		Retention: retention}}
 	if mode != seckill.ModeSync {

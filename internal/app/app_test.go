@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,5 +301,32 @@ func call(t *testing.T, a *App, method, path, token string, body any, status int
 		if err := json.Unmarshal(w.Body.Bytes(), out); err != nil {
 			t.Fatalf("%s %s: decode %s: %v", method, path, w.Body, err)
 		}
+	}
+}
+
+// TestOpsReadShards: the services' Redis client finds a sharded voucher's
+// shards from its row, for a voucher this client never loaded (another
+// instance made it): NewOps wires the store in.
+func TestOpsReadShards(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	v := &seckill.Voucher{Title: "made elsewhere", Stock: 9, InitialStock: 9, BeginTime: now, EndTime: now.Add(time.Hour),
+		Generation: 5, Shards: 3, ShardTags: []string{"ga.0.1", "ga.1.7", "ga.2.2"}}
+	if err := b.store.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	NewOps(seckill.ModeStream, 0, b.store, b.cache, testenv.Logger(t))
+	st, err := b.cache.State(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	for _, sh := range st.Shards {
+		tags = append(tags, sh.Tag)
+	}
+	if !slices.Equal(tags, v.ShardTags) {
+		t.Errorf("the client reads the voucher's shards %q; want its row's %q", tags, v.ShardTags)
 	}
 }

@@ -1,0 +1,29 @@
+package mysql
+
+import (
+	"testing"
+	"time"
+)
+
+// A row inserted as before shards (without their columns, as a voucher made
+// before migration 0005 is) reads as an unsharded voucher.
+func TestVoucherMadeBeforeShards(t *testing.T) {
+	s := newStore(t)
+	now := now()
+	res, err := s.db.ExecContext(t.Context(), `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation)
+VALUES ('old', 3, 3, ?, ?, ?, 7)`, now, now.Add(time.Hour), now)
+	if err != nil {
+		t.Fatalf("insert a row as before shards: %v", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Voucher(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Voucher(%d): %v", id, err)
+	}
+	if v.Shards != 1 || v.ShardTags != nil {
+		t.Errorf("a voucher made before shards reads Shards %d, ShardTags %q; want 1 and nil", v.Shards, v.ShardTags)
+	}
+}

@@ -1,0 +1,12 @@
+-- A voucher's shards: how many parts its stock is split into in the cache
+-- (seckill.Voucher.Shards, 1 to 64), and the hash tags placement chose for
+-- them on a Cluster, joined by ',' ('' when it chose none: the default tags
+-- v<id>.<i>). 1 and '' for vouchers made before: unsharded, their keys
+-- {v<id>} as they always were.
+--
+-- SQLite adds one column a statement; the migration's transaction keeps
+-- them together.
+
+ALTER TABLE vouchers ADD COLUMN shards INTEGER NOT NULL DEFAULT 1;
+
+ALTER TABLE vouchers ADD COLUMN shard_tags TEXT NOT NULL DEFAULT '';

@@ -1,0 +1,26 @@
+package sqlite
+
+import (
+	"testing"
+	"time"
+)
+
+// A row inserted as before shards (without their columns, as a voucher made
+// before migration 0005 is) reads as an unsharded voucher.
+func TestVoucherMadeBeforeShards(t *testing.T) {
+	s := newStore(t)
+	now := now()
+	var id int64
+	err := s.db.QueryRowContext(t.Context(), `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation)
+VALUES ('old', 3, 3, ?, ?, ?, 7) RETURNING id`, micros(now), micros(now.Add(time.Hour)), micros(now)).Scan(&id)
+	if err != nil {
+		t.Fatalf("insert a row as before shards: %v", err)
+	}
+	v, err := s.Voucher(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Voucher(%d): %v", id, err)
+	}
+	if v.Shards != 1 || v.ShardTags != nil {
+		t.Errorf("a voucher made before shards reads Shards %d, ShardTags %q; want 1 and nil", v.Shards, v.ShardTags)
+	}
+}
