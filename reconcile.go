@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 )
 
 // Reconciliation compares a voucher in the database and in the cache
@@ -61,6 +62,10 @@ type Reconciler struct {
 		OrderStatuses(ctx context.Context, ids []int64) (map[int64]OrderStatus, error)
 	}
 	Cache VoucherCache
+	// Shards counts a sharded voucher's shards and finishes the transfers
+	// between them left half done; nil: shards are not counted (the sync
+	// mode, or a cache without shards).
+	Shards ShardCache
 }
 
 // Reconcile compares the voucher in the database and in the cache. With
@@ -76,19 +81,19 @@ type Reconciler struct {
 // their units twice. The units of orders a crash lost then stay taken: an
 // undersell, never an oversell (TestRepairQueueModeKeepsBuyers).
 //
-// A sharded voucher's shards are counted too (when the cache is a
-// ShardCounter): the shards' stock and buyers, and the stock in flight
-// between them, must add up to the initial stock (ShardDrift). Its
-// repair first finishes the transfers left half done (when the cache is a
-// TransferFinisher), then, if the voucher still disagrees, rebuilds it
-// whole.
+// A sharded voucher's shards are counted too (Shards): the shards' stock
+// and buyers, and the stock in flight between them, must add up to the
+// initial stock (ShardDrift). Its repair first finishes the transfers left
+// half done, then, if the voucher still disagrees, rebuilds it whole.
 func (r *Reconciler) Reconcile(ctx context.Context, voucherID int64, repair bool) (*Reconciliation, error) {
 	rec, err := r.compare(ctx, voucherID)
 	if err != nil || !repair || rec.Estimated {
 		return rec, err
 	}
-	if fin, ok := r.Cache.(TransferFinisher); ok && rec.Shards != nil && rec.Shards.InFlight > 0 {
-		if err := fin.FinishTransfers(ctx, rec.Voucher); err != nil {
+	if r.Shards != nil && rec.Shards != nil && rec.Shards.InFlight > 0 {
+		// Every transfer, however young: each step is idempotent, so
+		// finishing one a borrower is still running is safe.
+		if _, err := r.Shards.FinishTransfers(ctx, voucherID, 0); err != nil {
 			return nil, fmt.Errorf("repair voucher %d: %w", voucherID, err)
 		}
 		ok := rec.OK()
@@ -142,8 +147,8 @@ func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliat
 		maps.Copy(stored, got)
 	}
 	rec := Compare(v, st, orders, stored)
-	if sc, ok := r.Cache.(ShardCounter); ok && v.ShardCount() > 1 {
-		if rec.Shards, err = sc.CountShards(ctx, v); err != nil {
+	if r.Shards != nil && v.ShardCount() > 1 {
+		if rec.Shards, err = r.Shards.CountShards(ctx, v); err != nil {
 			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 		}
 		if rec.Shards.Loaded {
@@ -195,7 +200,7 @@ func Compare(v *Voucher, st *CacheState, orders int64, stored map[int64]OrderSta
 }
 
 // ShardCounts is what the cache holds of a voucher's shards, counted at one
-// instant ([ShardCounter]). The shards' invariant, always: Total ==
+// instant ([ShardCache]). The shards' invariant, always: Total ==
 // InitialStock (docs/design.md, Shards).
 type ShardCounts struct {
 	// Shards are the counts of each shard, by index.
@@ -224,17 +229,14 @@ type ShardCount struct {
 	XGen string
 }
 
-// ShardCounter counts a sharded voucher's shards at one instant. The
-// Redis cache is one; Reconciler checks the shards' invariant with it
-// when its Cache is one.
-type ShardCounter interface {
+// ShardCache is the cache's side of a sharded voucher's shards that
+// reconciliation needs; the Redis client is one.
+type ShardCache interface {
+	// CountShards counts the voucher's shards at one instant.
 	CountShards(ctx context.Context, v *Voucher) (*ShardCounts, error)
-}
-
-// TransferFinisher finishes a sharded voucher's transfers of stock left
-// half done (a process died between their steps): each is given to its
-// receiver, or back to its donor. Reconciler's repair calls it when its
-// Cache is one.
-type TransferFinisher interface {
-	FinishTransfers(ctx context.Context, v *Voucher) error
+	// FinishTransfers finishes the voucher's transfers of stock begun more
+	// than olderThan ago and left half done (a process died between their
+	// steps): each is given to its receiver, or back to its donor. It
+	// returns how many it finished.
+	FinishTransfers(ctx context.Context, voucherID int64, olderThan time.Duration) (int, error)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill"
 )
@@ -80,13 +81,13 @@ func (c *countedShards) CountShards(context.Context, *seckill.Voucher) (*seckill
 	return &n, nil
 }
 
-func (c *countedShards) FinishTransfers(context.Context, *seckill.Voucher) error {
+func (c *countedShards) FinishTransfers(context.Context, int64, time.Duration) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.finished++
 	c.counts.Shards[0].Stock += c.counts.InFlight
 	c.counts.InFlight = 0
-	return nil
+	return 1, nil
 }
 
 // TestReconcileShards: a sharded voucher agrees only when its shards are
@@ -119,7 +120,7 @@ func TestReconcileShards(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cache := &countedShards{VoucherCache: vs.Cache, counts: tt.counts}
-			r := &seckill.Reconciler{Vouchers: vs, Store: shardedRows{store, 2}, Cache: cache}
+			r := &seckill.Reconciler{Vouchers: vs, Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
 			rec, err := r.Reconcile(ctx, view.ID, false)
 			if err != nil {
 				t.Fatal(err)

@@ -3,7 +3,6 @@ package seckill_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,6 +43,7 @@ func newShardRig(t *testing.T) *shardRig {
 	r.raw = testenv.RawRedis(t, r.cl.URL)
 	store := apptest.Store(t)
 	r.vs = newVouchers(store, r.cache, logger, time.Now)
+	r.vs.Placer = r.cache
 	if err := r.vs.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -51,17 +51,13 @@ func newShardRig(t *testing.T) *shardRig {
 	return r
 }
 
-// voucher creates a voucher on sale with stock in shards shards, placed on
-// the Cluster's masters as creation places them.
+// voucher creates a voucher on sale with stock in shards shards: its
+// creation places them on the Cluster's masters.
 func (r *shardRig) voucher(stock int64, shards int) *seckill.Voucher {
 	r.t.Helper()
 	ctx := context.Background()
 	v := onSale("sharded", stock)
 	v.Shards = shards
-	var err error
-	if v.ShardTags, err = r.cache.PlaceShards(ctx, rand.Int64(), shards); err != nil {
-		r.t.Fatal(err)
-	}
 	view, err := r.vs.Create(ctx, v)
 	if err != nil {
 		r.t.Fatal(err)

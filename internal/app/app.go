@@ -344,6 +344,10 @@ func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cac
 	o.DeadLetters = &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
 		Admitter: o.Admitter, Logger: logger, Now: time.Now, OrderTime: orderid.Time}
 	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache}
+	if cache != nil && mode != seckill.ModeSync {
+		o.Vouchers.Placer = cache
+		o.Reconciler.Shards = cache
+	}
 	return o
 }
 
