@@ -1,0 +1,190 @@
+package main
+
+// The sale of one hot voucher split into shards, from outside: two serve
+// processes on a 3-master Redis Cluster of the test's own, buyers sent to
+// both in turn, the books read from the database, the admin stats and
+// `seckill reconcile` (docs/design.md, Shards).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	sechttp "github.com/seckill/seckill/http"
+	"github.com/seckill/seckill/internal/faults"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// The sharded sale: more buyers than units, some pressing twice, on 6
+// shards over 3 masters.
+const (
+	shardedStock   = 6_000
+	shardedBuyers  = 12_000
+	shardedRepeats = 1_200
+	shardedShards  = 6
+)
+
+// TestShardedSaleTwoInstances sells a voucher of 6 shards through two
+// instances on a 3-master Cluster and proves, from the outside: exactly
+// the stock is answered 200 and created, each order answered 200 is in
+// the database, no buyer holds two, the database's stock balances; every
+// master admitted at least a fifth of the buyers (its shards' buyers, as
+// the admin stats show them, each shard on the master the stats name);
+// the shards hold the initial stock between them (the stats' sums), and
+// `seckill reconcile` exits 0.
+func TestShardedSaleTwoInstances(t *testing.T) {
+	t.Parallel()
+	cl := faults.StartCluster(t)
+	prefix := "t" + testenv.Random()
+	dbURL := testenv.MySQLURL(t)
+	env := serveEnv(cl.URL, prefix, dbURL)
+	env["SECKILL_RATE_USER"] = "0" // buyers retry 503s at once
+	db := openDatabase(t, dbURL)
+	client := newClient(t)
+
+	s1 := startServe(t, "serve 1", env)
+	s2 := startServe(t, "serve 2", env)
+	voucher := createShardedVoucher(t, client, s1.url, shardedStock, shardedShards)
+
+	users := buyers(shardedBuyers)
+	l := newLoad(t, client, voucher, users)
+	l.setTargets(s1.url, s2.url)
+	start := time.Now()
+	l.start(t, shuffledAttempts(users, shardedRepeats), 32, 0, 3*time.Minute)
+	l.wait()
+	sold := time.Since(start)
+	l.checkAnswers(t)
+	accepted, _ := l.orders()
+	if len(accepted) != shardedStock {
+		t.Errorf("%d orders answered 200 for a stock of %d; want exactly the stock (answers %v)", len(accepted), shardedStock, l.stats())
+	}
+	l.checkOnePerBuyer(t)
+
+	// Drained: every order answered 200 is in the database, and every
+	// shard's stream has nothing pending or undelivered.
+	ctx := context.Background()
+	var st *sechttp.VoucherStatsJSON
+	waitFor(t, time.Minute, func() (bool, string) {
+		created, _, err := db.orders(ctx, voucher)
+		if err != nil {
+			return false, err.Error()
+		}
+		missing := 0
+		for id := range accepted {
+			if _, ok := created[id]; !ok {
+				missing++
+			}
+		}
+		st = shardStats(t, client, s2.url, voucher)
+		busy := 0
+		for _, s := range st.ShardStats {
+			if s.Pending > 0 || s.Lag == nil || *s.Lag > 0 {
+				busy++
+			}
+		}
+		return missing == 0 && busy == 0, fmt.Sprintf("%d orders answered 200 not in the database; %d shards with orders waiting", missing, busy)
+	})
+	t.Logf("sold %d in %v through two instances: answers %v", len(accepted), sold.Round(time.Millisecond), l.stats())
+
+	created, failed, err := db.orders(ctx, voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stock, initial, err := db.stock(ctx, voucher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDatabase(t, db, &saleState{stock: stock, initial: initial, created: created, failed: failed}, voucher)
+	if len(created) != shardedStock || len(failed) != 0 {
+		t.Errorf("the database holds %d orders created and %d failed; want %d created, none failed", len(created), len(failed), shardedStock)
+	}
+
+	// Every master admitted its share: its shards' buyers.
+	if st.Shards != shardedShards || len(st.ShardStats) != shardedShards {
+		t.Fatalf("stats: shards %d with %d shard figures; want %d", st.Shards, len(st.ShardStats), shardedShards)
+	}
+	perMaster := map[string]int64{}
+	var buyersSum, remaining int64
+	for _, s := range st.ShardStats {
+		perMaster[s.RedisNode] += s.Buyers
+		buyersSum += s.Buyers
+		if s.Remaining == nil {
+			t.Errorf("shard %d (%s) is not loaded", s.Index, s.Tag)
+		} else {
+			remaining += *s.Remaining
+		}
+		if s.TransfersOut != 0 {
+			t.Errorf("shard %d has %d transfers out not settled after the sale", s.Index, s.TransfersOut)
+		}
+	}
+	t.Logf("buyers admitted per master: %v", perMaster)
+	if len(perMaster) != 3 {
+		t.Errorf("the shards are on %d masters (%v); want the 3 of the Cluster", len(perMaster), perMaster)
+	}
+	for m, n := range perMaster {
+		if n*5 < buyersSum {
+			t.Errorf("master %s admitted %d of %d buyers, less than a fifth", m, n, buyersSum)
+		}
+	}
+	if buyersSum != shardedStock || remaining != 0 {
+		t.Errorf("the shards hold %d buyers and %d units; want %d and 0", buyersSum, remaining, shardedStock)
+	}
+
+	code, out := execReconcile(t, env)
+	if code != 0 {
+		t.Errorf("seckill reconcile exited %d, want 0:\n%s", code, out)
+	} else {
+		t.Logf("seckill reconcile:\n%s", out)
+	}
+}
+
+// createShardedVoucher creates a voucher on sale now, for an hour, with
+// the stock split into shards.
+func createShardedVoucher(t *testing.T, c *http.Client, base string, stock, shards int) int64 {
+	t.Helper()
+	now := time.Now().UTC()
+	body := fmt.Sprintf(`{"title":"sharded sale","stock":%d,"shards":%d,"beginTime":"%s","endTime":"%s"}`,
+		stock, shards, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	status, out, err := do(context.Background(), c, "POST", base+"/api/admin/vouchers", mint(t, adminUser, true), body)
+	if err != nil || status != 201 {
+		t.Fatalf("create voucher = %d %v %v", status, out, err)
+	}
+	if got := fmt.Sprint(out["shards"]); got != strconv.Itoa(shards) {
+		t.Fatalf("create voucher answered shards %s, want %d", got, shards)
+	}
+	id, err := strconv.ParseInt(fmt.Sprint(out["id"]), 10, 64)
+	if err != nil {
+		t.Fatalf("voucher id %v: %v", out["id"], err)
+	}
+	return id
+}
+
+// shardStats reads the voucher's figures from the admin stats.
+func shardStats(t *testing.T, c *http.Client, base string, voucher int64) *sechttp.VoucherStatsJSON {
+	t.Helper()
+	req, err := http.NewRequest("GET", base+"/api/admin/stats", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+mint(t, adminUser, true))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET /api/admin/stats: %v", err)
+	}
+	defer resp.Body.Close()
+	var stats sechttp.StatsJSON
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /api/admin/stats = %d: %v", resp.StatusCode, err)
+	}
+	for i := range stats.Vouchers {
+		if stats.Vouchers[i].ID == voucher {
+			return &stats.Vouchers[i]
+		}
+	}
+	t.Fatalf("GET /api/admin/stats does not list voucher %d", voucher)
+	return nil
+}
