@@ -128,7 +128,7 @@ func (b *dlqRig) fail(v, user, order int64, reason string) {
 func (b *dlqRig) kill(v, order int64, dl seckill.DeadLetter) {
 	b.t.Helper()
 	ctx := context.Background()
-	msgs, err := b.cache.ReadOrders(ctx, v, "test", 100, 0)
+	msgs, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: v}, "test", 100, 0)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestDeadLetterList(t *testing.T) {
 	if err := b.raw.Do(ctx, b.raw.B().Xadd().Key(b.key(c.ID, "orders")).Id("*").FieldValue().FieldValue("junk", "1").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := b.cache.ReadOrders(ctx, c.ID, "test", 10, 0)
+	msgs, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: c.ID}, "test", 10, 0)
 	if err != nil || len(msgs) != 1 || msgs[0].Err == nil {
 		t.Fatalf("read the malformed message: %+v, %v", msgs, err)
 	}

@@ -38,7 +38,7 @@ func admitN(t *testing.T, c *Client, id, stock, n int64) []rueidis.XRangeEntry {
 
 func readOrders(t *testing.T, c *Client, voucherID int64, consumer string, count int) []msg {
 	t.Helper()
-	got, err := c.ReadOrders(context.Background(), voucherID, consumer, count, 10*time.Millisecond)
+	got, err := c.ReadOrders(context.Background(), seckill.Shard{VoucherID: voucherID}, consumer, count, 10*time.Millisecond)
 	if err != nil {
 		t.Fatalf("ReadOrders(%s): %v", consumer, err)
 	}
@@ -47,7 +47,7 @@ func readOrders(t *testing.T, c *Client, voucherID int64, consumer string, count
 
 func readPending(t *testing.T, c *Client, voucherID int64, consumer, after string, count int) []msg {
 	t.Helper()
-	got, err := c.ReadPending(context.Background(), voucherID, consumer, after, count)
+	got, err := c.ReadPending(context.Background(), seckill.Shard{VoucherID: voucherID}, consumer, after, count)
 	if err != nil {
 		t.Fatalf("ReadPending(%s, %s): %v", consumer, after, err)
 	}
@@ -56,7 +56,7 @@ func readPending(t *testing.T, c *Client, voucherID int64, consumer, after strin
 
 func ack(t *testing.T, c *Client, voucherID int64, ids ...string) {
 	t.Helper()
-	if n, err := c.AckOrders(context.Background(), voucherID, ids...); err != nil || n != int64(len(ids)) {
+	if n, err := c.AckOrders(context.Background(), seckill.Shard{VoucherID: voucherID}, ids...); err != nil || n != int64(len(ids)) {
 		t.Fatalf("AckOrders(%v) = %d, %v; want %d acknowledged", ids, n, err, len(ids))
 	}
 }
@@ -170,7 +170,7 @@ func TestReadOrdersBlocks(t *testing.T) {
 		ctx := context.Background()
 		mustLoad(t, c, onSale(1, 10))
 		start := time.Now()
-		got, err := c.ReadOrders(ctx, 1, "a", 10, 50*time.Millisecond)
+		got, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 50*time.Millisecond)
 		if err != nil || len(got) != 0 {
 			t.Fatalf("ReadOrders on an empty stream = %v, %v; want none, nil", got, err)
 		}
@@ -183,7 +183,7 @@ func TestReadOrdersBlocks(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			admitted <- c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 7, OrderID: 1001})
 		}()
-		got, err = c.ReadOrders(ctx, 1, "a", 10, 5*time.Second)
+		got, err = c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 5*time.Second)
 		if err := <-admitted; err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestReadOrdersNoBlock(t *testing.T) {
 		mustLoad(t, c, onSale(1, 10))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		got, err := c.ReadOrders(ctx, 1, "a", 10, 0)
+		got, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 0)
 		if err != nil || len(got) != 0 {
 			t.Fatalf("ReadOrders(block 0) on an empty stream = %v, %v; want none, nil at once", got, err)
 		}
@@ -218,7 +218,7 @@ func TestClaimStale(t *testing.T) {
 
 		claim := func(consumer string, minIdle time.Duration, count int) []msg {
 			t.Helper()
-			got, deleted, err := c.ClaimStale(ctx, 1, consumer, minIdle, count)
+			got, deleted, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, consumer, minIdle, count)
 			if err != nil || len(deleted) != 0 {
 				t.Fatalf("ClaimStale(%s, %v) = %v, deleted %v, %v", consumer, minIdle, got, deleted, err)
 			}
@@ -255,13 +255,13 @@ func TestClaimStaleWaitsForIdle(t *testing.T) {
 		const minIdle = time.Second // the claim "at once" may come late on a loaded machine
 		read := time.Now()
 		readOrders(t, c, 1, "a", 10)
-		got, _, err := c.ClaimStale(ctx, 1, "b", minIdle, 10)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", minIdle, 10)
 		if err != nil || len(got) != 0 {
 			t.Fatalf("ClaimStale at once = %v, %v; want none", msgs(got), err)
 		}
 		var claimed []seckill.OrderMessage
 		testenv.WaitFor(t, 5*time.Second, "ClaimStale takes the idle message", func() bool {
-			claimed, _, err = c.ClaimStale(ctx, 1, "b", minIdle, 10)
+			claimed, _, err = c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", minIdle, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +286,7 @@ func TestClaimStaleDeleted(t *testing.T) {
 		es := admitN(t, c, 1, 10, 2)
 		readOrders(t, c, 1, "a", 10)
 		do(t, c, "XDEL", c.keys.voucher(1).Orders, es[0].ID)
-		got, deleted, err := c.ClaimStale(ctx, 1, "b", 0, 10)
+		got, deleted, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,11 +320,11 @@ func TestClaimStaleFromLiveConsumer(t *testing.T) {
 			return err == nil && len(rows) == 3
 		})
 		// live renews e1 and lets e0 go stale: it fell behind on e0.
-		if err := c.RefreshClaims(ctx, 1, "live", es[1].ID); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "live", es[1].ID); err != nil {
 			t.Fatal(err)
 		}
 		before := pending(t, c, 1)
-		got, deleted, err := c.ClaimStale(ctx, 1, "b", lease, 10)
+		got, deleted, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", lease, 10)
 		if err != nil || len(deleted) != 0 {
 			t.Fatalf("ClaimStale = %v, deleted %v, %v", msgs(got), deleted, err)
 		}
@@ -362,7 +362,7 @@ func TestClaimStaleBounded(t *testing.T) {
 		for i := range ids {
 			ids[i] = es[i+1].ID
 		}
-		if err := c.RefreshClaims(ctx, 1, "live", ids...); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "live", ids...); err != nil {
 			t.Fatal(err)
 		}
 		res, err := claimStaleScript.run(ctx, c, []string{c.keys.voucher(1).Orders},
@@ -370,7 +370,7 @@ func TestClaimStaleBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cursor, claimed, _, err := parseClaimed(1, res)
+		cursor, claimed, _, err := parseClaimed(seckill.Shard{VoucherID: 1}, res)
 		if err != nil || len(claimed) != 1 || claimed[0].EntryID != es[0].ID || cursor != es[1].ID {
 			t.Fatalf("claim_stale(count 1) = cursor %s, %v, %v; want %s and cursor %s", cursor, msgs(claimed), err, es[0].ID, es[1].ID)
 		}
@@ -379,14 +379,14 @@ func TestClaimStaleBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next, claimed, _, err := parseClaimed(1, res)
+		next, claimed, _, err := parseClaimed(seckill.Shard{VoucherID: 1}, res)
 		if err != nil || len(claimed) != 0 {
 			t.Fatalf("claim_stale over fresh entries = %v, %v; want none", msgs(claimed), err)
 		}
 		if want, _ := nextID(es[10].ID); next != want {
 			t.Errorf("cursor after ten fresh entries = %s, want %s", next, want)
 		}
-		got, _, err := c.ClaimStale(ctx, 1, "b", 500*time.Millisecond, 1)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", 500*time.Millisecond, 1)
 		if err != nil || len(got) != 1 || got[0].EntryID != es[24].ID {
 			t.Errorf("ClaimStale(count 1) = %v, %v; want the stale %s behind 23 fresh entries", msgs(got), err, es[24].ID)
 		}
@@ -405,10 +405,10 @@ func TestGiveUp(t *testing.T) {
 		readOrders(t, c, 1, "a", 1) // e0
 		readOrders(t, c, 1, "b", 1) // e1
 		before := pending(t, c, 1)
-		if err := c.GiveUp(ctx, 1, "a", es[0].ID, es[1].ID); err != nil {
+		if err := c.GiveUp(ctx, seckill.Shard{VoucherID: 1}, "a", es[0].ID, es[1].ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.GiveUp(ctx, 1, "a"); err != nil {
+		if err := c.GiveUp(ctx, seckill.Shard{VoucherID: 1}, "a"); err != nil {
 			t.Fatalf("GiveUp of no ids: %v", err)
 		}
 		want := map[string]pel{es[0].ID: {Abandoned("a"), before[es[0].ID].Deliveries}, es[1].ID: before[es[1].ID]}
@@ -423,10 +423,10 @@ func TestGiveUp(t *testing.T) {
 			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", strconv.FormatInt(lease.Milliseconds(), 10), "-", "+", "10", Abandoned("a")).ToArray()
 			return err == nil && len(rows) == 1
 		})
-		if err := c.RefreshClaims(ctx, 1, "b", es[1].ID); err != nil { // b is at work on e1
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "b", es[1].ID); err != nil { // b is at work on e1
 			t.Fatal(err)
 		}
-		got, _, err := c.ClaimStale(ctx, 1, "c", lease, 10)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "c", lease, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,10 +454,10 @@ func TestRefreshClaims(t *testing.T) {
 			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", strconv.FormatInt(lease.Milliseconds(), 10), "-", "+", "10").ToArray()
 			return err == nil && len(rows) == 2
 		})
-		if err := c.RefreshClaims(ctx, 1, "a", es[0].ID); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "a", es[0].ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.RefreshClaims(ctx, 1, "a"); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "a"); err != nil {
 			t.Fatalf("RefreshClaims of no ids: %v", err)
 		}
 		want := map[string]pel{es[0].ID: {"a", 1}, es[1].ID: {"a", 1}}
@@ -467,7 +467,7 @@ func TestRefreshClaims(t *testing.T) {
 		// The refreshed message is fresh again; the other is not. Its
 		// consumer renewed a claim just now: alive, so the claim does not
 		// count a delivery.
-		got, _, err := c.ClaimStale(ctx, 1, "b", lease, 10)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", lease, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -544,14 +544,14 @@ func TestStreamLost(t *testing.T) {
 
 		for _, v := range []int64{1, 2, 3} { // 3: never loaded
 			ops := map[string]error{}
-			_, ops["ReadOrders"] = c.ReadOrders(ctx, v, "a", 10, 10*time.Millisecond)
-			_, ops["ReadPending"] = c.ReadPending(ctx, v, "a", "0", 10)
-			_, _, ops["ClaimStale"] = c.ClaimStale(ctx, v, "a", 0, 10)
-			_, ops["TrimOrders"] = c.TrimOrders(ctx, v)
+			_, ops["ReadOrders"] = c.ReadOrders(ctx, seckill.Shard{VoucherID: v}, "a", 10, 10*time.Millisecond)
+			_, ops["ReadPending"] = c.ReadPending(ctx, seckill.Shard{VoucherID: v}, "a", "0", 10)
+			_, _, ops["ClaimStale"] = c.ClaimStale(ctx, seckill.Shard{VoucherID: v}, "a", 0, 10)
+			_, ops["TrimOrders"] = c.TrimOrders(ctx, seckill.Shard{VoucherID: v})
 			if v == 1 {
 				// XINFO CONSUMERS of a stream that is gone says "no such
 				// key", not NOGROUP: only a lost group is told here.
-				_, ops["ReapConsumers"] = c.ReapConsumers(ctx, v, "a", 0)
+				_, ops["ReapConsumers"] = c.ReapConsumers(ctx, seckill.Shard{VoucherID: v}, "a", 0)
 			}
 			for op, err := range ops {
 				if !errors.Is(err, seckill.ErrStreamLost) {
@@ -573,7 +573,7 @@ func TestDeadLetter(t *testing.T) {
 		const v = 1
 		k := c.keys.voucher(v)
 		es := admitN(t, c, v, 10, 5) // users 1..5, orders 1001..1005; stock 5
-		read, err := c.ReadOrders(ctx, v, "a", 10, 10*time.Millisecond)
+		read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: v}, "a", 10, 10*time.Millisecond)
 		if err != nil || len(read) != 5 {
 			t.Fatalf("ReadOrders = %d messages, %v; want 5", len(read), err)
 		}
@@ -693,7 +693,7 @@ func TestDeadLetterMalformed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		read, err := c.ReadOrders(ctx, 1, "a", 10, 10*time.Millisecond)
+		read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 10*time.Millisecond)
 		if err != nil || len(read) != 1 || read[0].Err == nil {
 			t.Fatalf("ReadOrders = %v, %v; want one malformed message", msgs(read), err)
 		}
@@ -720,7 +720,7 @@ func TestDeadLetterMalformed(t *testing.T) {
 
 func trim(t *testing.T, c *Client, voucherID int64) int64 {
 	t.Helper()
-	n, err := c.TrimOrders(context.Background(), voucherID)
+	n, err := c.TrimOrders(context.Background(), seckill.Shard{VoucherID: voucherID})
 	if err != nil {
 		t.Fatalf("TrimOrders: %v", err)
 	}
@@ -754,7 +754,7 @@ func TestTrimOrders(t *testing.T) {
 		ack(t, c, 1, es[0].ID, es[2].ID) // e1 pending
 		check("e1 pending", trim(t, c, 1), 1, 1)
 		// e1 claimed by another consumer is still pending.
-		if _, _, err := c.ClaimStale(context.Background(), 1, "b", 0, 10); err != nil {
+		if _, _, err := c.ClaimStale(context.Background(), seckill.Shard{VoucherID: 1}, "b", 0, 10); err != nil {
 			t.Fatal(err)
 		}
 		check("e1 claimed", trim(t, c, 1), 0, 1)
@@ -810,7 +810,7 @@ func TestTrimOrdersReadBetween(t *testing.T) {
 			}
 		}
 		p := startHookProxy(t, u.Host, "XINFO", func() {
-			_, hookErr = c.ReadOrders(ctx, 1, "b", 10, 10*time.Millisecond)
+			_, hookErr = c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "b", 10, 10*time.Millisecond)
 		})
 		u.Host = p.Addr()
 		tc, err := Open(ctx, Config{URL: u.String(), Prefix: c.keys.prefix, Embedded: c.server != nil}, testenv.Logger(t))
@@ -818,7 +818,7 @@ func TestTrimOrdersReadBetween(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tc.Close()
-		n, err := tc.TrimOrders(ctx, 1)
+		n, err := tc.TrimOrders(ctx, seckill.Shard{VoucherID: 1})
 		if hookErr != nil || !p.Hooked() {
 			t.Fatalf("the read between did not happen: hooked %v, %v", p.Hooked(), hookErr)
 		}
@@ -840,7 +840,7 @@ func TestReapConsumers(t *testing.T) {
 			readOrders(t, c, 1, name, 1)
 			// A refresh, as a worker on a slow batch does; it also gives the
 			// embedded server, which does not time XREADGROUP, a seen time.
-			if err := c.RefreshClaims(ctx, 1, name, es[i].ID); err != nil {
+			if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, name, es[i].ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -848,7 +848,7 @@ func TestReapConsumers(t *testing.T) {
 
 		reap := func(idle time.Duration) []string {
 			t.Helper()
-			reaped, err := c.ReapConsumers(ctx, 1, "self", idle)
+			reaped, err := c.ReapConsumers(ctx, seckill.Shard{VoucherID: 1}, "self", idle)
 			if err != nil {
 				t.Fatalf("ReapConsumers: %v", err)
 			}
@@ -971,7 +971,7 @@ func TestDeadLetterStreamLost(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		admitN(t, c, 1, 10, 1)
-		read, err := c.ReadOrders(ctx, 1, "a", 10, 10*time.Millisecond)
+		read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 10*time.Millisecond)
 		if err != nil || len(read) != 1 {
 			t.Fatalf("ReadOrders = %d, %v", len(read), err)
 		}
@@ -1008,10 +1008,10 @@ func TestClaimStaleBehindFreshEntries(t *testing.T) {
 		for i := range ids {
 			ids[i] = es[i].ID
 		}
-		if err := c.RefreshClaims(ctx, 1, "live", ids...); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "live", ids...); err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := c.ClaimStale(ctx, 1, "b", minIdle, 1)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", minIdle, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,8 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// reclaimAll runs the reclaimer over every voucher being read: it takes over
+// reclaimAll runs the reclaimer over every stream being read (each shard of
+// each voucher): it takes over
 // messages idle longer than the lease (their consumer died or hangs), each
 // batch claimed into a free slot; it removes consumers long dead with
 // nothing pending, and trims what every consumer is done with.
@@ -19,15 +20,15 @@ func (p *Pool) reclaimAll() {
 	}
 }
 
-func (p *Pool) reclaim(voucherID int64) {
+func (p *Pool) reclaim(s seckill.Shard) {
 	ctx := p.readCtx
-	log := p.logger.With("voucher", voucherID)
+	log := shardLogger(p.logger, s)
 	// A batch's worth at a time: ClaimStale bounds each of its scripts.
 	count := p.cfg.BatchSize
 	for ctx.Err() == nil {
 		var deleted []string
 		n, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
-			msgs, gone, err := p.stream.ClaimStale(ctx, voucherID, p.cfg.Consumer, p.cfg.Lease, count)
+			msgs, gone, err := p.stream.ClaimStale(ctx, s, p.cfg.Consumer, p.cfg.Lease, count)
 			deleted = gone
 			return msgs, err
 		})
@@ -59,14 +60,14 @@ func (p *Pool) reclaim(voucherID int64) {
 			break
 		}
 	}
-	if reaped, err := p.stream.ReapConsumers(ctx, voucherID, p.cfg.Consumer, 2*p.cfg.Lease); err != nil {
+	if reaped, err := p.stream.ReapConsumers(ctx, s, p.cfg.Consumer, 2*p.cfg.Lease); err != nil {
 		if ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
 			log.Warn("could not remove dead consumers", "err", err)
 		}
 	} else if len(reaped) > 0 {
 		log.Info("removed dead consumers with nothing pending", "consumers", reaped)
 	}
-	if _, err := p.stream.TrimOrders(ctx, voucherID); err != nil && ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
+	if _, err := p.stream.TrimOrders(ctx, s); err != nil && ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
 		log.Warn("could not trim the order stream", "err", err)
 	}
 }
