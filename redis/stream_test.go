@@ -1020,3 +1020,214 @@ func TestClaimStaleBehindFreshEntries(t *testing.T) {
 		}
 	})
 }
+
+// loadShardStreams puts v's shards in Redis as loading a voucher with
+// shards does: load_voucher.lua on each shard's keys with its part of the
+// stock, and the shard's place in meta; and makes c learn v's layout.
+func loadShardStreams(t *testing.T, c *Client, v *seckill.Voucher) {
+	t.Helper()
+	ctx := context.Background()
+	c.Learn(v)
+	for i := range v.ShardCount() {
+		k := c.keys.shard(v.ID, v.ShardTag(i))
+		if _, err := loadVoucherScript.runInt(ctx, c, "load a shard", []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
+			loadVoucherArgs{Stock: seckill.ShardStock(v.Stock, v.ShardCount(), i), Begin: v.BeginTime, End: v.EndTime, Generation: v.Generation}); err != nil {
+			t.Fatal(err)
+		}
+		do(t, c, "HSET", k.Meta, "shards", strconv.Itoa(v.ShardCount()), "index", strconv.Itoa(i), "xgen", "0")
+	}
+}
+
+// admitOnShard admits user with order on the user's home shard of v, as
+// the admission of a voucher with shards does: admit.lua on that shard's
+// keys.
+func admitOnShard(t *testing.T, c *Client, v *seckill.Voucher, user, order int64) {
+	t.Helper()
+	k := c.keys.shard(v.ID, v.ShardTag(seckill.HomeShard(user, v.ShardCount())))
+	res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+		admitArgs{UserID: user, OrderID: order, VoucherID: k.ID, Append: true, Generation: v.Generation}).AsIntSlice()
+	if err != nil || len(res) == 0 || res[0] != admitted {
+		t.Fatalf("admit user %d on shard %d: %v, %v", user, seckill.HomeShard(user, v.ShardCount()), res, err)
+	}
+}
+
+// TestShardedStreams: each shard of a voucher with shards has its own
+// order stream and group, read, acknowledged, claimed, dead-lettered and
+// dropped through the Shard it is named by; the buyers' home shards hold
+// their messages; nothing is written under the voucher's unsharded tag.
+func TestShardedStreams(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := onSale(7, 30)
+		v.Shards = 3
+		loadShardStreams(t, c, v)
+		shard := func(i int) seckill.Shard { return seckill.Shard{VoucherID: v.ID, Index: i} }
+		keys := func(i int) voucherKeys { return c.keys.shard(v.ID, v.ShardTag(i)) }
+		// Two buyers or more on each shard.
+		homes := make([][]int64, 3)
+		for u := int64(1); len(homes[0]) < 2 || len(homes[1]) < 2 || len(homes[2]) < 2; u++ {
+			admitOnShard(t, c, v, u, 7000+u)
+			i := seckill.HomeShard(u, 3)
+			homes[i] = append(homes[i], u)
+		}
+
+		read := make([][]seckill.OrderMessage, 3)
+		for i := range 3 {
+			got, err := c.ReadOrders(ctx, shard(i), "a", 100, 0)
+			if err != nil {
+				t.Fatalf("ReadOrders(shard %d): %v", i, err)
+			}
+			var users []int64
+			for _, m := range got {
+				if m.VoucherID != v.ID || m.Shard != i || m.Err != nil || m.Order.ID != 7000+m.Order.UserID {
+					t.Errorf("shard %d's message %+v: want voucher %d, shard %d, well formed", i, m, v.ID, i)
+				}
+				users = append(users, m.Order.UserID)
+			}
+			if !slices.Equal(users, homes[i]) {
+				t.Errorf("shard %d's stream holds buyers %v, want its home buyers %v", i, users, homes[i])
+			}
+			read[i] = got
+		}
+		backlogs := func() []int64 {
+			var b []int64
+			for i := range 3 {
+				n, err := c.Backlog(ctx, shard(i))
+				if err != nil {
+					t.Fatalf("Backlog(shard %d): %v", i, err)
+				}
+				b = append(b, n)
+			}
+			return b
+		}
+		backlog := backlogs()
+		// The embedded server cannot tell the lag, and counts the stream's
+		// length instead: there only the changes are compared.
+		if want := []int64{int64(len(homes[0])), int64(len(homes[1])), int64(len(homes[2]))}; !c.embedded && !slices.Equal(backlog, want) {
+			t.Errorf("backlogs %v, want each shard's own %v", backlog, want)
+		}
+		if _, err := c.ReadOrders(ctx, shard(3), "a", 100, 0); err == nil {
+			t.Error("ReadOrders(shard 3 of 3): no error")
+		}
+
+		// Shard 0 acknowledged: its backlog only.
+		var ids []string
+		for _, m := range read[0] {
+			ids = append(ids, m.EntryID)
+		}
+		if n, err := c.AckOrders(ctx, shard(0), ids...); err != nil || n != int64(len(ids)) {
+			t.Fatalf("AckOrders(shard 0) = %d, %v; want %d", n, err, len(ids))
+		}
+		if got, want := backlogs(), []int64{backlog[0] - int64(len(ids)), backlog[1], backlog[2]}; !slices.Equal(got, want) {
+			t.Errorf("backlogs after shard 0's ack: %v, want %v", got, want)
+		}
+
+		// Shard 1's messages, idle, are claimed from its group alone.
+		claimed, _, err := c.ClaimStale(ctx, shard(1), "b", 0, 100)
+		if err != nil || len(claimed) != len(homes[1]) {
+			t.Fatalf("ClaimStale(shard 1) = %d messages, %v; want %d", len(claimed), err, len(homes[1]))
+		}
+		for _, m := range claimed {
+			if m.Shard != 1 {
+				t.Errorf("claimed from shard 1: %+v", m)
+			}
+		}
+		if held, err := c.Held(ctx, shard(1), "b", claimed[0].EntryID); err != nil || !held[claimed[0].EntryID] {
+			t.Errorf("Held(shard 1, b) = %v, %v; want the claimed message", held, err)
+		}
+
+		// A dead letter of shard 2 gives its unit and slot back to shard 2.
+		stocks := func() []int64 {
+			var s []int64
+			for i := range 3 {
+				n, _ := do(t, c, "GET", keys(i).Stock).AsInt64()
+				s = append(s, n)
+			}
+			return s
+		}
+		before := stocks()
+		dead := read[2][0]
+		if ok, err := c.DeadLetter(ctx, dead, seckill.DeadLetter{Reason: "r"}); err != nil || !ok {
+			t.Fatalf("DeadLetter(shard 2's message) = %v, %v", ok, err)
+		}
+		if got, want := stocks(), []int64{before[0], before[1], before[2] + 1}; !slices.Equal(got, want) {
+			t.Errorf("stocks after a dead letter of shard 2: %v, want %v", got, want)
+		}
+		if err := do(t, c, "HGET", keys(2).Buyers, strconv.FormatInt(dead.Order.UserID, 10)).Error(); !rueidis.IsRedisNil(err) {
+			t.Errorf("the dead letter's buyer still holds a slot on shard 2 (%v)", err)
+		}
+		recs, err := c.DeadLetters(ctx, v.ID)
+		if err != nil || len(recs) != 1 || recs[0].Shard != 2 || recs[0].OrderID != dead.Order.ID || !recs[0].StockReturned {
+			t.Fatalf("DeadLetters = %+v, %v; want shard 2's, order %d, stock returned", recs, err, dead.Order.ID)
+		}
+		if n, err := c.RemoveDeadLetters(ctx, shard(0), recs[0].EntryID); err != nil || n != 0 {
+			t.Errorf("RemoveDeadLetters(shard 0, shard 2's entry) = %d, %v; want 0", n, err)
+		}
+		if n, err := c.RemoveDeadLetters(ctx, recs[0].Stream(), recs[0].EntryID); err != nil || n != 1 {
+			t.Errorf("RemoveDeadLetters(shard 2's entry) = %d, %v; want 1", n, err)
+		}
+
+		// Orders Redis did not know are counted on their buyers' homes.
+		var lost []*seckill.Order
+		want := stocks()
+		for u := int64(100); u < 110; u++ {
+			lost = append(lost, &seckill.Order{ID: 9000 + u, UserID: u, VoucherID: v.ID})
+			want[seckill.HomeShard(u, 3)]--
+		}
+		if err := c.CountPersisted(ctx, v.ID, lost); err != nil {
+			t.Fatal(err)
+		}
+		if got := stocks(); !slices.Equal(got, want) {
+			t.Errorf("stocks after counting 10 persisted orders: %v, want %v", got, want)
+		}
+		for _, o := range lost {
+			k := keys(seckill.HomeShard(o.UserID, 3))
+			if got, _ := do(t, c, "HGET", k.Buyers, strconv.FormatInt(o.UserID, 10)).ToString(); got != strconv.FormatInt(o.ID, 10) {
+				t.Errorf("buyer %d's slot on its home shard holds %q, want %d", o.UserID, got, o.ID)
+			}
+		}
+
+		// Dropped only once every shard's stream is drained; then all of
+		// every shard goes, transfers included.
+		do(t, c, "HSET", keys(1).Xout, "t1", "2:1:0:0")
+		do(t, c, "HSET", keys(2).Xin, "t1", "1")
+		if dropped, err := c.DropVoucher(ctx, v.ID); err != nil || dropped {
+			t.Fatalf("DropVoucher with shards 1 and 2 pending = %v, %v; want false", dropped, err)
+		}
+		for i, msgs := range [][]seckill.OrderMessage{claimed, read[2][1:]} {
+			var ids []string
+			for _, m := range msgs {
+				ids = append(ids, m.EntryID)
+			}
+			if _, err := c.AckOrders(ctx, shard(i+1), ids...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if dropped, err := c.DropVoucher(ctx, v.ID); err != nil || !dropped {
+			t.Fatalf("DropVoucher drained = %v, %v; want true", dropped, err)
+		}
+		for i := range 3 {
+			k := keys(i)
+			if n, _ := do(t, c, "EXISTS", k.Stock).AsInt64(); n != 0 {
+				t.Errorf("shard %d's stock is left after the drop", i)
+			}
+			for _, key := range []string{k.Buyers, k.Orders, k.DLQ, k.Xout, k.Xin} {
+				if n, _ := do(t, c, "EXISTS", key).AsInt64(); n != 0 {
+					t.Errorf("%s is left after the drop", key)
+				}
+			}
+			if n, _ := do(t, c, "HEXISTS", k.Meta, "dropped").AsInt64(); n != 1 {
+				t.Errorf("shard %d's meta is no tombstone after the drop", i)
+			}
+		}
+
+		// A voucher with shards keeps nothing under its unsharded tag.
+		u := c.keys.voucher(v.ID)
+		for _, key := range []string{u.Stock, u.Meta, u.Buyers, u.Orders, u.DLQ, u.Changes} {
+			if n, _ := do(t, c, "EXISTS", key).AsInt64(); n != 0 {
+				t.Errorf("%s was written for a voucher with shards", key)
+			}
+		}
+	})
+}
