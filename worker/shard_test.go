@@ -1,0 +1,337 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/mysql"
+	"github.com/seckill/seckill/redis"
+)
+
+// newShardRig is newRig on MariaDB with a voucher of shards shards, whose
+// shards are put in Redis as loading a voucher with shards does: each
+// shard's part of the stock, its meta (its window, generation and place)
+// and its order stream with the workers' group, under the shard's tag.
+// The cache learns the voucher's layout; nothing is written under the
+// voucher's unsharded tag.
+func newShardRig(t *testing.T, shards int, stock int64) *rig {
+	t.Helper()
+	ctx := context.Background()
+	b := &rig{t: t, logger: testenv.Logger(t), dbURL: testenv.MySQLURL(t)}
+	b.nextID.Store(time.Now().UnixMilli() << 22)
+	var err error
+	if b.store, err = mysql.Open(ctx, b.dbURL, 8); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.store.Close() })
+	if err := b.store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	url := testenv.RedisURL(t)
+	b.prefix = testenv.RedisPrefix(t)
+	if b.cache, err = redis.Open(ctx, redis.Config{URL: url, Prefix: b.prefix}, b.logger); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.cache.Close)
+	b.raw = testenv.RawRedis(t, url)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	b.voucher = &seckill.Voucher{Title: "t", Stock: stock, InitialStock: stock, Shards: shards,
+		BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)}
+	if err := b.store.CreateVoucher(ctx, b.voucher); err != nil {
+		t.Fatal(err)
+	}
+	// The store may not keep the shards yet; the voucher here does.
+	b.voucher.Shards = shards
+	b.cache.Learn(b.voucher)
+	for i := range shards {
+		for _, cmd := range []rueidis.Completed{
+			b.raw.B().Set().Key(b.shardKey(i, "stock")).Value(strconv.FormatInt(seckill.ShardStock(stock, shards, i), 10)).Build(),
+			b.raw.B().Hset().Key(b.shardKey(i, "meta")).FieldValue().
+				FieldValue("begin", strconv.FormatInt(b.voucher.BeginTime.UnixMilli(), 10)).
+				FieldValue("end", strconv.FormatInt(b.voucher.EndTime.UnixMilli(), 10)).
+				FieldValue("gen", strconv.FormatInt(b.voucher.Generation, 10)).
+				FieldValue("epoch", "1").
+				FieldValue("shards", strconv.Itoa(shards)).FieldValue("index", strconv.Itoa(i)).FieldValue("xgen", "0").Build(),
+			b.raw.B().XgroupCreate().Key(b.shardKey(i, "orders")).Group(redis.Group).Id("0").Mkstream().Build(),
+		} {
+			if err := b.raw.Do(ctx, cmd).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return b
+}
+
+// shardKey is one of the keys of shard i of the rig's voucher, e.g. "stock".
+func (b *rig) shardKey(i int, name string) string {
+	return b.prefix + ":{" + b.voucher.ShardTag(i) + "}:" + name
+}
+
+// shard is shard i of the rig's voucher.
+func (b *rig) shard(i int) seckill.Shard {
+	return seckill.Shard{VoucherID: b.voucher.ID, Index: i}
+}
+
+// admitOnShard admits the user on their home shard as admit.lua does (the
+// unit taken, the buyer recorded, the order appended to the shard's
+// stream, with at as its admission time), and returns the order id and the
+// shard.
+func (b *rig) admitOnShard(user int64, at string) (int64, int) {
+	b.t.Helper()
+	id := b.nextID.Add(1)
+	i := seckill.HomeShard(user, b.voucher.ShardCount())
+	for _, cmd := range []rueidis.Completed{
+		b.raw.B().Decr().Key(b.shardKey(i, "stock")).Build(),
+		b.raw.B().Hset().Key(b.shardKey(i, "buyers")).FieldValue().FieldValue(fmt.Sprint(user), fmt.Sprint(id)).Build(),
+		b.raw.B().Xadd().Key(b.shardKey(i, "orders")).Id("*").FieldValue().FieldValue("id", fmt.Sprint(id)).
+			FieldValue("user", fmt.Sprint(user)).FieldValue("voucher", fmt.Sprint(b.voucher.ID)).FieldValue("at", at).Build(),
+	} {
+		if err := b.raw.Do(context.Background(), cmd).Error(); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	return id, i
+}
+
+// admitShards admits users first..first+n-1 on their home shards and
+// returns how many each shard took, failing the test if one took none.
+func (b *rig) admitShards(first, n int64) []int64 {
+	b.t.Helper()
+	per := make([]int64, b.voucher.ShardCount())
+	for u := first; u < first+n; u++ {
+		_, i := b.admitOnShard(u, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		per[i]++
+	}
+	for i, n := range per {
+		if n == 0 {
+			b.t.Fatalf("no buyer of %d fell on shard %d: %v", n, i, per)
+		}
+	}
+	return per
+}
+
+// shardPending returns how many of shard i's messages are pending, with
+// consumer if not "".
+func (b *rig) shardPending(i int, consumer string) int64 {
+	b.t.Helper()
+	res, err := b.raw.Do(context.Background(), b.raw.B().Xpending().Key(b.shardKey(i, "orders")).Group(redis.Group).Build()).ToArray()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if consumer == "" {
+		n, _ := res[0].AsInt64()
+		return n
+	}
+	owners, _ := res[3].ToArray()
+	for _, o := range owners {
+		f, _ := o.ToArray()
+		if name, _ := f[0].ToString(); name == consumer {
+			n, _ := f[1].AsInt64()
+			return n
+		}
+	}
+	return 0
+}
+
+// drained reports whether every shard's stream is drained: nothing
+// pending, nothing left to deliver.
+func (b *rig) drained() bool {
+	b.t.Helper()
+	for i := range b.voucher.ShardCount() {
+		if n, err := b.cache.Backlog(context.Background(), b.shard(i)); err != nil || n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkShardsSettled checks that every shard's stream is drained, no
+// shard holds a dead letter, and nothing was written under the voucher's
+// unsharded tag.
+func (b *rig) checkShardsSettled() {
+	b.t.Helper()
+	for i := range b.voucher.ShardCount() {
+		if n, err := b.cache.Backlog(context.Background(), b.shard(i)); err != nil || n != 0 {
+			b.t.Errorf("shard %d's backlog = %d, %v; want 0", i, n, err)
+		}
+		if n := b.int(b.raw.B().Xlen().Key(b.shardKey(i, "dlq")).Build()); n != 0 {
+			b.t.Errorf("shard %d holds %d dead letters, want 0", i, n)
+		}
+	}
+	b.checkNothingUnsharded()
+}
+
+// checkNothingUnsharded checks that no key of the voucher's unsharded tag
+// {v<id>} exists: a voucher with shards keeps nothing there.
+func (b *rig) checkNothingUnsharded() {
+	b.t.Helper()
+	for _, name := range []string{"stock", "meta", "buyers", "orders", "dlq", "changes"} {
+		if n := b.int(b.raw.B().Exists().Key(b.key(name)).Build()); n != 0 {
+			b.t.Errorf("%s was written for a voucher with shards", b.key(name))
+		}
+	}
+}
+
+// TestShardsPersisted: a pool persists the orders admitted on the four
+// shards of a voucher, reading each shard's stream, into MariaDB, each
+// exactly once, and acknowledges each on its shard.
+func TestShardsPersisted(t *testing.T) {
+	t.Parallel()
+	b := newShardRig(t, 4, 400)
+	ctx := context.Background()
+	per := b.admitShards(1, 200)
+	reg := prometheus.NewRegistry()
+	p := b.poolWith(Config{
+		Consumer: "w", Block: 50 * time.Millisecond, Lease: time.Second, BatchSize: 20,
+		ReclaimEvery: 100 * time.Millisecond, WatchEvery: 100 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+	}, nil, nil, reg, true)
+	p.Watch(b.voucher)
+	testenv.WaitFor(t, 30*time.Second, "200 orders persisted and every shard drained", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 200 && b.drained()
+	})
+	if v := b.dbVoucher(); v.Stock != 200 {
+		t.Errorf("database stock %d, want 200: one decrement an order", v.Stock)
+	}
+	if n := testutil.ToFloat64(p.metrics.persisted); n != 200 {
+		t.Errorf("%v orders persisted, want 200: each once", n)
+	}
+	if n := testutil.ToFloat64(p.metrics.redelivered); n != 0 {
+		t.Errorf("%v orders found saved already, want 0", n)
+	}
+	for i, n := range per {
+		if left := b.int(b.raw.B().Get().Key(b.shardKey(i, "stock")).Build()); left != 100-n {
+			t.Errorf("shard %d's stock %d, want %d: persisting touches none", i, left, 100-n)
+		}
+	}
+	b.checkShardsSettled()
+}
+
+// savesNothing is a store whose saves wait until their context ends: a
+// pool on it holds every batch it reads, as a consumer that was killed
+// does.
+type savesNothing struct {
+	Store
+	calls atomic.Int64
+}
+
+func (s *savesNothing) SaveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
+	s.calls.Add(int64(len(orders)))
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestShardsReclaimed: a consumer stopped in the middle of its batches,
+// one on each shard, never acknowledges them; a second pool takes them
+// over on every shard once the lease has run out, and persists each once.
+func TestShardsReclaimed(t *testing.T) {
+	t.Parallel()
+	b := newShardRig(t, 4, 400)
+	ctx := context.Background()
+	per := b.admitShards(1, 120)
+	stuck := &savesNothing{Store: b.store}
+	cfg := Config{
+		Block: 50 * time.Millisecond, Lease: time.Second, DrainTimeout: 50 * time.Millisecond,
+		ReclaimEvery: 100 * time.Millisecond, WatchEvery: 100 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+	}
+	cfg.Consumer = "killed"
+	killed := b.poolWith(cfg, nil, stuck, prometheus.NewRegistry(), true)
+	killed.Watch(b.voucher)
+	testenv.WaitFor(t, 20*time.Second, "every shard's messages read by the first pool, its saves under way", func() bool {
+		for i, n := range per {
+			if b.shardPending(i, "killed") != n {
+				return false
+			}
+		}
+		return stuck.calls.Load() == 120
+	})
+	killed.Stop()
+	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 0 {
+		t.Fatalf("%d orders persisted by a pool whose saves never end", n)
+	}
+	for i, n := range per {
+		if got := b.shardPending(i, "killed"); got != n {
+			t.Fatalf("shard %d: %d messages left pending with the stopped consumer, want %d", i, got, n)
+		}
+	}
+
+	cfg.Consumer = "live"
+	live := b.poolWith(cfg, nil, nil, prometheus.NewRegistry(), true)
+	live.Watch(b.voucher)
+	testenv.WaitFor(t, 30*time.Second, "120 orders persisted and every shard drained", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 120 && b.drained()
+	})
+	for i := range per {
+		if n := b.shardPending(i, "killed"); n != 0 {
+			t.Errorf("shard %d: the stopped consumer still holds %d messages", i, n)
+		}
+	}
+	if n := testutil.ToFloat64(live.metrics.reclaimed); n != 120 {
+		t.Errorf("%v messages reclaimed, want 120: every one of the stopped consumer's, on every shard", n)
+	}
+	if n := testutil.ToFloat64(live.metrics.persisted); n != 120 {
+		t.Errorf("%v orders persisted, want 120", n)
+	}
+	if v := b.dbVoucher(); v.Stock != 280 {
+		t.Errorf("database stock %d, want 280", v.Stock)
+	}
+	b.checkShardsSettled()
+}
+
+// TestShardPoisonDeadLettered: a malformed message on shard 2 goes to
+// shard 2's dead letters, and its unit and buyer slot back to shard 2, not
+// to shard 0 (nor to the voucher's unsharded keys); the other shards'
+// orders are persisted.
+func TestShardPoisonDeadLettered(t *testing.T) {
+	t.Parallel()
+	b := newShardRig(t, 4, 40)
+	ctx := context.Background()
+	per := b.admitShards(1, 20)
+	var badUser int64 = 1000
+	for seckill.HomeShard(badUser, 4) != 2 {
+		badUser++
+	}
+	badID, i := b.admitOnShard(badUser, "yesterday")
+	if i != 2 {
+		t.Fatalf("buyer %d admitted on shard %d, want 2", badUser, i)
+	}
+	p := b.pool("w", true, nil)
+	p.Watch(b.voucher)
+	dlq := func(i int) int64 { return b.int(b.raw.B().Xlen().Key(b.shardKey(i, "dlq")).Build()) }
+	testenv.WaitFor(t, 20*time.Second, "20 orders persisted and the bad one dead-lettered", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 20 && dlq(2) == 1 && b.drained()
+	})
+	for i, n := range per {
+		if got := dlq(i); i != 2 && got != 0 {
+			t.Errorf("shard %d holds %d dead letters, want 0", i, got)
+		}
+		// Shard 2 got the bad message's unit back; the others kept theirs.
+		if got := b.int(b.raw.B().Get().Key(b.shardKey(i, "stock")).Build()); got != 10-n {
+			t.Errorf("shard %d's stock %d, want %d", i, got, 10-n)
+		}
+	}
+	if err := b.raw.Do(ctx, b.raw.B().Hget().Key(b.shardKey(2, "buyers")).Field(fmt.Sprint(badUser)).Build()).Error(); !rueidis.IsRedisNil(err) {
+		t.Errorf("the bad message's buyer still holds a slot on shard 2 (err %v)", err)
+	}
+	recs, err := b.cache.DeadLetters(ctx, b.voucher.ID)
+	if err != nil || len(recs) != 1 || recs[0].Shard != 2 || recs[0].OrderID != badID || !recs[0].StockReturned {
+		t.Errorf("dead letters %+v, %v; want the bad order's, on shard 2, its stock returned", recs, err)
+	}
+	o, err := b.store.Order(ctx, badID)
+	if err != nil || o.Status != seckill.OrderFailed {
+		t.Errorf("the bad order = %+v, %v; want failed", o, err)
+	}
+	b.checkNothingUnsharded()
+}
