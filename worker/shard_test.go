@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -334,4 +335,69 @@ func TestShardPoisonDeadLettered(t *testing.T) {
 		t.Errorf("the bad order = %+v, %v; want failed", o, err)
 	}
 	b.checkNothingUnsharded()
+}
+
+// TestShardBackpressure: admission pauses per shard: the buyers whose home
+// shard's stream reached the high-water mark are refused, the others go
+// on, until that stream falls to the low-water mark.
+func TestShardBackpressure(t *testing.T) {
+	t.Parallel()
+	b := newShardRig(t, 4, 400)
+	ctx := context.Background()
+	// Users by home shard.
+	homes := make([][]int64, 4)
+	for u := int64(1); len(homes[0]) < 1 || len(homes[1]) < 6 || len(homes[2]) < 1 || len(homes[3]) < 1; u++ {
+		i := seckill.HomeShard(u, 4)
+		homes[i] = append(homes[i], u)
+	}
+	for _, u := range homes[1] {
+		b.admitOnShard(u, strconv.FormatInt(time.Now().UnixMilli(), 10))
+	}
+	b.admitOnShard(homes[3][0], strconv.FormatInt(time.Now().UnixMilli(), 10))
+	p, err := New(Config{Consumer: "w", BacklogHigh: 5, BacklogLow: 2}, b.cache, b.store, nil, prometheus.NewRegistry(), b.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.init(ctx)
+	t.Cleanup(p.Stop)
+	// Watched without readers: nothing drains but the test.
+	p.mu.Lock()
+	p.watching[b.voucher.ID] = &watch{shards: 4, stop: func() {}}
+	p.mu.Unlock()
+	p.shards.Store(b.voucher.ID, 4)
+
+	refusing := func() []bool {
+		r := make([]bool, 4)
+		for i, users := range homes {
+			r[i] = p.Refusing(b.voucher.ID, users[0])
+			for _, u := range users[1:] {
+				if p.Refusing(b.voucher.ID, u) != r[i] {
+					t.Fatalf("buyers of shard %d refused unevenly", i)
+				}
+			}
+		}
+		return r
+	}
+	p.watchBacklog()
+	if got, want := refusing(), []bool{false, true, false, false}; !slices.Equal(got, want) {
+		t.Fatalf("with 6 orders waiting on shard 1 and 1 on shard 3, refusing by shard %v, want %v", got, want)
+	}
+	if p.Refusing(b.voucher.ID+1, homes[1][0]) {
+		t.Error("another voucher's buyer refused")
+	}
+	msgs, err := b.cache.ReadOrders(ctx, b.shard(1), "w", 4, 0)
+	if err != nil || len(msgs) != 4 {
+		t.Fatalf("read 4 of shard 1: %d, %v", len(msgs), err)
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.EntryID
+	}
+	if _, err := b.cache.AckOrders(ctx, b.shard(1), ids...); err != nil {
+		t.Fatal(err)
+	}
+	p.watchBacklog()
+	if got := refusing(); slices.Contains(got, true) {
+		t.Errorf("with shard 1's backlog at the low-water mark, refusing by shard %v, want none", got)
+	}
 }
