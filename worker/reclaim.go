@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/seckill/seckill"
 )
@@ -11,12 +13,47 @@ import (
 // messages idle longer than the lease (their consumer died or hangs), each
 // batch claimed into a free slot; it removes consumers long dead with
 // nothing pending, and trims what every consumer is done with.
+//
+// It also finishes the transfers of stock between the shards of a voucher
+// that have been under way longer than staleTransfer: their process died
+// between two steps, or lost Redis (see TransferFinisher).
 func (p *Pool) reclaimAll() {
 	for _, v := range p.watched() {
 		if p.readCtx.Err() != nil {
 			return
 		}
 		p.reclaim(v)
+	}
+	if f, ok := p.stream.(TransferFinisher); ok {
+		for _, v := range p.watchedVouchers() {
+			if v.ShardCount() > 1 && p.readCtx.Err() == nil {
+				p.finishTransfers(f, v.ID)
+			}
+		}
+	}
+}
+
+// TransferFinisher is an OrderStream that can finish a voucher's
+// transfers of stock between its shards: each is idempotent, one script a
+// step, and is finished (given, or cancelled back to its donor, then
+// settled) by whoever finds it stale (redis.Client.FinishTransfers). The
+// pool does so on each reclaim pass, so that no unit stays in flight,
+// neither sold nor sellable, after its borrower died.
+type TransferFinisher interface {
+	FinishTransfers(ctx context.Context, voucherID int64, olderThan time.Duration) (int, error)
+}
+
+// staleTransfer is how long a transfer may be under way before anyone
+// finishes it: its steps follow each other within milliseconds.
+const staleTransfer = time.Second
+
+func (p *Pool) finishTransfers(f TransferFinisher, voucherID int64) {
+	n, err := f.FinishTransfers(p.readCtx, voucherID, staleTransfer)
+	switch {
+	case err != nil && p.readCtx.Err() == nil:
+		p.logger.Warn("could not finish the stale transfers of stock between a voucher's shards", "voucher", voucherID, "err", err)
+	case n > 0:
+		p.logger.Info("finished stale transfers of stock between a voucher's shards", "voucher", voucherID, "transfers", n)
 	}
 }
 

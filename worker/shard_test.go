@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -399,5 +401,104 @@ func TestShardBackpressure(t *testing.T) {
 	p.watchBacklog()
 	if got := refusing(); slices.Contains(got, true) {
 		t.Errorf("with shard 1's backlog at the low-water mark, refusing by shard %v, want none", got)
+	}
+}
+
+// TestShardStreamLost: when Redis loses one shard's stream, that shard's
+// reader has the voucher rebuilt (the rebuild finds which shards are
+// lost), then reads the shard again.
+func TestShardStreamLost(t *testing.T) {
+	t.Parallel()
+	b := newShardRig(t, 3, 300)
+	ctx := context.Background()
+	b.admitShards(1, 30)
+	var rebuilds, others atomic.Int64
+	// Stands in for the rebuild of the lost shard: its stream and group
+	// made again.
+	rebuild := func(ctx context.Context, voucherID int64) error {
+		if voucherID != b.voucher.ID {
+			others.Add(1)
+			return nil
+		}
+		rebuilds.Add(1)
+		err := b.raw.Do(ctx, b.raw.B().XgroupCreate().Key(b.shardKey(1, "orders")).Group(redis.Group).Id("0").Mkstream().Build()).Error()
+		if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+			return err
+		}
+		return nil
+	}
+	p, err := New(Config{Consumer: "w", Block: 50 * time.Millisecond, WatchEvery: 100 * time.Millisecond, BackoffMax: 200 * time.Millisecond},
+		b.cache, b.store, rebuild, prometheus.NewRegistry(), b.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	p.Watch(b.voucher)
+	testenv.WaitFor(t, 20*time.Second, "30 orders persisted", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 30 && b.drained()
+	})
+	if err := b.raw.Do(ctx, b.raw.B().Del().Key(b.shardKey(1, "orders")).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the voucher rebuilt", func() bool { return rebuilds.Load() > 0 })
+	var more int64
+	for u := int64(100); more < 5; u++ {
+		if seckill.HomeShard(u, 3) == 1 {
+			b.admitOnShard(u, strconv.FormatInt(time.Now().UnixMilli(), 10))
+			more++
+		}
+	}
+	testenv.WaitFor(t, 20*time.Second, "5 more orders of shard 1 persisted", func() bool {
+		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
+		return n == 35 && b.drained()
+	})
+	if n := others.Load(); n != 0 {
+		t.Errorf("%d rebuilds of another voucher", n)
+	}
+	if got := testutil.ToFloat64(p.metrics.streamsLost); got < 1 {
+		t.Errorf("%v streams counted lost, want 1 or more", got)
+	}
+}
+
+// finishing is the rig's stream that can finish transfers, and records for
+// which vouchers it was asked to.
+type finishing struct {
+	seckill.OrderStream
+	mu    sync.Mutex
+	asked []int64
+}
+
+func (f *finishing) FinishTransfers(ctx context.Context, voucherID int64, olderThan time.Duration) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if olderThan != staleTransfer {
+		return 0, fmt.Errorf("asked for transfers older than %v, want %v", olderThan, staleTransfer)
+	}
+	f.asked = append(f.asked, voucherID)
+	return 1, nil
+}
+
+// TestReclaimFinishesTransfers: each reclaim pass has the stale transfers
+// of stock between a voucher's shards finished, for the vouchers with
+// shards only, by a stream that can.
+func TestReclaimFinishesTransfers(t *testing.T) {
+	t.Parallel()
+	b := newShardRig(t, 3, 30)
+	f := &finishing{OrderStream: b.cache}
+	p := b.poolWith(Config{Consumer: "w"}, f, nil, prometheus.NewRegistry(), false)
+	unsharded := b.voucher.ID + 1000
+	p.mu.Lock()
+	p.watching[b.voucher.ID] = &watch{shards: 3, stop: func() {}}
+	p.watching[unsharded] = &watch{shards: 1, stop: func() {}}
+	p.mu.Unlock()
+	p.reclaimAll()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Equal(f.asked, []int64{b.voucher.ID}) {
+		t.Errorf("transfers finished for vouchers %v, want %d's alone", f.asked, b.voucher.ID)
 	}
 }
