@@ -502,3 +502,73 @@ func TestReclaimFinishesTransfers(t *testing.T) {
 		t.Errorf("transfers finished for vouchers %v, want %d's alone", f.asked, b.voucher.ID)
 	}
 }
+
+// TestShardsRetired: a voucher with shards past its retention is dropped
+// from Redis, every shard, only once every shard's stream is drained; the
+// dead letters of every shard have their orders failed in the database
+// first; then its readers stop.
+func TestShardsRetired(t *testing.T) {
+	t.Parallel()
+	b := newShardRig(t, 3, 30)
+	ctx := context.Background()
+	// A dead letter on shard 1 whose order the database lacks as failed.
+	var deadUser int64 = 1000
+	for seckill.HomeShard(deadUser, 3) != 1 {
+		deadUser++
+	}
+	dead, _ := b.admitOnShard(deadUser, strconv.FormatInt(time.Now().UnixMilli(), 10))
+	msgs, err := b.cache.ReadOrders(ctx, b.shard(1), "x", 10, 0)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("read the order to dead-letter: %v, %v", msgs, err)
+	}
+	if _, err := b.cache.DeadLetter(ctx, msgs[0], seckill.DeadLetter{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	b.admitShards(1, 12)
+	var clock atomic.Pointer[time.Time]
+	now := time.Now()
+	clock.Store(&now)
+	release := make(chan struct{})
+	p := b.poolWith(Config{
+		Consumer: "r", Block: 50 * time.Millisecond, Lease: time.Second, ReclaimEvery: 100 * time.Millisecond,
+		WatchEvery: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Retention: time.Hour,
+		Now: func() time.Time { return *clock.Load() },
+	}, nil, heldStore{Store: b.store, release: release}, prometheus.NewRegistry(), true)
+	p.Watch(b.voucher)
+	testenv.WaitFor(t, 10*time.Second, "the orders read and held", func() bool {
+		return b.shardPending(0, "r")+b.shardPending(1, "r")+b.shardPending(2, "r") == 12
+	})
+	kept := func(names ...string) int64 {
+		var n int64
+		for i := range 3 {
+			for _, name := range names {
+				n += b.int(b.raw.B().Exists().Key(b.shardKey(i, name)).Build())
+			}
+		}
+		return n
+	}
+
+	past := b.voucher.EndTime.Add(2 * time.Hour)
+	clock.Store(&past)
+	if err := p.refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if n := kept("orders"); n != 3 {
+		t.Fatalf("%d of the shards' streams left while their orders wait for the database, want 3", n)
+	}
+	if !contains(p.watched(), b.voucher.ID) {
+		t.Fatal("the voucher's readers stopped while its orders wait for the database")
+	}
+	close(release)
+	testenv.WaitFor(t, 10*time.Second, "every shard's keys deleted once drained", func() bool {
+		return kept("stock", "buyers", "orders", "dlq") == 0
+	})
+	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 12 {
+		t.Errorf("%d orders created, want the 12 held", n)
+	}
+	if o, err := b.store.Order(ctx, dead); err != nil || o.Status != seckill.OrderFailed {
+		t.Errorf("shard 1's dead letter's order = %+v, %v; want failed in the database", o, err)
+	}
+	testenv.WaitFor(t, 5*time.Second, "the readers stopped", func() bool { return !contains(p.watched(), b.voucher.ID) })
+	b.checkNothingUnsharded()
+}
