@@ -9,10 +9,10 @@ import (
 )
 
 // reclaimAll runs the reclaimer over every stream being read (each shard of
-// each voucher): it takes over
-// messages idle longer than the lease (their consumer died or hangs), each
-// batch claimed into a free slot; it removes consumers long dead with
-// nothing pending, and trims what every consumer is done with.
+// each voucher): it takes over messages idle longer than the lease (their
+// consumer died or hangs), each batch claimed into a free slot; it removes
+// consumers long dead with nothing pending, and trims what every consumer
+// is done with.
 //
 // It also finishes the transfers of stock between the shards of a voucher
 // that have been under way longer than staleTransfer: their process died

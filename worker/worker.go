@@ -43,9 +43,10 @@ type Config struct {
 	// WorkersMax is how many batches may be persisted at once when the
 	// backlog grows: the pool widens with it. Default 4×Workers.
 	WorkersMax int
-	// BacklogHigh is the backlog of a voucher's stream at which admission
-	// pauses (Refusing reports true) until it falls to BacklogLow: so that
-	// Redis never fills up while the database is slow or down. Zero: never.
+	// BacklogHigh is the backlog of a stream (a voucher's, or a shard's)
+	// at which admission to it pauses (Refusing reports true) until it
+	// falls to BacklogLow: so that Redis never fills up while the database
+	// is slow or down. Zero: never.
 	BacklogHigh, BacklogLow int64
 	// BacklogEvery is how often the backlogs are read. Default 1s.
 	BacklogEvery time.Duration
@@ -283,8 +284,8 @@ func (p *Pool) Watch(v *seckill.Voucher) {
 		w = &watch{ctx: ctx, stop: cancel}
 		p.watching[v.ID] = w
 	}
-	// A voucher's shards never change; a watch that knew fewer (of a
-	// voucher given by id alone) gets the readers it lacks.
+	// A voucher's shards never change, but a watch begun with fewer (from
+	// a row that did not tell them) gets the readers it lacks.
 	for i := w.shards; i < v.ShardCount(); i++ {
 		p.loops.Add(1)
 		go p.read(w.ctx, seckill.Shard{VoucherID: v.ID, Index: i})
