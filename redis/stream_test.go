@@ -1195,6 +1195,11 @@ func TestShardedStreams(t *testing.T) {
 		if dropped, err := c.DropVoucher(ctx, v.ID); err != nil || dropped {
 			t.Fatalf("DropVoucher with shards 1 and 2 pending = %v, %v; want false", dropped, err)
 		}
+		// Shard 0, drained, stays too: dropped alone, its reader would find
+		// its stream gone and stop reading the voucher's other shards.
+		if n, _ := do(t, c, "EXISTS", keys(0).Stock, keys(0).Orders).AsInt64(); n != 2 {
+			t.Errorf("shard 0 dropped while shards 1 and 2 are not drained")
+		}
 		for i, msgs := range [][]seckill.OrderMessage{claimed, read[2][1:]} {
 			var ids []string
 			for _, m := range msgs {
