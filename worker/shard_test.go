@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/redis"
@@ -29,6 +30,13 @@ import (
 // voucher's unsharded tag.
 func newShardRig(t *testing.T, shards int, stock int64) *rig {
 	t.Helper()
+	return newShardRigOn(t, testenv.RedisURL(t), testenv.RedisPrefix(t), shards, stock)
+}
+
+// newShardRigOn is newShardRig on the Redis of url (a Cluster's, say),
+// under prefix.
+func newShardRigOn(t *testing.T, url, prefix string, shards int, stock int64) *rig {
+	t.Helper()
 	ctx := context.Background()
 	b := &rig{t: t, logger: testenv.Logger(t), dbURL: testenv.MySQLURL(t)}
 	b.nextID.Store(time.Now().UnixMilli() << 22)
@@ -40,8 +48,7 @@ func newShardRig(t *testing.T, shards int, stock int64) *rig {
 	if err := b.store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	url := testenv.RedisURL(t)
-	b.prefix = testenv.RedisPrefix(t)
+	b.prefix = prefix
 	if b.cache, err = redis.Open(ctx, redis.Config{URL: url, Prefix: b.prefix}, b.logger); err != nil {
 		t.Fatal(err)
 	}
@@ -187,10 +194,30 @@ func (b *rig) checkNothingUnsharded() {
 
 // TestShardsPersisted: a pool persists the orders admitted on the four
 // shards of a voucher, reading each shard's stream, into MariaDB, each
-// exactly once, and acknowledges each on its shard.
+// exactly once, and acknowledges each on its shard: on one Redis, and on a
+// Cluster, where the shards are on several masters.
 func TestShardsPersisted(t *testing.T) {
 	t.Parallel()
-	b := newShardRig(t, 4, 400)
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		testShardsPersisted(t, newShardRig(t, 4, 400))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		cl := faults.SharedCluster(t)
+		b := newShardRigOn(t, cl.URL, "t"+testenv.Random(), 4, 400)
+		masters := map[string]bool{}
+		for i := range 4 {
+			masters[cl.MasterOf(t, b.shardKey(i, "orders")).Addr] = true
+		}
+		if len(masters) < 2 {
+			t.Fatalf("the 4 shards are on %d master(s), want several", len(masters))
+		}
+		testShardsPersisted(t, b)
+	})
+}
+
+func testShardsPersisted(t *testing.T, b *rig) {
 	ctx := context.Background()
 	per := b.admitShards(1, 200)
 	reg := prometheus.NewRegistry()

@@ -26,7 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testenv.LeakIgnores()...)
 }
 
 // rig is a voucher on sale on the real Redis and a real database, each
