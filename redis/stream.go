@@ -176,7 +176,11 @@ func (c *Client) CountPersisted(ctx context.Context, voucherID int64, orders []*
 			return err
 		}
 		if n > 0 {
-			c.logger.Warn("Redis did not count orders the database holds (it lost data); counted them now", "voucher", voucherID, "shard", i, "orders", n)
+			log := c.logger.With("voucher", voucherID)
+			if len(l.shards) > 1 {
+				log = log.With("shard", i)
+			}
+			log.Warn("Redis did not count orders the database holds (it lost data); counted them now", "orders", n)
 		}
 	}
 	return nil
