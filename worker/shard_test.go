@@ -222,7 +222,7 @@ func testShardsPersisted(t *testing.T, b *rig) {
 	per := b.admitShards(1, 200)
 	reg := prometheus.NewRegistry()
 	p := b.poolWith(Config{
-		Consumer: "w", Block: 50 * time.Millisecond, Lease: time.Second, BatchSize: 20,
+		Consumer: "w", Block: 50 * time.Millisecond, Lease: 5 * time.Second, BatchSize: 20,
 		ReclaimEvery: 100 * time.Millisecond, WatchEvery: 100 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 	}, nil, nil, reg, true)
 	p.Watch(b.voucher)
@@ -271,7 +271,7 @@ func TestShardsReclaimed(t *testing.T) {
 	per := b.admitShards(1, 120)
 	stuck := &savesNothing{Store: b.store}
 	cfg := Config{
-		Block: 50 * time.Millisecond, Lease: time.Second, DrainTimeout: 50 * time.Millisecond,
+		Block: 50 * time.Millisecond, Lease: 2 * time.Second, DrainTimeout: 50 * time.Millisecond,
 		ReclaimEvery: 100 * time.Millisecond, WatchEvery: 100 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 	}
 	cfg.Consumer = "killed"
@@ -283,7 +283,7 @@ func TestShardsReclaimed(t *testing.T) {
 				return false
 			}
 		}
-		return stuck.calls.Load() == 120
+		return stuck.calls.Load() >= 120
 	})
 	killed.Stop()
 	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 0 {
@@ -307,8 +307,10 @@ func TestShardsReclaimed(t *testing.T) {
 			t.Errorf("shard %d: the stopped consumer still holds %d messages", i, n)
 		}
 	}
-	if n := testutil.ToFloat64(live.metrics.reclaimed); n != 120 {
-		t.Errorf("%v messages reclaimed, want 120: every one of the stopped consumer's, on every shard", n)
+	// 120 or more: a loaded machine may hold up a renewal of the live
+	// pool's own claims past the lease.
+	if n := testutil.ToFloat64(live.metrics.reclaimed); n < 120 {
+		t.Errorf("%v messages reclaimed, want every one of the stopped consumer's 120, on every shard", n)
 	}
 	if n := testutil.ToFloat64(live.metrics.persisted); n != 120 {
 		t.Errorf("%v orders persisted, want 120", n)
