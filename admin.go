@@ -8,8 +8,8 @@ import (
 // DeadLetterEntry is a dead-lettered order message as operators see it.
 type DeadLetterEntry struct {
 	// ID names the dead letter in the admin API and CLI: its order id, or
-	// "<voucher id>:<entry id>" for a message too malformed to have one
-	// (or an order dead-lettered twice).
+	// "<voucher id>[.<shard>]:<entry id>" for a message too malformed to
+	// have one (or an order dead-lettered twice).
 	ID string
 	DeadLetterRecord
 }

@@ -14,29 +14,37 @@ import (
 )
 
 // DeadLetterRecord is a dead letter as the cache holds it: an entry of a
-// voucher's dead-letter stream.
+// voucher's dead-letter stream (its shard's, for a voucher with shards).
 type DeadLetterRecord struct {
-	// EntryID is the entry's id in the voucher's dead-letter stream.
+	// EntryID is the entry's id in the shard's dead-letter stream.
 	EntryID   string
 	VoucherID int64
-	OrderID   int64 // 0 if the message had none
-	UserID    int64 // 0 if the message had none
-	Reason    string
+	// Shard is the index of the voucher's shard whose dead-letter stream
+	// holds the entry; 0 for an unsharded voucher.
+	Shard   int
+	OrderID int64 // 0 if the message had none
+	UserID  int64 // 0 if the message had none
+	Reason  string
 	// At is when it was dead-lettered: the entry id's milliseconds.
 	At time.Time
 	// StockReturned says whether its unit of stock went back on sale.
 	StockReturned bool
 }
 
+// Stream returns the shard whose dead-letter stream holds the record.
+func (r *DeadLetterRecord) Stream() Shard {
+	return Shard{VoucherID: r.VoucherID, Index: r.Shard}
+}
+
 // DeadLetterCache is the cache side of the dead-letter tools: the
 // dead-letter streams, and the admission a retry goes through again.
 type DeadLetterCache interface {
-	// DeadLetters returns the dead letters of the vouchers, each voucher's
-	// oldest first.
+	// DeadLetters returns the dead letters of the vouchers, of every
+	// shard, each voucher's oldest first.
 	DeadLetters(ctx context.Context, voucherIDs ...int64) ([]DeadLetterRecord, error)
-	// RemoveDeadLetters deletes entries of the voucher's dead-letter stream
+	// RemoveDeadLetters deletes entries of the shard's dead-letter stream
 	// and returns how many it held.
-	RemoveDeadLetters(ctx context.Context, voucherID int64, entryIDs ...string) (int64, error)
+	RemoveDeadLetters(ctx context.Context, s Shard, entryIDs ...string) (int64, error)
 	// Admit and BuyerOrder are [OrderCache]'s.
 	Admit(ctx context.Context, a Admission) error
 	BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
@@ -82,7 +90,7 @@ func (s *DeadLetterService) DeadLetters(ctx context.Context) ([]DeadLetterEntry,
 	}
 	out := make([]DeadLetterEntry, len(recs))
 	for i, r := range recs {
-		id := entryName(r.VoucherID, r.EntryID)
+		id := entryName(r.Stream(), r.EntryID)
 		if r.OrderID > 0 && perOrder[r.OrderID] == 1 {
 			id = strconv.FormatInt(r.OrderID, 10)
 		}
@@ -101,10 +109,10 @@ func (s *DeadLetterService) open(ctx context.Context) ([]DeadLetterRecord, error
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
-	// Stable: each voucher's entries are in stream order already, which
+	// Stable: each shard's entries are in stream order already, which
 	// breaks ties within a millisecond.
 	slices.SortStableFunc(recs, func(a, b DeadLetterRecord) int {
-		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.VoucherID, b.VoucherID))
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.VoucherID, b.VoucherID), cmp.Compare(a.Shard, b.Shard))
 	})
 	return recs, nil
 }
@@ -157,7 +165,7 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 		log.Info("dead letter retry failed", "outcome", "error", "err", err)
 		return nil, fmt.Errorf("retry order %d: %w", rec.OrderID, err)
 	}
-	n, err := s.Cache.RemoveDeadLetters(ctx, rec.VoucherID, rec.EntryID)
+	n, err := s.Cache.RemoveDeadLetters(ctx, rec.Stream(), rec.EntryID)
 	if err != nil {
 		log.Warn("dead letter's order admitted again, but the dead letter could not be removed", "outcome", "admitted_not_removed", "err", err)
 		return nil, &Error{Kind: ErrUnavailable, RetryAfter: time.Second,
@@ -219,7 +227,7 @@ func (s *DeadLetterService) DiscardDeadLetter(ctx context.Context, id string, ad
 		}
 		readmitted = held == rec.OrderID
 	}
-	n, err := s.Cache.RemoveDeadLetters(ctx, rec.VoucherID, rec.EntryID)
+	n, err := s.Cache.RemoveDeadLetters(ctx, rec.Stream(), rec.EntryID)
 	switch {
 	case err != nil:
 		log.Info("dead letter discard failed", "outcome", "error", "err", err)
@@ -238,9 +246,9 @@ func (s *DeadLetterService) DiscardDeadLetter(ctx context.Context, id string, ad
 }
 
 // find returns the dead letter named id: an order id, among the dead
-// letters of the open vouchers, or "<voucher id>:<entry id>".
+// letters of the open vouchers, or "<voucher id>[.<shard>]:<entry id>".
 func (s *DeadLetterService) find(ctx context.Context, id string) (*DeadLetterRecord, error) {
-	orderID, voucherID, entryID, err := ParseDeadLetterID(id)
+	orderID, shard, entryID, err := ParseDeadLetterID(id)
 	if err != nil {
 		return nil, err
 	}
@@ -248,14 +256,14 @@ func (s *DeadLetterService) find(ctx context.Context, id string) (*DeadLetterRec
 	if orderID > 0 {
 		recs, err = s.open(ctx)
 	} else {
-		recs, err = s.Cache.DeadLetters(ctx, voucherID)
+		recs, err = s.Cache.DeadLetters(ctx, shard.VoucherID)
 	}
 	if err != nil {
 		return nil, err
 	}
 	var found []DeadLetterRecord
 	for _, r := range recs {
-		if (orderID > 0 && r.OrderID == orderID) || (orderID == 0 && r.EntryID == entryID) {
+		if (orderID > 0 && r.OrderID == orderID) || (orderID == 0 && r.Stream() == shard && r.EntryID == entryID) {
 			found = append(found, r)
 		}
 	}
@@ -267,34 +275,50 @@ func (s *DeadLetterService) find(ctx context.Context, id string) (*DeadLetterRec
 	}
 	names := make([]string, len(found))
 	for i, r := range found {
-		names[i] = entryName(r.VoucherID, r.EntryID)
+		names[i] = entryName(r.Stream(), r.EntryID)
 	}
 	return nil, Errorf(ErrInvalidArgument, "order %d has %d dead letters; name one of them: %s", orderID, len(found), strings.Join(names, ", "))
 }
 
 // ParseDeadLetterID reads a dead letter's id: an order id (orderID > 0), or
-// "<voucher id>:<entry id>". Anything else is ErrInvalidArgument.
-func ParseDeadLetterID(id string) (orderID, voucherID int64, entryID string, err error) {
-	bad := Errorf(ErrInvalidArgument, "dead letter id: want an order id or <voucher id>:<entry id>, got %q", truncate(id, 40))
+// "<voucher id>:<entry id>" for shard 0's dead letters (an unsharded
+// voucher's), "<voucher id>.<shard>:<entry id>" for another shard's: an
+// entry id names an entry only within its shard's stream. Anything else is
+// ErrInvalidArgument.
+func ParseDeadLetterID(id string) (orderID int64, s Shard, entryID string, err error) {
+	bad := Errorf(ErrInvalidArgument, "dead letter id: want an order id or <voucher id>[.<shard>]:<entry id>, got %q", truncate(id, 40))
 	v, entry, named := strings.Cut(id, ":")
 	if !named {
 		n, ok := positive(id)
 		if !ok {
-			return 0, 0, "", bad
+			return 0, Shard{}, "", bad
 		}
-		return n, 0, "", nil
+		return n, Shard{}, "", nil
 	}
+	v, index, sharded := strings.Cut(v, ".")
 	voucherID, ok := positive(v)
+	if sharded {
+		// Shard 0 is named without its index, so that each dead letter has
+		// one name.
+		i, isIndex := positive(index)
+		ok = ok && isIndex && i < MaxShards
+		s.Index = int(i)
+	}
 	ms, seq, dash := strings.Cut(entry, "-")
 	if !ok || !dash || !unsigned(ms) || !unsigned(seq) {
-		return 0, 0, "", bad
+		return 0, Shard{}, "", bad
 	}
-	return 0, voucherID, entry, nil
+	s.VoucherID = voucherID
+	return 0, s, entry, nil
 }
 
 // entryName is the id of a dead letter named by its stream entry.
-func entryName(voucherID int64, entryID string) string {
-	return strconv.FormatInt(voucherID, 10) + ":" + entryID
+func entryName(s Shard, entryID string) string {
+	name := strconv.FormatInt(s.VoucherID, 10)
+	if s.Index > 0 {
+		name += "." + strconv.Itoa(s.Index)
+	}
+	return name + ":" + entryID
 }
 
 // positive reads a positive decimal int64 written without sign or zeros in

@@ -128,7 +128,7 @@ func (b *dlqRig) fail(v, user, order int64, reason string) {
 func (b *dlqRig) kill(v, order int64, dl seckill.DeadLetter) {
 	b.t.Helper()
 	ctx := context.Background()
-	msgs, err := b.cache.ReadOrders(ctx, v, "test", 100, 0)
+	msgs, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: v}, "test", 100, 0)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestDeadLetterList(t *testing.T) {
 	if err := b.raw.Do(ctx, b.raw.B().Xadd().Key(b.key(c.ID, "orders")).Id("*").FieldValue().FieldValue("junk", "1").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := b.cache.ReadOrders(ctx, c.ID, "test", 10, 0)
+	msgs, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: c.ID}, "test", 10, 0)
 	if err != nil || len(msgs) != 1 || msgs[0].Err == nil {
 		t.Fatalf("read the malformed message: %+v, %v", msgs, err)
 	}
@@ -324,7 +324,8 @@ func TestDeadLetterIDs(t *testing.T) {
 	v := b.voucher(10)
 	b.deadLetter(v.ID, 1, 101, "r")
 	for _, id := range []string{"", "0", "-1", "01", "+1", "abc", "1.5", "99999999999999999999", ":", "1:", "0:1-1", "01:1-1",
-		"1:1", "1:1-", "1:-1", "1:1-1-1", "1:01-1", "1:a-1", "1:1-1:2", " 101", "101 "} {
+		"1:1", "1:1-", "1:-1", "1:1-1-1", "1:01-1", "1:a-1", "1:1-1:2", " 101", "101 ",
+		"1.0:1-1", "1.01:1-1", "1.64:1-1", "1.:1-1", "1.a:1-1", "1.2.3:1-1", ".1:1-1", "1.-1:1-1", "1.2"} {
 		if _, err := b.svc.RetryDeadLetter(ctx, id, 1); !errors.Is(err, seckill.ErrInvalidArgument) {
 			t.Errorf("RetryDeadLetter(%q) = %v, want ErrInvalidArgument", id, err)
 		}
@@ -597,5 +598,61 @@ func TestDeadLetterSameOrderTwice(t *testing.T) {
 	}
 	if got := b.list(); len(got) != 1 || got["101"].Reason != "second" {
 		t.Errorf("after discarding the first: %v; want the second, named 101", got)
+	}
+}
+
+// TestShardDeadLetterNames: the dead letters of a voucher with shards are
+// listed from every shard, each named by its shard too when it has no
+// order id to be named by (an entry id names an entry only within its
+// shard's stream), and a discard removes the one named, from its shard.
+func TestShardDeadLetterNames(t *testing.T) {
+	t.Parallel()
+	b := newDLQRig(t)
+	ctx := context.Background()
+	row := onSale("dlq", 30)
+	row.Shards = 3
+	v, err := b.vouchers.Create(ctx, row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sharded := *v.Voucher
+	sharded.Shards = 3 // the store may not keep it yet
+	b.cache.Learn(&sharded)
+	dlq := func(i int) string { return b.prefix + ":{" + sharded.ShardTag(i) + "}:dlq" }
+	add := func(i int, entry string, fields ...string) {
+		t.Helper()
+		cmd := b.raw.B().Xadd().Key(dlq(i)).Id(entry).FieldValue().FieldValue("voucher", strconv.FormatInt(v.ID, 10)).FieldValue("reason", "r")
+		for j := 0; j+1 < len(fields); j += 2 {
+			cmd = cmd.FieldValue(fields[j], fields[j+1])
+		}
+		if err := b.raw.Do(ctx, cmd.Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same entry id on shards 0 and 2, neither with an order id; and
+	// an order's on shard 2.
+	add(0, "5-1")
+	add(2, "5-1")
+	add(2, "6-1", "id", "7002", "user", "2", "stock_returned", "1")
+	shard0, shard2 := fmt.Sprintf("%d:5-1", v.ID), fmt.Sprintf("%d.2:5-1", v.ID)
+	got := b.list()
+	if len(got) != 3 || got[shard0].Shard != 0 || got[shard2].Shard != 2 || got["7002"].Shard != 2 || got["7002"].EntryID != "6-1" {
+		t.Fatalf("dead letters %+v; want %s on shard 0, %s and 7002 on shard 2", got, shard0, shard2)
+	}
+	for _, id := range []string{fmt.Sprintf("%d.1:5-1", v.ID), fmt.Sprintf("%d.3:5-1", v.ID)} {
+		if err := b.svc.DiscardDeadLetter(ctx, id, 1); !errors.Is(err, seckill.ErrDeadLetterNotFound) {
+			t.Errorf("DiscardDeadLetter(%s) = %v, want ErrDeadLetterNotFound", id, err)
+		}
+	}
+	if err := b.svc.DiscardDeadLetter(ctx, shard2, 1); err != nil {
+		t.Fatalf("DiscardDeadLetter(%s): %v", shard2, err)
+	}
+	for i, want := range []int64{1, 0, 1} {
+		if n, err := b.raw.Do(ctx, b.raw.B().Xlen().Key(dlq(i)).Build()).AsInt64(); err != nil || n != want {
+			t.Errorf("shard %d's dead letters after the discard of %s: %d, %v; want %d", i, shard2, n, err, want)
+		}
+	}
+	if got := b.list(); len(got) != 2 || got[shard0].Shard != 0 || got["7002"].Shard != 2 {
+		t.Errorf("dead letters after the discard %+v; want %s and 7002", got, shard0)
 	}
 }

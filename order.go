@@ -283,7 +283,7 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		// A buyer with an order: the admission below confirms it. Or
 		// (nil) the cache server is not checked: the admission checks it.
 	}
-	if s.Backpressure != nil && s.Backpressure.Refusing(voucherID) {
+	if s.Backpressure != nil && s.Backpressure.Refusing(voucherID, userID) {
 		return nil, &Error{Kind: ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}
 	}
 	err = s.Admitter.Admit(ctx, Admission{VoucherID: voucherID, UserID: userID, OrderID: id})

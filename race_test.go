@@ -96,7 +96,7 @@ func TestCreateRacesRebuild(t *testing.T) {
 					t.Errorf("buyer %d, answered order %d, holds %v in Redis (%v)", user, id, found, err)
 				}
 			}
-			msgs, err := cache.ReadOrders(ctx, view.ID, "race_test", 10, 10*time.Millisecond)
+			msgs, err := cache.ReadOrders(ctx, seckill.Shard{VoucherID: view.ID}, "race_test", 10, 10*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -33,6 +33,7 @@ var _ Reconciler = (*seckill.Reconciler)(nil)
 type deadLetterJSON struct {
 	ID            string    `json:"id"`
 	VoucherID     int64     `json:"voucherId,string"`
+	Shard         int       `json:"shard,omitempty"` // of a voucher with shards
 	OrderID       int64     `json:"orderId,omitempty,string"`
 	UserID        int64     `json:"userId,omitempty,string"`
 	Reason        string    `json:"reason"`
@@ -40,8 +41,8 @@ type deadLetterJSON struct {
 	StockReturned bool      `json:"stockReturned"`
 }
 
-// maxDeadLetterID bounds a dead letter id in a path: "<voucher>:<ms>-<seq>"
-// is at most 19+1+20+1+20 characters.
+// maxDeadLetterID bounds a dead letter id in a path:
+// "<voucher>.<shard>:<ms>-<seq>" is at most 19+3+1+20+1+20 characters.
 const maxDeadLetterID = 64
 
 func (s *Server) adminDeadLetters(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
@@ -56,7 +57,7 @@ func (s *Server) adminDeadLetters(w http.ResponseWriter, r *http.Request, _ auth
 	}
 	out := make([]deadLetterJSON, len(entries))
 	for i, e := range entries {
-		out[i] = deadLetterJSON{ID: e.ID, VoucherID: e.VoucherID, OrderID: e.OrderID, UserID: e.UserID,
+		out[i] = deadLetterJSON{ID: e.ID, VoucherID: e.VoucherID, Shard: e.Shard, OrderID: e.OrderID, UserID: e.UserID,
 			Reason: e.Reason, At: e.At.UTC(), StockReturned: e.StockReturned}
 	}
 	writeJSON(w, http.StatusOK, struct {

@@ -37,7 +37,7 @@ func (e *env) buyAs(user int64, voucher string) (token, orderID string) {
 func (e *env) deadLetterAll(voucherID int64, reason string) {
 	e.t.Helper()
 	ctx := context.Background()
-	msgs, err := e.cache.ReadOrders(ctx, voucherID, "test", 100, 0)
+	msgs, err := e.cache.ReadOrders(ctx, seckill.Shard{VoucherID: voucherID}, "test", 100, 0)
 	if err != nil || len(msgs) == 0 {
 		e.t.Fatalf("read orders: %d, %v", len(msgs), err)
 	}

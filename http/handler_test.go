@@ -118,6 +118,8 @@ func newDataEnv(t *testing.T) *fakeEnv {
 			Reason: "the database refused it", At: fakeNow.In(shanghai), StockReturned: true}},
 		{ID: "9007199254740993:1764590400000-1", DeadLetterRecord: seckill.DeadLetterRecord{EntryID: "1764590400000-1", VoucherID: bigID,
 			Reason: "malformed", At: fakeNow.Add(time.Millisecond)}},
+		{ID: "9007199254740993.12:1764590400000-1", DeadLetterRecord: seckill.DeadLetterRecord{EntryID: "1764590400000-1", VoucherID: bigID, Shard: 12,
+			Reason: "malformed", At: fakeNow.Add(time.Millisecond)}},
 	}
 	return e
 }
@@ -167,12 +169,15 @@ func TestJSONShapes(t *testing.T) {
 		{"list no orders", "GET", "/api/orders", "admin", nil, 200, `{"orders":[]}`, []string{"Orders 1 100"}},
 		{"dead letters", "GET", "/api/admin/dlq", "admin", nil, 200, `{"deadLetters":[
 			{"id":"9007199254740995","voucherId":"9007199254740993","orderId":"9007199254740995","userId":"2","reason":"the database refused it","at":"2026-12-01T12:00:00Z","stockReturned":true},
-			{"id":"9007199254740993:1764590400000-1","voucherId":"9007199254740993","reason":"malformed","at":"2026-12-01T12:00:00.001Z","stockReturned":false}]}`,
+			{"id":"9007199254740993:1764590400000-1","voucherId":"9007199254740993","reason":"malformed","at":"2026-12-01T12:00:00.001Z","stockReturned":false},
+			{"id":"9007199254740993.12:1764590400000-1","voucherId":"9007199254740993","shard":12,"reason":"malformed","at":"2026-12-01T12:00:00.001Z","stockReturned":false}]}`,
 			[]string{"DeadLetters"}},
 		{"retry dead letter", "POST", "/api/admin/dlq/9007199254740995/retry", "admin", nil, 200,
 			`{"orderId":"9007199254740995","status":"pending"}`, []string{"RetryDeadLetter 9007199254740995 1"}},
 		{"discard dead letter", "POST", "/api/admin/dlq/9007199254740993:1764590400000-1/discard", "admin", nil, 200,
 			`{"discarded":true}`, []string{"DiscardDeadLetter 9007199254740993:1764590400000-1 1"}},
+		{"discard a shard's dead letter", "POST", "/api/admin/dlq/9007199254740993.12:1764590400000-1/discard", "admin", nil, 200,
+			`{"discarded":true}`, []string{"DiscardDeadLetter 9007199254740993.12:1764590400000-1 1"}},
 		{"reconcile", "POST", "/api/admin/vouchers/9007199254740993/reconcile", "admin", nil, 200,
 			`{"voucherId":"9007199254740993","initialStock":10,"dbStock":7,"dbOrders":3,"loaded":true,"remaining":7,"buyers":3,
 			  "pending":0,"deadLetters":1,"drift":0,"buyerDrift":0,"ok":true,"repaired":false}`,

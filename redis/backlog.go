@@ -5,15 +5,20 @@ import (
 	"fmt"
 
 	"github.com/redis/rueidis"
+
+	"github.com/seckill/seckill"
 )
 
-// Backlog returns how many orders wait in the voucher's stream: pending
+// Backlog returns how many orders wait in the shard's stream: pending
 // (delivered, not acknowledged) plus lag (not delivered yet), from XINFO
 // GROUPS. Redis cannot always tell the lag (after deletions in the stream):
 // then the stream's length stands in, an overestimate until it is trimmed.
-func (c *Client) Backlog(ctx context.Context, voucherID int64) (int64, error) {
-	k := c.keys.voucher(voucherID)
-	op := fmt.Sprintf("read the backlog of voucher %d", voucherID)
+func (c *Client) Backlog(ctx context.Context, s seckill.Shard) (int64, error) {
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	op := "read the backlog of " + streamName(s)
 	res := c.rdb.DoMulti(ctx, c.rdb.B().XinfoGroups().Key(k.Orders).Build(), c.rdb.B().Xlen().Key(k.Orders).Build())
 	groups, err := res[0].ToArray()
 	if err != nil {

@@ -238,7 +238,7 @@ func TestBlockingConnectionsClosed(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for range 100 {
-		wg.Go(func() { c.WaitOrders(ctx, 1, 2*time.Second) })
+		wg.Go(func() { c.WaitOrders(ctx, seckill.Shard{VoucherID: 1}, 2*time.Second) })
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -21,7 +21,7 @@ func deadLetterN(t *testing.T, c *Client, v, n int64) []seckill.DeadLetterRecord
 	admitN(t, c, v, 10, n)
 	k := c.keys.voucher(v)
 	do(t, c, "XADD", k.Orders, "*", "junk", "1")
-	read, err := c.ReadOrders(ctx, v, "a", int(n)+1, 10*time.Millisecond)
+	read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: v}, "a", int(n)+1, 10*time.Millisecond)
 	if err != nil || int64(len(read)) != n+1 {
 		t.Fatalf("ReadOrders = %d messages, %v; want %d", len(read), err, n+1)
 	}
@@ -93,16 +93,16 @@ func TestDeadLetters(t *testing.T) {
 				foreign = w.EntryID
 			}
 		}
-		if n, err := c.RemoveDeadLetters(ctx, 2, foreign); err != nil || n != 0 {
+		if n, err := c.RemoveDeadLetters(ctx, seckill.Shard{VoucherID: 2}, foreign); err != nil || n != 0 {
 			t.Errorf("RemoveDeadLetters(another voucher's entry %s) = %d, %v; want 0", foreign, n, err)
 		}
-		if n, err := c.RemoveDeadLetters(ctx, 1, want[0].EntryID, want[2].EntryID); err != nil || n != 2 {
+		if n, err := c.RemoveDeadLetters(ctx, seckill.Shard{VoucherID: 1}, want[0].EntryID, want[2].EntryID); err != nil || n != 2 {
 			t.Errorf("RemoveDeadLetters(two) = %d, %v; want 2", n, err)
 		}
-		if n, err := c.RemoveDeadLetters(ctx, 1, want[0].EntryID); err != nil || n != 0 {
+		if n, err := c.RemoveDeadLetters(ctx, seckill.Shard{VoucherID: 1}, want[0].EntryID); err != nil || n != 0 {
 			t.Errorf("RemoveDeadLetters(removed) = %d, %v; want 0", n, err)
 		}
-		if n, err := c.RemoveDeadLetters(ctx, 1); err != nil || n != 0 {
+		if n, err := c.RemoveDeadLetters(ctx, seckill.Shard{VoucherID: 1}); err != nil || n != 0 {
 			t.Errorf("RemoveDeadLetters() = %d, %v; want 0", n, err)
 		}
 		got, err = c.DeadLetters(ctx, 1, 2)

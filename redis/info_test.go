@@ -91,7 +91,7 @@ func TestState(t *testing.T) {
 		// The last entry delivered goes to the dead letters: Redis can no
 		// longer tell the lag (a deletion past the group's last id), so
 		// the entries after it are counted.
-		msgs, err := c.ReadPending(ctx, 1, "c2", "0", 10)
+		msgs, err := c.ReadPending(ctx, seckill.Shard{VoucherID: 1}, "c2", "0", 10)
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("ReadPending(c2) = %v, %v", msgs, err)
 		}
@@ -219,7 +219,7 @@ func TestSummary(t *testing.T) {
 
 		// The last entry delivered goes to the dead letters: Redis cannot
 		// tell the lag, and the few undelivered entries are counted.
-		msgs, err := c.ReadPending(ctx, 4, "c2", "0", 10)
+		msgs, err := c.ReadPending(ctx, seckill.Shard{VoucherID: 4}, "c2", "0", 10)
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("ReadPending(c2) = %v, %v", msgs, err)
 		}

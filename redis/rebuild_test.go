@@ -376,7 +376,7 @@ func TestRebuildAfterDeadLetter(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		admitN(t, c, 1, 5, 2) // users 1, 2; orders 1001, 1002
-		read, err := c.ReadOrders(ctx, 1, "a", 10, 10*time.Millisecond)
+		read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 10*time.Millisecond)
 		if err != nil || len(read) != 2 {
 			t.Fatalf("ReadOrders = %d, %v", len(read), err)
 		}
@@ -443,7 +443,7 @@ func TestTrimWhileUnloaded(t *testing.T) {
 		if err := c.Unload(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := c.TrimOrders(ctx, 1); err != nil || n != 0 {
+		if n, err := c.TrimOrders(ctx, seckill.Shard{VoucherID: 1}); err != nil || n != 0 {
 			t.Errorf("TrimOrders while unloaded = %d, %v; want 0, nil", n, err)
 		}
 		if n := xlen(t, c, c.keys.voucher(1).Orders); n != 2 {
@@ -453,7 +453,7 @@ func TestTrimWhileUnloaded(t *testing.T) {
 		if res := rebuild(t, c, onSale(1, 5), nil); !res.Done || res.Remaining != 3 {
 			t.Errorf("Rebuild = %+v; want done, 3 left", res)
 		}
-		if n, err := c.TrimOrders(ctx, 1); err != nil || n != 2 {
+		if n, err := c.TrimOrders(ctx, seckill.Shard{VoucherID: 1}); err != nil || n != 2 {
 			t.Errorf("TrimOrders once loaded = %d, %v; want 2, nil", n, err)
 		}
 	})
@@ -469,7 +469,7 @@ func TestRebuildRestoresLostGroup(t *testing.T) {
 		ctx := context.Background()
 		es := admitN(t, c, 1, 10, 2)
 		do(t, c, "XGROUP", "DESTROY", c.keys.voucher(1).Orders, Group)
-		if _, err := c.ReadOrders(ctx, 1, "a", 10, 10*time.Millisecond); !errors.Is(err, seckill.ErrStreamLost) {
+		if _, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 10*time.Millisecond); !errors.Is(err, seckill.ErrStreamLost) {
 			t.Fatalf("ReadOrders with the group gone: got %v, want ErrStreamLost", err)
 		}
 		if res := rebuild(t, c, onSale(1, 10), nil); res.Done {
@@ -478,7 +478,7 @@ func TestRebuildRestoresLostGroup(t *testing.T) {
 		if got := stock(t, c, 1); got != 8 {
 			t.Errorf("stock %d, want 8 (untouched)", got)
 		}
-		got, err := c.ReadOrders(ctx, 1, "a", 10, 10*time.Millisecond)
+		got, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 10*time.Millisecond)
 		if err != nil {
 			t.Fatalf("ReadOrders after the rebuild: %v", err)
 		}

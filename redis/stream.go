@@ -21,20 +21,23 @@ const Group = "workers"
 
 var _ seckill.OrderStream = (*Client)(nil)
 
-// ReadOrders reads new order messages of the voucher for consumer (XREADGROUP
+// ReadOrders reads new order messages of the shard for consumer (XREADGROUP
 // from ">"), blocking up to block.
-func (c *Client) ReadOrders(ctx context.Context, voucherID int64, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
-	k := c.keys.voucher(voucherID)
+func (c *Client) ReadOrders(ctx context.Context, s seckill.Shard, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	cmd := c.rdb.B().Xreadgroup().Group(Group, consumer).Count(int64(count))
 	if block <= 0 {
 		// BLOCK 0 would wait forever.
-		return c.readGroup(ctx, voucherID, cmd.Streams().Key(k.Orders).Id(">").Build())
+		return c.readGroup(ctx, s, k, cmd.Streams().Key(k.Orders).Id(">").Build())
 	}
 	// A blocking read sends nothing until Redis answers, so a connection
 	// cut while it waits (a partition) would never be noticed: bound it.
 	ctx, cancel := context.WithTimeout(ctx, block+blockGrace)
 	defer cancel()
-	return c.readGroup(ctx, voucherID, cmd.Block(block.Milliseconds()).Streams().Key(k.Orders).Id(">").Build())
+	return c.readGroup(ctx, s, k, cmd.Block(block.Milliseconds()).Streams().Key(k.Orders).Id(">").Build())
 }
 
 // blockGrace is how long past its BLOCK time a blocking read may wait for
@@ -45,39 +48,59 @@ const blockGrace = 2 * time.Second
 // the entry id after (XREADGROUP from an id reads the consumer's history),
 // with their delivery counts, this read's included (Redis 7 counts a read
 // of the history as a delivery).
-func (c *Client) ReadPending(ctx context.Context, voucherID int64, consumer, after string, count int) ([]seckill.OrderMessage, error) {
-	k := c.keys.voucher(voucherID)
-	msgs, err := c.readGroup(ctx, voucherID, c.rdb.B().Xreadgroup().Group(Group, consumer).Count(int64(count)).
+func (c *Client) ReadPending(ctx context.Context, s seckill.Shard, consumer, after string, count int) ([]seckill.OrderMessage, error) {
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := c.readGroup(ctx, s, k, c.rdb.B().Xreadgroup().Group(Group, consumer).Count(int64(count)).
 		Streams().Key(k.Orders).Id(after).Build())
 	if err != nil || len(msgs) == 0 {
 		return msgs, err
 	}
 	if err := c.deliveries(ctx, k.Orders, consumer, msgs); err != nil {
-		return nil, streamErr(fmt.Sprintf("read the delivery counts of voucher %d", voucherID), err)
+		return nil, streamErr(fmt.Sprintf("read the delivery counts of %s", streamName(s)), err)
 	}
 	return msgs, nil
 }
 
-func (c *Client) readGroup(ctx context.Context, voucherID int64, cmd rueidis.Completed) ([]seckill.OrderMessage, error) {
-	k := c.keys.voucher(voucherID)
+func (c *Client) readGroup(ctx context.Context, s seckill.Shard, k *voucherKeys, cmd rueidis.Completed) ([]seckill.OrderMessage, error) {
 	res, err := c.rdb.Do(ctx, cmd).AsXRead()
 	if rueidis.IsRedisNil(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, streamErr(fmt.Sprintf("read orders of voucher %d", voucherID), err)
+		return nil, streamErr(fmt.Sprintf("read orders of %s", streamName(s)), err)
 	}
 	entries := res[k.Orders]
 	msgs := make([]seckill.OrderMessage, len(entries))
 	for i, e := range entries {
-		msgs[i] = parseMessage(voucherID, e)
+		msgs[i] = parseShardMessage(s, e)
 	}
 	return msgs, nil
 }
 
-// parseMessage reads an order message as admit.lua writes it.
+// streamName names shard s's stream in errors and logs: "voucher <id>" as
+// always for an unsharded voucher's (its shard 0), "voucher <id> shard <i>"
+// for another shard's.
+func streamName(s seckill.Shard) string {
+	if s.Index == 0 {
+		return "voucher " + strconv.FormatInt(s.VoucherID, 10)
+	}
+	return "voucher " + strconv.FormatInt(s.VoucherID, 10) + " shard " + strconv.Itoa(s.Index)
+}
+
+// parseMessage reads an order message as admit.lua writes it, from an
+// unsharded voucher's stream.
 func parseMessage(voucherID int64, e rueidis.XRangeEntry) seckill.OrderMessage {
-	m := seckill.OrderMessage{EntryID: e.ID, VoucherID: voucherID, Order: seckill.Order{VoucherID: voucherID, Status: seckill.OrderPending}}
+	return parseShardMessage(seckill.Shard{VoucherID: voucherID}, e)
+}
+
+// parseShardMessage reads an order message as admit.lua writes it, from
+// shard s's stream.
+func parseShardMessage(s seckill.Shard, e rueidis.XRangeEntry) seckill.OrderMessage {
+	voucherID := s.VoucherID
+	m := seckill.OrderMessage{EntryID: e.ID, VoucherID: voucherID, Shard: s.Index, Order: seckill.Order{VoucherID: voucherID, Status: seckill.OrderPending}}
 	var problems []string
 	field := func(name string) int64 {
 		s, ok := e.FieldValues[name]
@@ -109,46 +132,73 @@ func parseMessage(voucherID int64, e rueidis.XRangeEntry) seckill.OrderMessage {
 // AckOrders acknowledges settled messages and returns how many were
 // pending. XACK on a lost stream answers 0, not NOGROUP, if the stream was
 // made again since; a lost stream or group is ErrStreamLost.
-func (c *Client) AckOrders(ctx context.Context, voucherID int64, entryIDs ...string) (int64, error) {
+func (c *Client) AckOrders(ctx context.Context, s seckill.Shard, entryIDs ...string) (int64, error) {
 	if len(entryIDs) == 0 {
 		return 0, nil
 	}
-	k := c.keys.voucher(voucherID)
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return 0, err
+	}
 	n, err := c.rdb.Do(ctx, c.rdb.B().Xack().Key(k.Orders).Group(Group).Id(entryIDs...).Build()).AsInt64()
 	if err != nil {
-		return 0, streamErr(fmt.Sprintf("ack orders of voucher %d", voucherID), err)
+		return 0, streamErr(fmt.Sprintf("ack orders of %s", streamName(s)), err)
 	}
 	return n, nil
 }
 
-// CountPersisted runs count_persisted.lua for orders.
+// CountPersisted runs count_persisted.lua for orders, on each buyer's home
+// shard: where the buyer is admitted, and so where the buyer's unit must be
+// counted.
 func (c *Client) CountPersisted(ctx context.Context, voucherID int64, orders []*seckill.Order) error {
-	k := c.keys.voucher(voucherID)
-	a := make(args, 0, 2+2*len(orders))
-	a = append(a, changeLogLen, changeLogTTL)
-	for _, o := range orders {
-		a = append(a, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
-	}
-	n, err := countPersistedScript.runInt(ctx, c, fmt.Sprintf("count persisted orders of voucher %d", voucherID), []string{k.Stock, k.Buyers, k.Meta, k.Changes}, a)
+	l, err := c.layoutOf(ctx, voucherID)
 	if err != nil {
 		return err
 	}
-	if n > 0 {
-		c.logger.Warn("Redis did not count orders the database holds (it lost data); counted them now", "voucher", voucherID, "orders", n)
+	byShard := make([][]*seckill.Order, len(l.shards))
+	for _, o := range orders {
+		i := seckill.HomeShard(o.UserID, len(l.shards))
+		byShard[i] = append(byShard[i], o)
+	}
+	for i, orders := range byShard {
+		if len(orders) == 0 {
+			continue
+		}
+		s := seckill.Shard{VoucherID: voucherID, Index: i}
+		k := l.shards[i]
+		a := make(args, 0, 2+2*len(orders))
+		a = append(a, changeLogLen, changeLogTTL)
+		for _, o := range orders {
+			a = append(a, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
+		}
+		n, err := countPersistedScript.runInt(ctx, c, "count persisted orders of "+streamName(s), []string{k.Stock, k.Buyers, k.Meta, k.Changes}, a)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			log := c.logger.With("voucher", voucherID)
+			if len(l.shards) > 1 {
+				log = log.With("shard", i)
+			}
+			log.Warn("Redis did not count orders the database holds (it lost data); counted them now", "orders", n)
+		}
 	}
 	return nil
 }
 
 // RefreshClaims resets the idle time of consumer's messages (XCLAIM JUSTID:
 // it does not count as a delivery).
-func (c *Client) RefreshClaims(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) error {
+func (c *Client) RefreshClaims(ctx context.Context, s seckill.Shard, consumer string, entryIDs ...string) error {
 	if len(entryIDs) == 0 {
 		return nil
 	}
-	k := c.keys.voucher(voucherID)
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return err
+	}
 	cmd := c.rdb.B().Xclaim().Key(k.Orders).Group(Group).Consumer(consumer).MinIdleTime("0").Id(entryIDs...).Justid().Build()
 	if err := c.rdb.Do(ctx, cmd).Error(); err != nil {
-		return streamErr(fmt.Sprintf("refresh claims on voucher %d", voucherID), err)
+		return streamErr(fmt.Sprintf("refresh claims on %s", streamName(s)), err)
 	}
 	return nil
 }
@@ -165,9 +215,12 @@ func (c *Client) RefreshClaims(ctx context.Context, voucherID int64, consumer st
 // work renews its claims every third of the lease, and one that died (or
 // a consumer messages were abandoned to, see GiveUp) has been idle at
 // least as long as its stale messages.
-func (c *Client) ClaimStale(ctx context.Context, voucherID int64, consumer string, minIdle time.Duration, count int) ([]seckill.OrderMessage, []string, error) {
-	k := c.keys.voucher(voucherID)
-	op := fmt.Sprintf("claim stale orders of voucher %d", voucherID)
+func (c *Client) ClaimStale(ctx context.Context, s seckill.Shard, consumer string, minIdle time.Duration, count int) ([]seckill.OrderMessage, []string, error) {
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	op := "claim stale orders of " + streamName(s)
 	live, err := c.liveConsumers(ctx, k.Orders, minIdle/2)
 	if err != nil {
 		return nil, nil, streamErr(op, err)
@@ -187,7 +240,7 @@ func (c *Client) ClaimStale(ctx context.Context, voucherID int64, consumer strin
 		}
 		var claimed []seckill.OrderMessage
 		var gone []string
-		if cursor, claimed, gone, err = parseClaimed(voucherID, res); err != nil {
+		if cursor, claimed, gone, err = parseClaimed(s, res); err != nil {
 			return nil, nil, fmt.Errorf("redis: %s: %w", op, err)
 		}
 		msgs, deleted = append(msgs, claimed...), append(deleted, gone...)
@@ -210,7 +263,7 @@ func Abandoned(consumer string) string { return consumer + abandonedSuffix }
 const abandonedSuffix = ".abandoned"
 
 // parseClaimed reads claim_stale.lua's reply.
-func parseClaimed(voucherID int64, res []rueidis.RedisMessage) (cursor string, msgs []seckill.OrderMessage, deleted []string, err error) {
+func parseClaimed(s seckill.Shard, res []rueidis.RedisMessage) (cursor string, msgs []seckill.OrderMessage, deleted []string, err error) {
 	if len(res) != 4 {
 		return "", nil, nil, fmt.Errorf("%d values returned, want 4", len(res))
 	}
@@ -232,7 +285,7 @@ func parseClaimed(voucherID int64, res []rueidis.RedisMessage) (cursor string, m
 		return "", nil, nil, fmt.Errorf("deleted ids: %w", err)
 	}
 	for i, e := range entries {
-		m := parseMessage(voucherID, e)
+		m := parseShardMessage(s, e)
 		m.Deliveries = counts[i]
 		msgs = append(msgs, m)
 	}
@@ -285,14 +338,17 @@ func (c *Client) consumerIdles(ctx context.Context, stream string) (map[string]t
 // them to Abandoned(consumer), which never reads, so that they are
 // reclaimed when the lease runs out as from a consumer that died, and that
 // delivery counts. Only those pending with consumer are handed over.
-func (c *Client) GiveUp(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) error {
+func (c *Client) GiveUp(ctx context.Context, s seckill.Shard, consumer string, entryIDs ...string) error {
 	if len(entryIDs) == 0 {
 		return nil
 	}
-	k := c.keys.voucher(voucherID)
-	err := giveUpScript.run(ctx, c, []string{k.Orders}, append(args{Group, consumer, Abandoned(consumer)}, entryIDs...)).Error()
+	k, err := c.shardKeys(ctx, s)
 	if err != nil {
-		return streamErr(fmt.Sprintf("give up order messages of voucher %d", voucherID), err)
+		return err
+	}
+	err = giveUpScript.run(ctx, c, []string{k.Orders}, append(args{Group, consumer, Abandoned(consumer)}, entryIDs...)).Error()
+	if err != nil {
+		return streamErr(fmt.Sprintf("give up order messages of %s", streamName(s)), err)
 	}
 	return nil
 }
@@ -314,14 +370,18 @@ func (c *Client) deliveries(ctx context.Context, stream, consumer string, msgs [
 }
 
 // Held returns which of entryIDs are pending with consumer.
-func (c *Client) Held(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) (map[string]bool, error) {
+func (c *Client) Held(ctx context.Context, s seckill.Shard, consumer string, entryIDs ...string) (map[string]bool, error) {
 	held := make(map[string]bool, len(entryIDs))
 	if len(entryIDs) == 0 {
 		return held, nil
 	}
-	counts, err := c.pendingWith(ctx, c.keys.voucher(voucherID).Orders, consumer, entryIDs)
+	k, err := c.shardKeys(ctx, s)
 	if err != nil {
-		return nil, streamErr(fmt.Sprintf("read the pending orders of voucher %d", voucherID), err)
+		return nil, err
+	}
+	counts, err := c.pendingWith(ctx, k.Orders, consumer, entryIDs)
+	if err != nil {
+		return nil, streamErr(fmt.Sprintf("read the pending orders of %s", streamName(s)), err)
 	}
 	for _, id := range entryIDs {
 		if _, ok := counts[id]; ok {
@@ -371,15 +431,19 @@ func (c *Client) pendingWith(ctx context.Context, stream, consumer string, ids [
 	return counts, nil
 }
 
-// DeadLetter runs dead_letter.lua for msg.
+// DeadLetter runs dead_letter.lua for msg, on msg's shard: its stream, its
+// dead letters, and the stock and buyer slot its admission took there.
 func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl seckill.DeadLetter) (bool, error) {
-	k := c.keys.voucher(msg.VoucherID)
+	k, err := c.shardKeys(ctx, msg.Stream())
+	if err != nil {
+		return false, err
+	}
 	n, err := deadLetterScript.run(ctx, c, []string{k.Stock, k.Buyers, k.Orders, k.DLQ, k.Meta, k.Changes},
 		deadLetterArgs{EntryID: msg.EntryID, OrderID: msg.Order.ID, UserID: msg.Order.UserID, VoucherID: msg.VoucherID,
 			Reason: dl.Reason, GiveStock: !dl.KeepStock, KeepOrder: dl.BuyerOrder},
 	).AsInt64()
 	if err != nil {
-		return false, streamErr(fmt.Sprintf("dead-letter order message %s of voucher %d", msg.EntryID, msg.VoucherID), err)
+		return false, streamErr(fmt.Sprintf("dead-letter order message %s of %s", msg.EntryID, streamName(msg.Stream())), err)
 	}
 	return n >= 0, nil
 }
@@ -389,9 +453,12 @@ func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl se
 // entries), unless the voucher is unloaded: a rebuild in flight counts the
 // stream's entries (scripts/trim_orders.lua). The last delivered id is read before the pending list: an entry
 // delivered in between lies above it and is kept.
-func (c *Client) TrimOrders(ctx context.Context, voucherID int64) (int64, error) {
-	k := c.keys.voucher(voucherID)
-	op := fmt.Sprintf("trim orders of voucher %d", voucherID)
+func (c *Client) TrimOrders(ctx context.Context, s seckill.Shard) (int64, error) {
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	op := "trim orders of " + streamName(s)
 	last, err := c.lastDelivered(ctx, k.Orders)
 	if err != nil {
 		return 0, streamErr(op, err)
@@ -458,9 +525,12 @@ func nextID(id string) (string, error) {
 
 // ReapConsumers lists the group's consumers and removes, each atomically
 // with the check that it has nothing pending, those idle too long.
-func (c *Client) ReapConsumers(ctx context.Context, voucherID int64, self string, idle time.Duration) ([]string, error) {
-	k := c.keys.voucher(voucherID)
-	op := fmt.Sprintf("reap consumers of voucher %d", voucherID)
+func (c *Client) ReapConsumers(ctx context.Context, s seckill.Shard, self string, idle time.Duration) ([]string, error) {
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	op := "reap consumers of " + streamName(s)
 	idles, err := c.consumerIdles(ctx, k.Orders)
 	if err != nil {
 		return nil, streamErr(op, err)
@@ -505,14 +575,17 @@ func isNoGroup(err error) bool {
 	return strings.Contains(msg, "NOGROUP") || strings.Contains(msg, "no such key")
 }
 
-// WaitOrders waits up to block for the voucher's stream to hold messages
+// WaitOrders waits up to block for the shard's stream to hold messages
 // not yet delivered to the group, without taking any (XREAD after the
 // group's last delivered id), and reports whether it does. A reader waits
 // here, not in a blocking XREADGROUP, so that waiting on an idle stream
 // holds no worker slot.
-func (c *Client) WaitOrders(ctx context.Context, voucherID int64, block time.Duration) (bool, error) {
-	k := c.keys.voucher(voucherID)
-	op := fmt.Sprintf("wait for orders of voucher %d", voucherID)
+func (c *Client) WaitOrders(ctx context.Context, s seckill.Shard, block time.Duration) (bool, error) {
+	k, err := c.shardKeys(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	op := "wait for orders of " + streamName(s)
 	last, err := c.lastDelivered(ctx, k.Orders)
 	if err != nil {
 		return false, streamErr(op, err)

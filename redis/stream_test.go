@@ -38,7 +38,7 @@ func admitN(t *testing.T, c *Client, id, stock, n int64) []rueidis.XRangeEntry {
 
 func readOrders(t *testing.T, c *Client, voucherID int64, consumer string, count int) []msg {
 	t.Helper()
-	got, err := c.ReadOrders(context.Background(), voucherID, consumer, count, 10*time.Millisecond)
+	got, err := c.ReadOrders(context.Background(), seckill.Shard{VoucherID: voucherID}, consumer, count, 10*time.Millisecond)
 	if err != nil {
 		t.Fatalf("ReadOrders(%s): %v", consumer, err)
 	}
@@ -47,7 +47,7 @@ func readOrders(t *testing.T, c *Client, voucherID int64, consumer string, count
 
 func readPending(t *testing.T, c *Client, voucherID int64, consumer, after string, count int) []msg {
 	t.Helper()
-	got, err := c.ReadPending(context.Background(), voucherID, consumer, after, count)
+	got, err := c.ReadPending(context.Background(), seckill.Shard{VoucherID: voucherID}, consumer, after, count)
 	if err != nil {
 		t.Fatalf("ReadPending(%s, %s): %v", consumer, after, err)
 	}
@@ -56,7 +56,7 @@ func readPending(t *testing.T, c *Client, voucherID int64, consumer, after strin
 
 func ack(t *testing.T, c *Client, voucherID int64, ids ...string) {
 	t.Helper()
-	if n, err := c.AckOrders(context.Background(), voucherID, ids...); err != nil || n != int64(len(ids)) {
+	if n, err := c.AckOrders(context.Background(), seckill.Shard{VoucherID: voucherID}, ids...); err != nil || n != int64(len(ids)) {
 		t.Fatalf("AckOrders(%v) = %d, %v; want %d acknowledged", ids, n, err, len(ids))
 	}
 }
@@ -170,7 +170,7 @@ func TestReadOrdersBlocks(t *testing.T) {
 		ctx := context.Background()
 		mustLoad(t, c, onSale(1, 10))
 		start := time.Now()
-		got, err := c.ReadOrders(ctx, 1, "a", 10, 50*time.Millisecond)
+		got, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 50*time.Millisecond)
 		if err != nil || len(got) != 0 {
 			t.Fatalf("ReadOrders on an empty stream = %v, %v; want none, nil", got, err)
 		}
@@ -183,7 +183,7 @@ func TestReadOrdersBlocks(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			admitted <- c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 7, OrderID: 1001})
 		}()
-		got, err = c.ReadOrders(ctx, 1, "a", 10, 5*time.Second)
+		got, err = c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 5*time.Second)
 		if err := <-admitted; err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestReadOrdersNoBlock(t *testing.T) {
 		mustLoad(t, c, onSale(1, 10))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		got, err := c.ReadOrders(ctx, 1, "a", 10, 0)
+		got, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 0)
 		if err != nil || len(got) != 0 {
 			t.Fatalf("ReadOrders(block 0) on an empty stream = %v, %v; want none, nil at once", got, err)
 		}
@@ -218,7 +218,7 @@ func TestClaimStale(t *testing.T) {
 
 		claim := func(consumer string, minIdle time.Duration, count int) []msg {
 			t.Helper()
-			got, deleted, err := c.ClaimStale(ctx, 1, consumer, minIdle, count)
+			got, deleted, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, consumer, minIdle, count)
 			if err != nil || len(deleted) != 0 {
 				t.Fatalf("ClaimStale(%s, %v) = %v, deleted %v, %v", consumer, minIdle, got, deleted, err)
 			}
@@ -255,13 +255,13 @@ func TestClaimStaleWaitsForIdle(t *testing.T) {
 		const minIdle = time.Second // the claim "at once" may come late on a loaded machine
 		read := time.Now()
 		readOrders(t, c, 1, "a", 10)
-		got, _, err := c.ClaimStale(ctx, 1, "b", minIdle, 10)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", minIdle, 10)
 		if err != nil || len(got) != 0 {
 			t.Fatalf("ClaimStale at once = %v, %v; want none", msgs(got), err)
 		}
 		var claimed []seckill.OrderMessage
 		testenv.WaitFor(t, 5*time.Second, "ClaimStale takes the idle message", func() bool {
-			claimed, _, err = c.ClaimStale(ctx, 1, "b", minIdle, 10)
+			claimed, _, err = c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", minIdle, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +286,7 @@ func TestClaimStaleDeleted(t *testing.T) {
 		es := admitN(t, c, 1, 10, 2)
 		readOrders(t, c, 1, "a", 10)
 		do(t, c, "XDEL", c.keys.voucher(1).Orders, es[0].ID)
-		got, deleted, err := c.ClaimStale(ctx, 1, "b", 0, 10)
+		got, deleted, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,11 +320,11 @@ func TestClaimStaleFromLiveConsumer(t *testing.T) {
 			return err == nil && len(rows) == 3
 		})
 		// live renews e1 and lets e0 go stale: it fell behind on e0.
-		if err := c.RefreshClaims(ctx, 1, "live", es[1].ID); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "live", es[1].ID); err != nil {
 			t.Fatal(err)
 		}
 		before := pending(t, c, 1)
-		got, deleted, err := c.ClaimStale(ctx, 1, "b", lease, 10)
+		got, deleted, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", lease, 10)
 		if err != nil || len(deleted) != 0 {
 			t.Fatalf("ClaimStale = %v, deleted %v, %v", msgs(got), deleted, err)
 		}
@@ -362,7 +362,7 @@ func TestClaimStaleBounded(t *testing.T) {
 		for i := range ids {
 			ids[i] = es[i+1].ID
 		}
-		if err := c.RefreshClaims(ctx, 1, "live", ids...); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "live", ids...); err != nil {
 			t.Fatal(err)
 		}
 		res, err := claimStaleScript.run(ctx, c, []string{c.keys.voucher(1).Orders},
@@ -370,7 +370,7 @@ func TestClaimStaleBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cursor, claimed, _, err := parseClaimed(1, res)
+		cursor, claimed, _, err := parseClaimed(seckill.Shard{VoucherID: 1}, res)
 		if err != nil || len(claimed) != 1 || claimed[0].EntryID != es[0].ID || cursor != es[1].ID {
 			t.Fatalf("claim_stale(count 1) = cursor %s, %v, %v; want %s and cursor %s", cursor, msgs(claimed), err, es[0].ID, es[1].ID)
 		}
@@ -379,14 +379,14 @@ func TestClaimStaleBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next, claimed, _, err := parseClaimed(1, res)
+		next, claimed, _, err := parseClaimed(seckill.Shard{VoucherID: 1}, res)
 		if err != nil || len(claimed) != 0 {
 			t.Fatalf("claim_stale over fresh entries = %v, %v; want none", msgs(claimed), err)
 		}
 		if want, _ := nextID(es[10].ID); next != want {
 			t.Errorf("cursor after ten fresh entries = %s, want %s", next, want)
 		}
-		got, _, err := c.ClaimStale(ctx, 1, "b", 500*time.Millisecond, 1)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", 500*time.Millisecond, 1)
 		if err != nil || len(got) != 1 || got[0].EntryID != es[24].ID {
 			t.Errorf("ClaimStale(count 1) = %v, %v; want the stale %s behind 23 fresh entries", msgs(got), err, es[24].ID)
 		}
@@ -405,10 +405,10 @@ func TestGiveUp(t *testing.T) {
 		readOrders(t, c, 1, "a", 1) // e0
 		readOrders(t, c, 1, "b", 1) // e1
 		before := pending(t, c, 1)
-		if err := c.GiveUp(ctx, 1, "a", es[0].ID, es[1].ID); err != nil {
+		if err := c.GiveUp(ctx, seckill.Shard{VoucherID: 1}, "a", es[0].ID, es[1].ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.GiveUp(ctx, 1, "a"); err != nil {
+		if err := c.GiveUp(ctx, seckill.Shard{VoucherID: 1}, "a"); err != nil {
 			t.Fatalf("GiveUp of no ids: %v", err)
 		}
 		want := map[string]pel{es[0].ID: {Abandoned("a"), before[es[0].ID].Deliveries}, es[1].ID: before[es[1].ID]}
@@ -423,10 +423,10 @@ func TestGiveUp(t *testing.T) {
 			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", strconv.FormatInt(lease.Milliseconds(), 10), "-", "+", "10", Abandoned("a")).ToArray()
 			return err == nil && len(rows) == 1
 		})
-		if err := c.RefreshClaims(ctx, 1, "b", es[1].ID); err != nil { // b is at work on e1
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "b", es[1].ID); err != nil { // b is at work on e1
 			t.Fatal(err)
 		}
-		got, _, err := c.ClaimStale(ctx, 1, "c", lease, 10)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "c", lease, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,10 +454,10 @@ func TestRefreshClaims(t *testing.T) {
 			rows, err := do(t, c, "XPENDING", c.keys.voucher(1).Orders, Group, "IDLE", strconv.FormatInt(lease.Milliseconds(), 10), "-", "+", "10").ToArray()
 			return err == nil && len(rows) == 2
 		})
-		if err := c.RefreshClaims(ctx, 1, "a", es[0].ID); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "a", es[0].ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.RefreshClaims(ctx, 1, "a"); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "a"); err != nil {
 			t.Fatalf("RefreshClaims of no ids: %v", err)
 		}
 		want := map[string]pel{es[0].ID: {"a", 1}, es[1].ID: {"a", 1}}
@@ -467,7 +467,7 @@ func TestRefreshClaims(t *testing.T) {
 		// The refreshed message is fresh again; the other is not. Its
 		// consumer renewed a claim just now: alive, so the claim does not
 		// count a delivery.
-		got, _, err := c.ClaimStale(ctx, 1, "b", lease, 10)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", lease, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -544,14 +544,14 @@ func TestStreamLost(t *testing.T) {
 
 		for _, v := range []int64{1, 2, 3} { // 3: never loaded
 			ops := map[string]error{}
-			_, ops["ReadOrders"] = c.ReadOrders(ctx, v, "a", 10, 10*time.Millisecond)
-			_, ops["ReadPending"] = c.ReadPending(ctx, v, "a", "0", 10)
-			_, _, ops["ClaimStale"] = c.ClaimStale(ctx, v, "a", 0, 10)
-			_, ops["TrimOrders"] = c.TrimOrders(ctx, v)
+			_, ops["ReadOrders"] = c.ReadOrders(ctx, seckill.Shard{VoucherID: v}, "a", 10, 10*time.Millisecond)
+			_, ops["ReadPending"] = c.ReadPending(ctx, seckill.Shard{VoucherID: v}, "a", "0", 10)
+			_, _, ops["ClaimStale"] = c.ClaimStale(ctx, seckill.Shard{VoucherID: v}, "a", 0, 10)
+			_, ops["TrimOrders"] = c.TrimOrders(ctx, seckill.Shard{VoucherID: v})
 			if v == 1 {
 				// XINFO CONSUMERS of a stream that is gone says "no such
 				// key", not NOGROUP: only a lost group is told here.
-				_, ops["ReapConsumers"] = c.ReapConsumers(ctx, v, "a", 0)
+				_, ops["ReapConsumers"] = c.ReapConsumers(ctx, seckill.Shard{VoucherID: v}, "a", 0)
 			}
 			for op, err := range ops {
 				if !errors.Is(err, seckill.ErrStreamLost) {
@@ -573,7 +573,7 @@ func TestDeadLetter(t *testing.T) {
 		const v = 1
 		k := c.keys.voucher(v)
 		es := admitN(t, c, v, 10, 5) // users 1..5, orders 1001..1005; stock 5
-		read, err := c.ReadOrders(ctx, v, "a", 10, 10*time.Millisecond)
+		read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: v}, "a", 10, 10*time.Millisecond)
 		if err != nil || len(read) != 5 {
 			t.Fatalf("ReadOrders = %d messages, %v; want 5", len(read), err)
 		}
@@ -693,7 +693,7 @@ func TestDeadLetterMalformed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		read, err := c.ReadOrders(ctx, 1, "a", 10, 10*time.Millisecond)
+		read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 10*time.Millisecond)
 		if err != nil || len(read) != 1 || read[0].Err == nil {
 			t.Fatalf("ReadOrders = %v, %v; want one malformed message", msgs(read), err)
 		}
@@ -720,7 +720,7 @@ func TestDeadLetterMalformed(t *testing.T) {
 
 func trim(t *testing.T, c *Client, voucherID int64) int64 {
 	t.Helper()
-	n, err := c.TrimOrders(context.Background(), voucherID)
+	n, err := c.TrimOrders(context.Background(), seckill.Shard{VoucherID: voucherID})
 	if err != nil {
 		t.Fatalf("TrimOrders: %v", err)
 	}
@@ -754,7 +754,7 @@ func TestTrimOrders(t *testing.T) {
 		ack(t, c, 1, es[0].ID, es[2].ID) // e1 pending
 		check("e1 pending", trim(t, c, 1), 1, 1)
 		// e1 claimed by another consumer is still pending.
-		if _, _, err := c.ClaimStale(context.Background(), 1, "b", 0, 10); err != nil {
+		if _, _, err := c.ClaimStale(context.Background(), seckill.Shard{VoucherID: 1}, "b", 0, 10); err != nil {
 			t.Fatal(err)
 		}
 		check("e1 claimed", trim(t, c, 1), 0, 1)
@@ -810,7 +810,7 @@ func TestTrimOrdersReadBetween(t *testing.T) {
 			}
 		}
 		p := startHookProxy(t, u.Host, "XINFO", func() {
-			_, hookErr = c.ReadOrders(ctx, 1, "b", 10, 10*time.Millisecond)
+			_, hookErr = c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "b", 10, 10*time.Millisecond)
 		})
 		u.Host = p.Addr()
 		tc, err := Open(ctx, Config{URL: u.String(), Prefix: c.keys.prefix, Embedded: c.server != nil}, testenv.Logger(t))
@@ -818,7 +818,7 @@ func TestTrimOrdersReadBetween(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tc.Close()
-		n, err := tc.TrimOrders(ctx, 1)
+		n, err := tc.TrimOrders(ctx, seckill.Shard{VoucherID: 1})
 		if hookErr != nil || !p.Hooked() {
 			t.Fatalf("the read between did not happen: hooked %v, %v", p.Hooked(), hookErr)
 		}
@@ -840,7 +840,7 @@ func TestReapConsumers(t *testing.T) {
 			readOrders(t, c, 1, name, 1)
 			// A refresh, as a worker on a slow batch does; it also gives the
 			// embedded server, which does not time XREADGROUP, a seen time.
-			if err := c.RefreshClaims(ctx, 1, name, es[i].ID); err != nil {
+			if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, name, es[i].ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -848,7 +848,7 @@ func TestReapConsumers(t *testing.T) {
 
 		reap := func(idle time.Duration) []string {
 			t.Helper()
-			reaped, err := c.ReapConsumers(ctx, 1, "self", idle)
+			reaped, err := c.ReapConsumers(ctx, seckill.Shard{VoucherID: 1}, "self", idle)
 			if err != nil {
 				t.Fatalf("ReapConsumers: %v", err)
 			}
@@ -971,7 +971,7 @@ func TestDeadLetterStreamLost(t *testing.T) {
 	each(t, func(t *testing.T, c *Client) {
 		ctx := context.Background()
 		admitN(t, c, 1, 10, 1)
-		read, err := c.ReadOrders(ctx, 1, "a", 10, 10*time.Millisecond)
+		read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "a", 10, 10*time.Millisecond)
 		if err != nil || len(read) != 1 {
 			t.Fatalf("ReadOrders = %d, %v", len(read), err)
 		}
@@ -1008,15 +1008,231 @@ func TestClaimStaleBehindFreshEntries(t *testing.T) {
 		for i := range ids {
 			ids[i] = es[i].ID
 		}
-		if err := c.RefreshClaims(ctx, 1, "live", ids...); err != nil {
+		if err := c.RefreshClaims(ctx, seckill.Shard{VoucherID: 1}, "live", ids...); err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := c.ClaimStale(ctx, 1, "b", minIdle, 1)
+		got, _, err := c.ClaimStale(ctx, seckill.Shard{VoucherID: 1}, "b", minIdle, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 1 || got[0].EntryID != es[11].ID {
 			t.Errorf("ClaimStale(count 1) = %v, want the dead consumer's %s", msgs(got), es[11].ID)
+		}
+	})
+}
+
+// loadShardStreams puts v's shards in Redis as loading a voucher with
+// shards does: load_voucher.lua on each shard's keys with its part of the
+// stock, and the shard's place in meta; and makes c learn v's layout.
+func loadShardStreams(t *testing.T, c *Client, v *seckill.Voucher) {
+	t.Helper()
+	ctx := context.Background()
+	c.Learn(v)
+	for i := range v.ShardCount() {
+		k := c.keys.shard(v.ID, v.ShardTag(i))
+		if _, err := loadVoucherScript.runInt(ctx, c, "load a shard", []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
+			loadVoucherArgs{Stock: seckill.ShardStock(v.Stock, v.ShardCount(), i), Begin: v.BeginTime, End: v.EndTime, Generation: v.Generation}); err != nil {
+			t.Fatal(err)
+		}
+		do(t, c, "HSET", k.Meta, "shards", strconv.Itoa(v.ShardCount()), "index", strconv.Itoa(i), "xgen", "0")
+	}
+}
+
+// admitOnShard admits user with order on the user's home shard of v, as
+// the admission of a voucher with shards does: admit.lua on that shard's
+// keys.
+func admitOnShard(t *testing.T, c *Client, v *seckill.Voucher, user, order int64) {
+	t.Helper()
+	k := c.keys.shard(v.ID, v.ShardTag(seckill.HomeShard(user, v.ShardCount())))
+	res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+		admitArgs{UserID: user, OrderID: order, VoucherID: k.ID, Append: true, Generation: v.Generation}).AsIntSlice()
+	if err != nil || len(res) == 0 || res[0] != admitted {
+		t.Fatalf("admit user %d on shard %d: %v, %v", user, seckill.HomeShard(user, v.ShardCount()), res, err)
+	}
+}
+
+// TestShardedStreams: each shard of a voucher with shards has its own
+// order stream and group, read, acknowledged, claimed, dead-lettered and
+// dropped through the Shard it is named by; the buyers' home shards hold
+// their messages; nothing is written under the voucher's unsharded tag.
+func TestShardedStreams(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := onSale(7, 30)
+		v.Shards = 3
+		loadShardStreams(t, c, v)
+		shard := func(i int) seckill.Shard { return seckill.Shard{VoucherID: v.ID, Index: i} }
+		keys := func(i int) voucherKeys { return c.keys.shard(v.ID, v.ShardTag(i)) }
+		// Two buyers or more on each shard.
+		homes := make([][]int64, 3)
+		for u := int64(1); len(homes[0]) < 2 || len(homes[1]) < 2 || len(homes[2]) < 2; u++ {
+			admitOnShard(t, c, v, u, 7000+u)
+			i := seckill.HomeShard(u, 3)
+			homes[i] = append(homes[i], u)
+		}
+
+		read := make([][]seckill.OrderMessage, 3)
+		for i := range 3 {
+			got, err := c.ReadOrders(ctx, shard(i), "a", 100, 0)
+			if err != nil {
+				t.Fatalf("ReadOrders(shard %d): %v", i, err)
+			}
+			var users []int64
+			for _, m := range got {
+				if m.VoucherID != v.ID || m.Shard != i || m.Err != nil || m.Order.ID != 7000+m.Order.UserID {
+					t.Errorf("shard %d's message %+v: want voucher %d, shard %d, well formed", i, m, v.ID, i)
+				}
+				users = append(users, m.Order.UserID)
+			}
+			if !slices.Equal(users, homes[i]) {
+				t.Errorf("shard %d's stream holds buyers %v, want its home buyers %v", i, users, homes[i])
+			}
+			read[i] = got
+		}
+		backlogs := func() []int64 {
+			var b []int64
+			for i := range 3 {
+				n, err := c.Backlog(ctx, shard(i))
+				if err != nil {
+					t.Fatalf("Backlog(shard %d): %v", i, err)
+				}
+				b = append(b, n)
+			}
+			return b
+		}
+		backlog := backlogs()
+		// The embedded server cannot tell the lag, and counts the stream's
+		// length instead: there only the changes are compared.
+		if want := []int64{int64(len(homes[0])), int64(len(homes[1])), int64(len(homes[2]))}; !c.embedded && !slices.Equal(backlog, want) {
+			t.Errorf("backlogs %v, want each shard's own %v", backlog, want)
+		}
+		if _, err := c.ReadOrders(ctx, shard(3), "a", 100, 0); err == nil {
+			t.Error("ReadOrders(shard 3 of 3): no error")
+		}
+
+		// Shard 0 acknowledged: its backlog only.
+		var ids []string
+		for _, m := range read[0] {
+			ids = append(ids, m.EntryID)
+		}
+		if n, err := c.AckOrders(ctx, shard(0), ids...); err != nil || n != int64(len(ids)) {
+			t.Fatalf("AckOrders(shard 0) = %d, %v; want %d", n, err, len(ids))
+		}
+		if got, want := backlogs(), []int64{backlog[0] - int64(len(ids)), backlog[1], backlog[2]}; !slices.Equal(got, want) {
+			t.Errorf("backlogs after shard 0's ack: %v, want %v", got, want)
+		}
+
+		// Shard 1's messages, idle, are claimed from its group alone.
+		claimed, _, err := c.ClaimStale(ctx, shard(1), "b", 0, 100)
+		if err != nil || len(claimed) != len(homes[1]) {
+			t.Fatalf("ClaimStale(shard 1) = %d messages, %v; want %d", len(claimed), err, len(homes[1]))
+		}
+		for _, m := range claimed {
+			if m.Shard != 1 {
+				t.Errorf("claimed from shard 1: %+v", m)
+			}
+		}
+		if held, err := c.Held(ctx, shard(1), "b", claimed[0].EntryID); err != nil || !held[claimed[0].EntryID] {
+			t.Errorf("Held(shard 1, b) = %v, %v; want the claimed message", held, err)
+		}
+
+		// A dead letter of shard 2 gives its unit and slot back to shard 2.
+		stocks := func() []int64 {
+			var s []int64
+			for i := range 3 {
+				n, _ := do(t, c, "GET", keys(i).Stock).AsInt64()
+				s = append(s, n)
+			}
+			return s
+		}
+		before := stocks()
+		dead := read[2][0]
+		if ok, err := c.DeadLetter(ctx, dead, seckill.DeadLetter{Reason: "r"}); err != nil || !ok {
+			t.Fatalf("DeadLetter(shard 2's message) = %v, %v", ok, err)
+		}
+		if got, want := stocks(), []int64{before[0], before[1], before[2] + 1}; !slices.Equal(got, want) {
+			t.Errorf("stocks after a dead letter of shard 2: %v, want %v", got, want)
+		}
+		if err := do(t, c, "HGET", keys(2).Buyers, strconv.FormatInt(dead.Order.UserID, 10)).Error(); !rueidis.IsRedisNil(err) {
+			t.Errorf("the dead letter's buyer still holds a slot on shard 2 (%v)", err)
+		}
+		recs, err := c.DeadLetters(ctx, v.ID)
+		if err != nil || len(recs) != 1 || recs[0].Shard != 2 || recs[0].OrderID != dead.Order.ID || !recs[0].StockReturned {
+			t.Fatalf("DeadLetters = %+v, %v; want shard 2's, order %d, stock returned", recs, err, dead.Order.ID)
+		}
+		if n, err := c.RemoveDeadLetters(ctx, shard(0), recs[0].EntryID); err != nil || n != 0 {
+			t.Errorf("RemoveDeadLetters(shard 0, shard 2's entry) = %d, %v; want 0", n, err)
+		}
+		if n, err := c.RemoveDeadLetters(ctx, recs[0].Stream(), recs[0].EntryID); err != nil || n != 1 {
+			t.Errorf("RemoveDeadLetters(shard 2's entry) = %d, %v; want 1", n, err)
+		}
+
+		// Orders Redis did not know are counted on their buyers' homes.
+		var lost []*seckill.Order
+		want := stocks()
+		for u := int64(100); u < 110; u++ {
+			lost = append(lost, &seckill.Order{ID: 9000 + u, UserID: u, VoucherID: v.ID})
+			want[seckill.HomeShard(u, 3)]--
+		}
+		if err := c.CountPersisted(ctx, v.ID, lost); err != nil {
+			t.Fatal(err)
+		}
+		if got := stocks(); !slices.Equal(got, want) {
+			t.Errorf("stocks after counting 10 persisted orders: %v, want %v", got, want)
+		}
+		for _, o := range lost {
+			k := keys(seckill.HomeShard(o.UserID, 3))
+			if got, _ := do(t, c, "HGET", k.Buyers, strconv.FormatInt(o.UserID, 10)).ToString(); got != strconv.FormatInt(o.ID, 10) {
+				t.Errorf("buyer %d's slot on its home shard holds %q, want %d", o.UserID, got, o.ID)
+			}
+		}
+
+		// Dropped only once every shard's stream is drained; then all of
+		// every shard goes, transfers included.
+		do(t, c, "HSET", keys(1).Xout, "t1", "2:1:0:0")
+		do(t, c, "HSET", keys(2).Xin, "t1", "1")
+		if dropped, err := c.DropVoucher(ctx, v.ID); err != nil || dropped {
+			t.Fatalf("DropVoucher with shards 1 and 2 pending = %v, %v; want false", dropped, err)
+		}
+		// Shard 0, drained, stays too: dropped alone, its reader would find
+		// its stream gone and stop reading the voucher's other shards.
+		if n, _ := do(t, c, "EXISTS", keys(0).Stock, keys(0).Orders).AsInt64(); n != 2 {
+			t.Errorf("shard 0 dropped while shards 1 and 2 are not drained")
+		}
+		for i, msgs := range [][]seckill.OrderMessage{claimed, read[2][1:]} {
+			var ids []string
+			for _, m := range msgs {
+				ids = append(ids, m.EntryID)
+			}
+			if _, err := c.AckOrders(ctx, shard(i+1), ids...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if dropped, err := c.DropVoucher(ctx, v.ID); err != nil || !dropped {
+			t.Fatalf("DropVoucher drained = %v, %v; want true", dropped, err)
+		}
+		for i := range 3 {
+			k := keys(i)
+			if n, _ := do(t, c, "EXISTS", k.Stock).AsInt64(); n != 0 {
+				t.Errorf("shard %d's stock is left after the drop", i)
+			}
+			for _, key := range []string{k.Buyers, k.Orders, k.DLQ, k.Xout, k.Xin} {
+				if n, _ := do(t, c, "EXISTS", key).AsInt64(); n != 0 {
+					t.Errorf("%s is left after the drop", key)
+				}
+			}
+			if n, _ := do(t, c, "HEXISTS", k.Meta, "dropped").AsInt64(); n != 1 {
+				t.Errorf("shard %d's meta is no tombstone after the drop", i)
+			}
+		}
+
+		// A voucher with shards keeps nothing under its unsharded tag.
+		u := c.keys.voucher(v.ID)
+		for _, key := range []string{u.Stock, u.Meta, u.Buyers, u.Orders, u.DLQ, u.Changes} {
+			if n, _ := do(t, c, "EXISTS", key).AsInt64(); n != 0 {
+				t.Errorf("%s was written for a voucher with shards", key)
+			}
 		}
 	})
 }

@@ -40,7 +40,7 @@ func TestLoadVoucher(t *testing.T) {
 		if diff := cmp.Diff(want, meta); diff != "" {
 			t.Errorf("meta (-want +got):\n%s", diff)
 		}
-		if _, err := c.ReadOrders(ctx, 7, "w", 10, 0); err != nil {
+		if _, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 7}, "w", 10, 0); err != nil {
 			t.Errorf("the group is not there: %v", err)
 		}
 		// Admission refuses another generation's state as not loaded.

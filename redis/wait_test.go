@@ -165,7 +165,7 @@ func TestWaitAdmissionBesideIdleReaders(t *testing.T) {
 			// As a worker's reader does, each waits again after an error.
 			readers.Go(func() {
 				for rctx.Err() == nil {
-					if _, err := c.WaitOrders(rctx, 2, time.Minute); err != nil && rctx.Err() == nil {
+					if _, err := c.WaitOrders(rctx, seckill.Shard{VoucherID: 2}, time.Minute); err != nil && rctx.Err() == nil {
 						time.Sleep(10 * time.Millisecond)
 					}
 				}

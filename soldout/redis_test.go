@@ -663,7 +663,7 @@ func TestSoldOutCopyFollowsChanges(t *testing.T) {
 			}
 			agree("a reassignment", "applied")
 
-			read, err := b.ReadOrders(ctx, 1, "w", 3, 10*time.Millisecond)
+			read, err := b.ReadOrders(ctx, seckill.Shard{VoucherID: 1}, "w", 3, 10*time.Millisecond)
 			if err != nil || len(read) != 3 || read[2].Order.UserID != 3 {
 				t.Fatalf("ReadOrders = %d messages, %v; want 3, the third of user 3", len(read), err)
 			}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/seckill/seckill"
@@ -66,20 +67,36 @@ func (s *slots) state() (busy, limit int) {
 	return s.busy, s.limit
 }
 
-// Refusing reports whether admission to the voucher is paused: its stream
-// reached BacklogHigh and has not yet fallen to BacklogLow.
-func (p *Pool) Refusing(voucherID int64) bool {
-	_, ok := p.refusing.Load(voucherID)
+// Refusing reports whether admission of the buyer to the voucher is
+// paused: the stream of the buyer's home shard reached BacklogHigh and has
+// not yet fallen to BacklogLow.
+//
+// Per shard, not per voucher: each shard's stream is on its own Redis
+// master, whose memory the mark protects, and the buyers of the shards
+// whose streams drain go on buying. A voucher not read here, or read as
+// unsharded, has its one stream.
+func (p *Pool) Refusing(voucherID, userID int64) bool {
+	if p.refusals.Load() == 0 {
+		// Every buy asks: the common answer takes no map lookup.
+		return false
+	}
+	shards := 1
+	if n, ok := p.shards.Load(voucherID); ok {
+		shards = n.(int)
+	}
+	_, ok := p.refusing.Load(seckill.Shard{VoucherID: voucherID, Index: seckill.HomeShard(userID, shards)})
 	return ok
 }
 
-// watchBacklog reads each voucher's backlog: it pauses admission to a
-// voucher at the high-water mark and resumes it at the low one, and widens
-// or narrows the pool with the total backlog.
+// watchBacklog reads each stream's backlog: it pauses admission to a
+// stream (a voucher's, or one of its shards') at the high-water mark and
+// resumes it at the low one, and widens or narrows the pool with the total
+// backlog.
 func (p *Pool) watchBacklog() {
 	var total int64
-	for _, v := range p.watched() {
-		n, err := p.stream.Backlog(p.readCtx, v)
+	streams := p.watched()
+	for _, s := range streams {
+		n, err := p.stream.Backlog(p.readCtx, s)
 		if err != nil {
 			continue
 		}
@@ -87,18 +104,29 @@ func (p *Pool) watchBacklog() {
 		if p.cfg.BacklogHigh <= 0 {
 			continue
 		}
-		_, paused := p.refusing.Load(v)
+		_, paused := p.refusing.Load(s)
 		switch {
 		case !paused && n >= p.cfg.BacklogHigh:
-			p.refusing.Store(v, struct{}{})
+			p.refusing.Store(s, struct{}{})
+			p.refusals.Add(1)
 			p.metrics.backpressure.Inc()
-			p.logger.Warn("the order backlog reached its high-water mark: admission paused until the workers catch up",
-				"voucher", v, "backlog", n, "high", p.cfg.BacklogHigh, "low", p.cfg.BacklogLow, "breaker", p.breaker.state())
+			shardLogger(p.logger, s).Warn("the order backlog reached its high-water mark: admission paused until the workers catch up",
+				"backlog", n, "high", p.cfg.BacklogHigh, "low", p.cfg.BacklogLow, "breaker", p.breaker.state())
 		case paused && n <= p.cfg.BacklogLow:
-			p.refusing.Delete(v)
-			p.logger.Info("the order backlog fell to its low-water mark: admission resumes", "voucher", v, "backlog", n)
+			p.refusing.Delete(s)
+			p.refusals.Add(-1)
+			shardLogger(p.logger, s).Info("the order backlog fell to its low-water mark: admission resumes", "backlog", n)
 		}
 	}
+	// Streams no longer read (a voucher retired) refuse nothing more.
+	p.refusing.Range(func(k, _ any) bool {
+		if !slices.Contains(streams, k.(seckill.Shard)) {
+			if _, loaded := p.refusing.LoadAndDelete(k); loaded {
+				p.refusals.Add(-1)
+			}
+		}
+		return true
+	})
 	// One more batch at once for every two batches waiting, within bounds.
 	want := p.cfg.Workers + int(total/int64(2*p.cfg.BatchSize))
 	p.slots.setLimit(max(p.cfg.Workers, min(want, p.cfg.WorkersMax)))

@@ -63,7 +63,7 @@ func TestSixPoolsDatabaseDown(t *testing.T) {
 			BreakerMin: 10 * time.Millisecond, BreakerMax: 40 * time.Millisecond,
 			BackoffMax: 100 * time.Millisecond,
 		}, nil, viaProxy, prometheus.NewRegistry(), true)
-		p.Watch(b.voucher.ID)
+		p.Watch(b.voucher)
 	}
 	// A hundred buyers a second while the database is down.
 	for down := true; down; {
@@ -123,7 +123,7 @@ func TestPendingOverLimitAtStart(t *testing.T) {
 	b := newRig(t, "mysql", 10)
 	ctx := context.Background()
 	ids := []int64{b.admit(1), b.admit(2), b.admit(3)}
-	msgs, err := b.cache.ReadOrders(ctx, b.voucher.ID, "w", 10, 0)
+	msgs, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: b.voucher.ID}, "w", 10, 0)
 	if err != nil || len(msgs) != 3 {
 		t.Fatalf("read %d, %v; want 3", len(msgs), err)
 	}

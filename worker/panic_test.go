@@ -49,26 +49,26 @@ func (f *faulty) count(method string) int64 {
 	return n.(*atomic.Int64).Load()
 }
 
-func (f *faulty) ReadOrders(ctx context.Context, voucherID int64, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
+func (f *faulty) ReadOrders(ctx context.Context, s seckill.Shard, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
 	f.call("ReadOrders")
-	return f.OrderStream.ReadOrders(ctx, voucherID, consumer, count, block)
+	return f.OrderStream.ReadOrders(ctx, s, consumer, count, block)
 }
 
-func (f *faulty) ClaimStale(ctx context.Context, voucherID int64, consumer string, minIdle time.Duration, count int) ([]seckill.OrderMessage, []string, error) {
+func (f *faulty) ClaimStale(ctx context.Context, s seckill.Shard, consumer string, minIdle time.Duration, count int) ([]seckill.OrderMessage, []string, error) {
 	f.call("ClaimStale")
-	return f.OrderStream.ClaimStale(ctx, voucherID, consumer, minIdle, count)
+	return f.OrderStream.ClaimStale(ctx, s, consumer, minIdle, count)
 }
 
-func (f *faulty) Backlog(ctx context.Context, voucherID int64) (int64, error) {
+func (f *faulty) Backlog(ctx context.Context, s seckill.Shard) (int64, error) {
 	f.call("Backlog")
-	return f.OrderStream.Backlog(ctx, voucherID)
+	return f.OrderStream.Backlog(ctx, s)
 }
 
-func (f *faulty) RefreshClaims(ctx context.Context, voucherID int64, consumer string, entryIDs ...string) error {
+func (f *faulty) RefreshClaims(ctx context.Context, s seckill.Shard, consumer string, entryIDs ...string) error {
 	if f.call("RefreshClaims") == 2 && f.method == "RefreshClaims" {
 		close(f.renewedAfter)
 	}
-	return f.OrderStream.RefreshClaims(ctx, voucherID, consumer, entryIDs...)
+	return f.OrderStream.RefreshClaims(ctx, s, consumer, entryIDs...)
 }
 
 func (f *faulty) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Voucher, error) {

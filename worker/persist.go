@@ -10,7 +10,8 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// persist writes a batch of one voucher's messages: each ends persisted
+// persist writes a batch of one stream's messages (a voucher's, or one of
+// its shards'): each ends persisted
 // and acknowledged, or dead-lettered, or (stopping, an error of unknown
 // kind, a panic) left pending for a later delivery. It calls inflight.Done.
 func (p *Pool) persist(msgs []seckill.OrderMessage) {
@@ -244,7 +245,7 @@ func (p *Pool) held(ctx context.Context, msgs []seckill.OrderMessage) ([]seckill
 	for i, m := range msgs {
 		ids[i] = m.EntryID
 	}
-	held, err := p.stream.Held(ctx, msgs[0].VoucherID, p.cfg.Consumer, ids...)
+	held, err := p.stream.Held(ctx, msgs[0].Stream(), p.cfg.Consumer, ids...)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +290,7 @@ func (p *Pool) giveUp(ctx context.Context, msgs []seckill.OrderMessage) {
 		ids[i] = m.EntryID
 	}
 	err := p.retry(ctx, "count a failed delivery", func() error {
-		return p.stream.GiveUp(ctx, msgs[0].VoucherID, p.cfg.Consumer, ids...)
+		return p.stream.GiveUp(ctx, msgs[0].Stream(), p.cfg.Consumer, ids...)
 	})
 	if err != nil && ctx.Err() == nil {
 		p.logger.Warn("could not count a failed delivery of order messages; they stay pending", "voucher", msgs[0].VoucherID, "err", err)
@@ -335,7 +336,7 @@ func (p *Pool) applyOutcomes(ctx context.Context, msgs []seckill.OrderMessage, o
 	if saves {
 		p.countSaved(msgs[0].VoucherID)
 	}
-	p.ack(ctx, msgs[0].VoucherID, ack, saved)
+	p.ack(ctx, msgs[0].Stream(), ack, saved)
 }
 
 // buyerOrder returns the id of the buyer's created order of the voucher in
@@ -372,13 +373,14 @@ func findBuyerOrder(ctx context.Context, store Store, o *seckill.Order) (int64, 
 // voucher from a database that did not hold these orders yet: then Redis is
 // told to count the orders saved, so that it does not sell their units
 // again (count_persisted.lua; a no-op for orders it knows).
-func (p *Pool) ack(ctx context.Context, voucherID int64, ids []string, saved []*seckill.Order) {
+func (p *Pool) ack(ctx context.Context, s seckill.Shard, ids []string, saved []*seckill.Order) {
 	if len(ids) == 0 {
 		return
 	}
+	voucherID := s.VoucherID
 	var acked int64
 	err := p.retry(ctx, "acknowledge orders", func() (err error) {
-		acked, err = p.stream.AckOrders(ctx, voucherID, ids...)
+		acked, err = p.stream.AckOrders(ctx, s, ids...)
 		return err
 	})
 	if err != nil && !errors.Is(err, seckill.ErrStreamLost) {
@@ -420,7 +422,7 @@ func (p *Pool) deadLetter(ctx context.Context, m seckill.OrderMessage, dl seckil
 		}
 		if st[o.ID] == seckill.OrderCreated {
 			created := m.Order
-			p.ack(ctx, m.VoucherID, []string{m.EntryID}, []*seckill.Order{&created})
+			p.ack(ctx, m.Stream(), []string{m.EntryID}, []*seckill.Order{&created})
 			return
 		}
 	}
@@ -470,7 +472,7 @@ func (p *Pool) renew(msgs []seckill.OrderMessage) {
 		for i, m := range held {
 			ids[i] = m.EntryID
 		}
-		err = p.stream.RefreshClaims(p.workCtx, msgs[0].VoucherID, p.cfg.Consumer, ids...)
+		err = p.stream.RefreshClaims(p.workCtx, msgs[0].Stream(), p.cfg.Consumer, ids...)
 	}
 	if err != nil && p.workCtx.Err() == nil {
 		p.logger.Warn("could not renew the claim on a slow batch", "voucher", msgs[0].VoucherID, "err", err)

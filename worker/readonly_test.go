@@ -161,7 +161,7 @@ BEGIN RAISE EXCEPTION 'commit refused' USING ERRCODE = 'XX000'; END $$`)
 				Block: 50 * time.Millisecond, WatchEvery: 100 * time.Millisecond,
 				BreakerMin: 10 * time.Millisecond, BreakerMax: 100 * time.Millisecond,
 				BackoffMax: 100 * time.Millisecond,
-			}, nil, store, prometheus.NewRegistry(), true).Watch(b.voucher.ID)
+			}, nil, store, prometheus.NewRegistry(), true).Watch(b.voucher)
 			admit(100)
 			testenv.WaitFor(t, 20*time.Second, "the first orders created", func() bool {
 				n, _ := b.store.CountOrders(ctx, b.voucher.ID)
@@ -248,7 +248,7 @@ func TestStuckBatchBacksOff(t *testing.T) {
 	b.poolWith(Config{
 		Consumer: "w", Lease: time.Second, ReclaimEvery: 100 * time.Millisecond,
 		Block: 50 * time.Millisecond, WatchEvery: 100 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-	}, nil, store, prometheus.NewRegistry(), true).Watch(b.voucher.ID)
+	}, nil, store, prometheus.NewRegistry(), true).Watch(b.voucher)
 	time.Sleep(5 * time.Second) // a window to count the saves in, not a wait for an event
 	if n := store.saves.Load(); n > 150 {
 		t.Errorf("%d saves of 20 stuck orders in 5s, want a few dozen: the batch is not held back", n)

@@ -2,14 +2,23 @@ package worker
 
 import (
 	"errors"
+	"time"
 
 	"github.com/seckill/seckill"
 )
 
-// reclaimAll runs the reclaimer over every voucher being read: it takes over
-// messages idle longer than the lease (their consumer died or hangs), each
-// batch claimed into a free slot; it removes consumers long dead with
-// nothing pending, and trims what every consumer is done with.
+// reclaimAll runs the reclaimer over every stream being read (each shard of
+// each voucher): it takes over messages idle longer than the lease (their
+// consumer died or hangs), each batch claimed into a free slot; it removes
+// consumers long dead with nothing pending, and trims what every consumer
+// is done with.
+//
+// It also finishes the transfers of stock between the shards of a voucher
+// that have been under way longer than staleTransfer: their process died
+// between two steps, or lost Redis (OrderStream.FinishTransfers: each step
+// is idempotent, so whoever finds a transfer stale finishes it, and no
+// unit stays in flight, neither sold nor sellable, after its borrower
+// died).
 func (p *Pool) reclaimAll() {
 	for _, v := range p.watched() {
 		if p.readCtx.Err() != nil {
@@ -17,17 +26,36 @@ func (p *Pool) reclaimAll() {
 		}
 		p.reclaim(v)
 	}
+	for _, v := range p.watchedVouchers() {
+		if v.ShardCount() > 1 && p.readCtx.Err() == nil {
+			p.finishTransfers(v.ID)
+		}
+	}
 }
 
-func (p *Pool) reclaim(voucherID int64) {
+// staleTransfer is how long a transfer may be under way before anyone
+// finishes it: its steps follow each other within milliseconds.
+const staleTransfer = time.Second
+
+func (p *Pool) finishTransfers(voucherID int64) {
+	n, err := p.stream.FinishTransfers(p.readCtx, voucherID, staleTransfer)
+	switch {
+	case err != nil && p.readCtx.Err() == nil:
+		p.logger.Warn("could not finish the stale transfers of stock between a voucher's shards", "voucher", voucherID, "err", err)
+	case n > 0:
+		p.logger.Info("finished stale transfers of stock between a voucher's shards", "voucher", voucherID, "transfers", n)
+	}
+}
+
+func (p *Pool) reclaim(s seckill.Shard) {
 	ctx := p.readCtx
-	log := p.logger.With("voucher", voucherID)
+	log := shardLogger(p.logger, s)
 	// A batch's worth at a time: ClaimStale bounds each of its scripts.
 	count := p.cfg.BatchSize
 	for ctx.Err() == nil {
 		var deleted []string
 		n, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
-			msgs, gone, err := p.stream.ClaimStale(ctx, voucherID, p.cfg.Consumer, p.cfg.Lease, count)
+			msgs, gone, err := p.stream.ClaimStale(ctx, s, p.cfg.Consumer, p.cfg.Lease, count)
 			deleted = gone
 			return msgs, err
 		})
@@ -59,14 +87,14 @@ func (p *Pool) reclaim(voucherID int64) {
 			break
 		}
 	}
-	if reaped, err := p.stream.ReapConsumers(ctx, voucherID, p.cfg.Consumer, 2*p.cfg.Lease); err != nil {
+	if reaped, err := p.stream.ReapConsumers(ctx, s, p.cfg.Consumer, 2*p.cfg.Lease); err != nil {
 		if ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
 			log.Warn("could not remove dead consumers", "err", err)
 		}
 	} else if len(reaped) > 0 {
 		log.Info("removed dead consumers with nothing pending", "consumers", reaped)
 	}
-	if _, err := p.stream.TrimOrders(ctx, voucherID); err != nil && ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
+	if _, err := p.stream.TrimOrders(ctx, s); err != nil && ctx.Err() == nil && !errors.Is(err, seckill.ErrStreamLost) {
 		log.Warn("could not trim the order stream", "err", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
 )
@@ -54,7 +55,7 @@ func TestReclaimKilledInstanceBacklog(t *testing.T) {
 	}
 	wg.Wait()
 	// The dead instance read every message and never acknowledged one.
-	msgs, err := b.cache.ReadOrders(ctx, b.voucher.ID, "dead", orders, 0)
+	msgs, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: b.voucher.ID}, "dead", orders, 0)
 	if err != nil || len(msgs) != orders {
 		t.Fatalf("the dead instance read %d messages, %v; want %d", len(msgs), err, orders)
 	}
@@ -64,7 +65,7 @@ func TestReclaimKilledInstanceBacklog(t *testing.T) {
 		Consumer: "live", Lease: lease, Block: 50 * time.Millisecond,
 		ReclaimEvery: 10 * time.Second, WatchEvery: 100 * time.Millisecond,
 	}, nil, nil, prometheus.NewRegistry(), true)
-	p.Watch(b.voucher.ID)
+	p.Watch(b.voucher)
 	// The first pass after the lease is at 10 s, the second at 20 s: all
 	// must be taken over before the second would start.
 	testenv.WaitFor(t, 19500*time.Millisecond, "every message of the dead instance taken over", func() bool {

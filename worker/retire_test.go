@@ -39,7 +39,7 @@ func TestRetire(t *testing.T) {
 	// A dead letter whose order the database somehow lacks as failed:
 	// moved by hand, as the workers move one, but for the record.
 	dead := b.admit(200)
-	msgs, err := b.cache.ReadOrders(ctx, b.voucher.ID, "x", 10, 0)
+	msgs, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: b.voucher.ID}, "x", 10, 0)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("read the order to dead-letter: %v, %v", msgs, err)
 	}
@@ -94,9 +94,10 @@ func TestRetire(t *testing.T) {
 	}
 }
 
-func contains(ids []int64, id int64) bool {
-	for _, x := range ids {
-		if x == id {
+// contains reports whether one of streams is the voucher's.
+func contains(streams []seckill.Shard, id int64) bool {
+	for _, s := range streams {
+		if s.VoucherID == id {
 			return true
 		}
 	}

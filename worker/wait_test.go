@@ -18,11 +18,11 @@ type deadStream struct {
 	seckill.OrderStream
 }
 
-func (deadStream) ReadOrders(ctx context.Context, voucherID int64, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
+func (deadStream) ReadOrders(ctx context.Context, s seckill.Shard, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
 	return nil, nil
 }
 
-func (deadStream) WaitOrders(ctx context.Context, voucherID int64, block time.Duration) (bool, error) {
+func (deadStream) WaitOrders(ctx context.Context, s seckill.Shard, block time.Duration) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
 }
@@ -39,7 +39,7 @@ func TestWaitOrdersBounded(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.readBatch(ctx, 1, "")
+		_, err := p.readBatch(ctx, seckill.Shard{VoucherID: 1}, "")
 		done <- err
 	}()
 	select {

@@ -1,8 +1,9 @@
 // Package worker persists admitted orders. It reads each voucher's order
-// stream as one consumer of the stream's group, writes the orders to the
-// database in batches, one transaction each, and acknowledges them only
-// after the commit (docs/design.md, Persistence). A reclaimer takes over the messages
-// of consumers that died, and messages that cannot be persisted go to the
+// stream (each shard's, for a voucher with shards) as one consumer of the
+// stream's group, writes the orders to the database in batches, one
+// transaction each, and acknowledges them only after the commit
+// (docs/design.md, Persistence). A reclaimer takes over the messages of
+// consumers that died, and messages that cannot be persisted go to the
 // dead letters with their stock given back, never silently dropped.
 package worker
 
@@ -12,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +43,10 @@ type Config struct {
 	// WorkersMax is how many batches may be persisted at once when the
 	// backlog grows: the pool widens with it. Default 4×Workers.
 	WorkersMax int
-	// BacklogHigh is the backlog of a voucher's stream at which admission
-	// pauses (Refusing reports true) until it falls to BacklogLow: so that
-	// Redis never fills up while the database is slow or down. Zero: never.
+	// BacklogHigh is the backlog of a stream (a voucher's, or a shard's)
+	// at which admission to it pauses (Refusing reports true) until it
+	// falls to BacklogLow: so that Redis never fills up while the database
+	// is slow or down. Zero: never.
 	BacklogHigh, BacklogLow int64
 	// BacklogEvery is how often the backlogs are read. Default 1s.
 	BacklogEvery time.Duration
@@ -140,8 +141,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Pool is the workers of one instance: a reader per voucher stream, a
-// bounded number of batches persisted at once, and a reclaimer.
+// Pool is the workers of one instance: a reader per voucher stream (one
+// per shard of a voucher with shards), a bounded number of batches
+// persisted at once, and a reclaimer.
 //
 // A batch takes its slot before it is read or claimed: a message is never
 // held waiting for a free worker, where no one renews its claim and other
@@ -158,8 +160,12 @@ type Pool struct {
 	slots   *slots
 	breaker *breaker
 
-	// refusing holds the vouchers whose admission is paused (high water).
-	refusing sync.Map // voucher id → struct{}
+	// refusing holds the streams whose admission is paused (high water),
+	// and refusals how many; shards the shard count of each voucher read,
+	// for Refusing to find a buyer's home shard without a lock.
+	refusing sync.Map // seckill.Shard → struct{}
+	refusals atomic.Int64
+	shards   sync.Map // voucher id → int
 	// saves counts the batches saved per voucher (savedSoFar).
 	saves sync.Map // voucher id → *atomic.Int64
 
@@ -169,7 +175,7 @@ type Pool struct {
 	stopReading, stopWork context.CancelFunc
 	loops, inflight       sync.WaitGroup
 	mu                    sync.Mutex
-	watching              map[int64]context.CancelFunc // stops a voucher's reader
+	watching              map[int64]*watch
 	// refreshed: the first refresh, which looks further back, is done.
 	// undrained: vouchers past their retention already warned about.
 	refreshed         atomic.Bool
@@ -204,7 +210,7 @@ func New(cfg Config, stream seckill.OrderStream, store Store, rebuild func(ctx c
 		guard:    recoverer{panics: panics, logger: logger},
 		slots:    newSlots(cfg.Workers),
 		breaker:  newBreaker(cfg.BreakerThreshold, cfg.BreakerMin, cfg.BreakerMax, cfg.Now),
-		watching: map[int64]context.CancelFunc{},
+		watching: map[int64]*watch{},
 	}, nil
 }
 
@@ -256,31 +262,61 @@ func (p *Pool) Stop() {
 	})
 }
 
-// Watch starts reading the voucher's stream now, if not already.
-func (p *Pool) Watch(voucherID int64) {
+// watch is a voucher being read: a reader on each of its shards' streams.
+type watch struct {
+	shards int
+	ctx    context.Context    // the readers'
+	stop   context.CancelFunc // ends ctx
+}
+
+// Watch starts reading the streams of the voucher's shards now
+// (v.ShardCount() of them), those not read already. Only v's ID and Shards
+// are read.
+func (p *Pool) Watch(v *seckill.Voucher) {
 	if p.readCtx == nil || p.readCtx.Err() != nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.watching[voucherID] != nil {
-		return
+	w := p.watching[v.ID]
+	if w == nil {
+		ctx, cancel := context.WithCancel(p.readCtx)
+		w = &watch{ctx: ctx, stop: cancel}
+		p.watching[v.ID] = w
 	}
-	ctx, cancel := context.WithCancel(p.readCtx)
-	p.watching[voucherID] = cancel
-	p.loops.Add(1)
-	go p.read(ctx, voucherID)
+	// A voucher's shards never change, but a watch begun with fewer (from
+	// a row that did not tell them) gets the readers it lacks.
+	for i := w.shards; i < v.ShardCount(); i++ {
+		p.loops.Add(1)
+		go p.read(w.ctx, seckill.Shard{VoucherID: v.ID, Index: i})
+	}
+	w.shards = max(w.shards, v.ShardCount())
+	p.shards.Store(v.ID, w.shards)
 }
 
-// watched returns the vouchers being read.
-func (p *Pool) watched() []int64 {
+// watched returns the streams being read: every shard of every voucher.
+func (p *Pool) watched() []seckill.Shard {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ids := make([]int64, 0, len(p.watching))
-	for id := range p.watching {
-		ids = append(ids, id)
+	var all []seckill.Shard
+	for id, w := range p.watching {
+		for i := range w.shards {
+			all = append(all, seckill.Shard{VoucherID: id, Index: i})
+		}
 	}
-	return ids
+	return all
+}
+
+// watchedVouchers returns the vouchers being read, as much of each as
+// Watch needs.
+func (p *Pool) watchedVouchers() []*seckill.Voucher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	vs := make([]*seckill.Voucher, 0, len(p.watching))
+	for id, w := range p.watching {
+		vs = append(vs, &seckill.Voucher{ID: id, Shards: w.shards})
+	}
+	return vs
 }
 
 // loop runs fn every so often until Stop; a pass that panics is counted
@@ -324,23 +360,23 @@ func (p *Pool) refresh() error {
 		return fmt.Errorf("worker: list vouchers: %w", err)
 	}
 	p.refreshed.Store(true)
-	open := make(map[int64]bool, len(vs))
-	var past []int64
+	listed := make(map[int64]bool, len(vs))
+	var past []*seckill.Voucher
 	for _, v := range vs {
+		listed[v.ID] = true
 		if v.EndTime.After(since) {
-			open[v.ID] = true
-			p.Watch(v.ID)
+			p.Watch(v)
 		} else {
-			past = append(past, v.ID)
+			past = append(past, v)
 		}
 	}
-	for _, id := range p.watched() {
-		if !open[id] && !slices.Contains(past, id) {
-			past = append(past, id)
+	for _, v := range p.watchedVouchers() {
+		if !listed[v.ID] {
+			past = append(past, v)
 		}
 	}
-	for _, id := range past {
-		p.retire(id)
+	for _, v := range past {
+		p.retire(v)
 	}
 	return nil
 }
@@ -350,8 +386,9 @@ func (p *Pool) refresh() error {
 // reader goes on, so that its last orders are written. Its dead letters'
 // orders are failed in the database already (deadLetter records that
 // first); that is made sure of first, so that nothing an operator saw is
-// gone without a trace.
-func (p *Pool) retire(voucherID int64) {
+// gone without a trace. Only v's ID and Shards are read.
+func (p *Pool) retire(v *seckill.Voucher) {
+	voucherID := v.ID
 	ctx := p.readCtx
 	log := p.logger.With("voucher", voucherID)
 	recs, err := p.stream.DeadLetters(ctx, voucherID)
@@ -377,45 +414,55 @@ func (p *Pool) retire(voucherID int64) {
 		p.unwatch(voucherID)
 		log.Info("voucher past its retention, its orders all written: its keys are deleted from Redis; a late buy is answered ended", "retention", p.cfg.Retention.String())
 	default:
-		p.Watch(voucherID)
+		p.Watch(v)
 		if _, warned := p.undrained.LoadOrStore(voucherID, true); !warned {
 			log.Warn("voucher past its retention still has orders in its stream: its keys stay until they are written", "retention", p.cfg.Retention.String())
 		}
 	}
 }
 
-// unwatch stops reading the voucher's stream.
+// unwatch stops reading the voucher's streams.
 func (p *Pool) unwatch(voucherID int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if stop := p.watching[voucherID]; stop != nil {
-		stop()
+	if w := p.watching[voucherID]; w != nil {
+		w.stop()
 		delete(p.watching, voucherID)
 	}
+	p.shards.Delete(voucherID)
 	p.undrained.Delete(voucherID)
 }
 
-// read is the reader of one voucher's stream: first the messages this
+// read is the reader of one stream, shard s's: first the messages this
 // consumer was given before and never acknowledged, then new ones, each
 // batch read into a free slot and persisted there.
-func (p *Pool) read(ctx context.Context, voucherID int64) {
+func (p *Pool) read(ctx context.Context, s seckill.Shard) {
 	defer p.loops.Done()
-	log := p.logger.With("voucher", voucherID)
+	log := shardLogger(p.logger, s)
 	retry := p.backoff()
 	after := "0" // the last pending message read; "" once they are all read
 	for ctx.Err() == nil {
 		var err error
-		if !p.guard.do("read", func() { after, err = p.readBatch(ctx, voucherID, after) }) {
+		if !p.guard.do("read", func() { after, err = p.readBatch(ctx, s, after) }) {
 			retry.wait(ctx) // a panic that recurs must not spin
 			continue
 		}
 		switch {
 		case err == nil:
 			retry.reset()
-		case !p.readFailed(ctx, voucherID, err, log):
+		case !p.readFailed(ctx, s.VoucherID, err, log):
 			retry.wait(ctx)
 		}
 	}
+}
+
+// shardLogger is logger with the stream's voucher, and its shard if not 0
+// (an unsharded voucher's stream logs as it always did).
+func shardLogger(logger *slog.Logger, s seckill.Shard) *slog.Logger {
+	if s.Index == 0 {
+		return logger.With("voucher", s.VoucherID)
+	}
+	return logger.With("voucher", s.VoucherID, "shard", s.Index)
 }
 
 // readBatch reads a batch into a free slot and starts persisting it: this
@@ -424,10 +471,10 @@ func (p *Pool) read(ctx context.Context, voucherID int64) {
 // without waiting; only when there are none does it wait for more, without
 // a slot (WaitOrders): a reader of an idle stream must not keep a slot from
 // the reader of a busy one, and a busy stream costs one read a batch.
-func (p *Pool) readBatch(ctx context.Context, voucherID int64, after string) (string, error) {
+func (p *Pool) readBatch(ctx context.Context, s seckill.Shard, after string) (string, error) {
 	if after == "" {
 		n, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
-			return p.stream.ReadOrders(ctx, voucherID, p.cfg.Consumer, p.cfg.BatchSize, 0)
+			return p.stream.ReadOrders(ctx, s, p.cfg.Consumer, p.cfg.BatchSize, 0)
 		})
 		if err != nil || n > 0 {
 			return after, err
@@ -440,12 +487,12 @@ func (p *Pool) readBatch(ctx context.Context, voucherID int64, after string) (st
 		// drops the connection, and the next read dials a new one.
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.Block+waitGrace)
 		defer cancel()
-		_, err = p.stream.WaitOrders(wctx, voucherID, p.cfg.Block)
+		_, err = p.stream.WaitOrders(wctx, s, p.cfg.Block)
 		return after, err
 	}
 	next := after
 	_, err := p.withSlot(ctx, func() ([]seckill.OrderMessage, error) {
-		msgs, err := p.stream.ReadPending(ctx, voucherID, p.cfg.Consumer, after, p.cfg.BatchSize)
+		msgs, err := p.stream.ReadPending(ctx, s, p.cfg.Consumer, after, p.cfg.BatchSize)
 		if err == nil {
 			next = ""
 			if len(msgs) > 0 {
@@ -470,6 +517,8 @@ func (p *Pool) readFailed(ctx context.Context, voucherID int64, err error, log *
 	if errors.Is(err, seckill.ErrStreamLost) {
 		// Redis lost its data: put the voucher back from the database
 		// (that also makes the group, at the stream's start) before reading.
+		// Each lost shard's reader asks; the rebuilds of a voucher are one
+		// (VoucherService.Rebuild), and it rebuilds every lost shard.
 		log.Error("order stream lost in Redis; rebuilding the voucher from the database", "err", err)
 		p.metrics.streamsLost.Inc()
 		if err := p.rebuild(ctx, voucherID); err != nil {

@@ -26,7 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testenv.LeakIgnores()...)
 }
 
 // rig is a voucher on sale on the real Redis and a real database, each
@@ -219,11 +219,11 @@ func TestRedeliveredThreeTimes(t *testing.T) {
 			id := b.admit(42)
 			pa, pb, pc := b.pool("a", false, nil), b.pool("b", false, nil), b.pool("c", false, nil)
 
-			first, err := b.cache.ReadOrders(ctx, b.voucher.ID, "a", 10, 0)
+			first, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: b.voucher.ID}, "a", 10, 0)
 			if err != nil || len(first) != 1 {
 				t.Fatalf("read: %v, %v", first, err)
 			}
-			second, _, err := b.cache.ClaimStale(ctx, b.voucher.ID, "b", 0, 10)
+			second, _, err := b.cache.ClaimStale(ctx, seckill.Shard{VoucherID: b.voucher.ID}, "b", 0, 10)
 			if err != nil || len(second) != 1 || second[0].Deliveries != 2 {
 				t.Fatalf("claim: %+v, %v", second, err)
 			}
@@ -325,7 +325,7 @@ func TestDatabaseDownThenBack(t *testing.T) {
 		b.admit(300 + u)
 	}
 	p := b.pool("w", true, viaProxy)
-	p.Watch(b.voucher.ID)
+	p.Watch(b.voucher)
 	// Read in one batch, and held unacknowledged: a worker is retrying.
 	testenv.WaitFor(t, 10*time.Second, "30 messages read", func() bool { return b.pending() == 30 })
 	if n, _ := b.store.CountOrders(ctx, b.voucher.ID); n != 0 {
@@ -588,7 +588,7 @@ func TestReclaimAndReap(t *testing.T) {
 		b.admit(600 + u)
 	}
 	// "dead" reads everything and never acknowledges.
-	msgs, err := b.cache.ReadOrders(ctx, b.voucher.ID, "dead", 100, 0)
+	msgs, err := b.cache.ReadOrders(ctx, seckill.Shard{VoucherID: b.voucher.ID}, "dead", 100, 0)
 	if err != nil || len(msgs) != 25 {
 		t.Fatalf("dead consumer read %d, %v", len(msgs), err)
 	}
@@ -635,7 +635,7 @@ func TestPoolWidensWithBacklog(t *testing.T) {
 	p.init(ctx)
 	t.Cleanup(p.Stop)
 	p.mu.Lock()
-	p.watching[b.voucher.ID] = func() {}
+	p.watching[b.voucher.ID] = &watch{shards: 1, stop: func() {}}
 	p.mu.Unlock()
 	p.watchBacklog()
 	if w := p.WorkerStats(); w.Allowed != 6 {
@@ -647,7 +647,7 @@ func TestPoolWidensWithBacklog(t *testing.T) {
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p.Watch(b.voucher.ID)
+	p.Watch(b.voucher)
 	testenv.WaitFor(t, 30*time.Second, "1,000 orders persisted", func() bool {
 		n, _ := b.store.CountOrders(ctx, b.voucher.ID)
 		return n == 1000

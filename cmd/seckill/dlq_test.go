@@ -60,7 +60,7 @@ func TestDLQRealServices(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	msgs, err := cache.ReadOrders(ctx, v, "test", 10, 0)
+	msgs, err := cache.ReadOrders(ctx, seckill.Shard{VoucherID: v}, "test", 10, 0)
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("read orders: %d, %v", len(msgs), err)
 	}

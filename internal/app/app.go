@@ -278,7 +278,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		a.closers = append(a.closers, a.Pool.Stop)
 		a.Orders.Backpressure = a.Pool
-		a.Vouchers.Created = func(v *seckill.Voucher) { a.Pool.Watch(v.ID) }
+		a.Vouchers.Created = func(v *seckill.Voucher) { a.Pool.Watch(v) }
 		workers = a.Pool
 	}
 

@@ -265,7 +265,7 @@ func (s *Sale) WaitCreated(voucherID, n int64) {
 // a worker: they stay pending until DeadLetter or a reclaim).
 func (s *Sale) Deliver(voucherID int64, consumer string, n int) []seckill.OrderMessage {
 	s.t.Helper()
-	msgs, err := s.Cache.ReadOrders(context.Background(), voucherID, consumer, n, 10*time.Millisecond)
+	msgs, err := s.Cache.ReadOrders(context.Background(), seckill.Shard{VoucherID: voucherID}, consumer, n, 10*time.Millisecond)
 	if err != nil || len(msgs) != n {
 		s.t.Fatalf("read %d orders of voucher %d as %s: %d, %v", n, voucherID, consumer, len(msgs), err)
 	}
