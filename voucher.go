@@ -272,7 +272,8 @@ type VoucherService struct {
 	// creation (Voucher.ShardTags), before its row is inserted: so that on
 	// a Redis Cluster the shards land on distinct masters. The tags are
 	// made from the voucher's generation, not its id, which is not known
-	// yet. Nil: the default tags (DefaultShardTag), as off a Cluster.
+	// yet. Nil, or a placement that returns no tags (off a Cluster): the
+	// default tags (DefaultShardTag).
 	Placer interface {
 		PlaceShards(ctx context.Context, generation int64, shards int) ([]string, error)
 	}
@@ -373,7 +374,9 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 	v.ShardTags = nil
 	if v.Shards > 1 && s.Placer != nil {
 		tags, err := s.Placer.PlaceShards(ctx, v.Generation, v.Shards)
-		if err == nil && len(tags) != v.Shards {
+		// No tags: placement has nothing to choose (not a Cluster), and the
+		// default tags serve.
+		if err == nil && tags != nil && len(tags) != v.Shards {
 			err = fmt.Errorf("placement gave %d tags for %d shards", len(tags), v.Shards)
 		}
 		if err != nil {

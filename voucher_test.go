@@ -306,6 +306,20 @@ func TestCreateShards(t *testing.T) {
 		t.Errorf("failed placements stored %d vouchers", n-before)
 	}
 
+	// A placement with nothing to choose (not a Cluster) gives no tags:
+	// the shards take the default ones.
+	s.Placer = &placer{tags: func(int64, int) []string { return nil }}
+	dflt := onSale("placement off a Cluster", 10)
+	dflt.Shards = 3
+	view, err = s.Create(ctx, dflt)
+	if err != nil {
+		t.Fatalf("Create with no tags placed: %v", err)
+	}
+	if view.ShardTags != nil || view.ShardTag(2) != seckill.DefaultShardTag(view.ID, 3, 2) {
+		t.Errorf("no tags placed: tags %q, shard 2's %q; want none, the default", view.ShardTags, view.ShardTag(2))
+	}
+	before = count()
+
 	// Only the stream mode takes shards.
 	s.Placer = p
 	for _, mode := range []seckill.Mode{seckill.ModeSync, seckill.ModeQueue} {
