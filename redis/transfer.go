@@ -241,6 +241,12 @@ func (c *Client) finish(ctx context.Context, shards []*voucherKeys, t transfer, 
 	}
 	answer := int64(xStale)
 	if t.to >= 0 {
+		// The take must be on the donor's replicas before the receiver
+		// adds the units: a failover to a replica without it would give
+		// the units back to the donor while the receiver sells them too.
+		if err := c.takeReplicated(ctx, shards[t.from], t.id); err != nil {
+			return false, false, err
+		}
 		r := shards[t.to]
 		give := transferGiveArgs{ID: t.id, N: t.n, Generation: gen, XGen: t.xgen}
 		answer, err = transferGiveScript.runInt(ctx, c, "give transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
@@ -456,4 +462,40 @@ func (c *Client) move(ctx context.Context, shards []*voucherKeys, from, to int, 
 		return 0, err
 	}
 	return m, nil
+}
+
+// takeReplicated makes sure, when admissions wait for replicas
+// (Config.WaitReplicas), that the donor's replicas have the take of
+// transfer id before it is given: WAIT covers the writes of its own
+// connection only, so it writes on the donor's slot first (meta xwait, a
+// count nothing reads) on a connection of its own, then waits; the
+// replication stream is in order, so the take, made before, is covered
+// too. Too few acknowledgements: the transfer is left in the donor's xout
+// for a finisher to give once they come (FinishTransfers), and the
+// borrower answers unavailable. Without WaitReplicas it does nothing:
+// admissions themselves are not waited for then (docs/guarantees.md).
+func (c *Client) takeReplicated(ctx context.Context, d *voucherKeys, id string) error {
+	if c.waitReplicas <= 0 {
+		return nil
+	}
+	var acked int64
+	var waited error
+	err := c.confirm.Dedicated(func(dc rueidis.DedicatedClient) error {
+		if err := dc.Do(ctx, dc.B().Hincrby().Key(d.Meta).Field("xwait").Increment(1).Build()).Error(); err != nil {
+			return err
+		}
+		acked, waited = dc.Do(ctx, dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()).AsInt64()
+		return nil
+	})
+	if err == nil {
+		err = waited
+	}
+	if err == nil && acked < int64(c.waitReplicas) {
+		err = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("redis: transfer %s: the take is not on enough replicas yet: %w (%w)", id, &seckill.Error{Kind: seckill.ErrUnavailable,
+			Message: "stock is on its way to your shard; try again", RetryAfter: time.Second}, err)
+	}
+	return nil
 }

@@ -187,3 +187,43 @@ func TestWaitAdmissionBesideIdleReaders(t *testing.T) {
 			rueidis.DefaultPoolSize)
 	}
 }
+
+// TestTransferWaitsForReplicas: with WaitReplicas 1, a transfer's take
+// must be on the donor's replica before the receiver adds its units (a
+// failover to a replica without the take would give them back to the
+// donor while the receiver sells them too). With the replica paused, a
+// borrow moves nothing to the receiver and leaves the transfer taken, in
+// flight; once the replica is back, FinishTransfers gives it, and the
+// shards hold the initial stock throughout.
+func TestTransferWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	c, replica := replicated(t, 300*time.Millisecond)
+	ctx := context.Background()
+	v := onSale(1, 10)
+	v.Shards, v.Generation = 2, 7
+	mustLoad(t, c, v)
+	l := c.Learn(v)
+	// Shard 0 is empty: its buyers must borrow from shard 1.
+	do(t, c, "SET", l.shards[0].Stock, "0")
+	do(t, c, "SET", l.shards[1].Stock, "10")
+
+	replica.Pause()
+	if b, err := c.Borrow(ctx, v.ID, 0); err == nil || b.Moved != 0 {
+		t.Fatalf("Borrow with the donor's replica paused = %+v, %v; want an error, nothing moved", b, err)
+	}
+	if n := stockOf(t, c, l.shards[0]); n != 0 {
+		t.Errorf("the receiver's stock is %d with the take not on a replica; want 0", n)
+	}
+	s := checkObservedInvariant(t, c, v, "after a borrow whose take was not replicated")
+	if s.inFlight == 0 {
+		t.Errorf("nothing in flight after the take; want the take's units in flight")
+	}
+	replica.Resume()
+	testenv.WaitFor(t, defaultWait, "the stalled transfer to be given", func() bool {
+		_, err := c.FinishTransfers(ctx, v.ID, 0)
+		return err == nil && stockOf(t, c, l.shards[0]) > 0
+	})
+	if s := checkObservedInvariant(t, c, v, "after the transfer was finished"); s.inFlight != 0 {
+		t.Errorf("%d units still in flight after FinishTransfers", s.inFlight)
+	}
+}
