@@ -177,12 +177,14 @@ func (s *Admitter) admitOnce(ctx context.Context, a Admission) error {
 // (AdmissionCache.Borrow) and the admission runs again, up to borrowRounds
 // times. Sold out only when the whole voucher is; when no stock could move
 // now, ErrUnavailable with RetryAfter; ErrVoucherNotLoaded when a shard
-// must be rebuilt (Admit rebuilds it).
+// must be rebuilt (Admit rebuilds it), ErrCacheUnverified when a shard's
+// server was not checked since it lost its scripts (Admit checks it).
 func (s *Admitter) borrow(ctx context.Context, a Admission, soldOut error) error {
 	for range borrowRounds {
 		b, err := s.borrowFor(ctx, a.VoucherID, a.Shard)
 		switch {
-		case errors.Is(err, ErrVoucherNotLoaded):
+		case errors.Is(err, ErrVoucherNotLoaded), errors.Is(err, ErrCacheUnverified):
+			// Admit rebuilds the shard, or checks the server, first.
 			return err
 		case err != nil:
 			if ctx.Err() == nil { // not the buyer gone

@@ -87,7 +87,10 @@ type Client struct {
 	// admitLua is the deployment's admission script
 	// (admitScript.deployment).
 	admitLua loaded
-	logger   *slog.Logger
+	// transferLua are the deployment's transfer scripts, armed with the
+	// admission script and run by SHA alone as it is (runArmed).
+	transferLua transferScripts
+	logger      *slog.Logger
 	// embedded: the server is the embedded one (this client's, or that of
 	// a running serve).
 	embedded bool
@@ -213,6 +216,11 @@ func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.L
 	}
 	admit := admitScript.deployment(prefix, embedded)
 	return &Client{rdb: rdb, confirm: rdb, keys: keyspace{prefix: prefix}, admitLua: admit,
+		transferLua: transferScripts{
+			take:   transferTakeScript.deployment(prefix, embedded),
+			give:   transferGiveScript.deployment(prefix, embedded),
+			settle: transferSettleScript.deployment(prefix, embedded),
+		},
 		logger: logger, embedded: embedded, tls: opt.TLSConfig != nil}, nil
 }
 

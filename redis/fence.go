@@ -86,12 +86,13 @@ func serverIdentity(ctx context.Context, rdb commander) (string, error) {
 // loadIdentity loads script on the server rdb talks to and reads its
 // identity, in one transaction: the identity is the server's when the
 // script went in.
-func loadIdentity(ctx context.Context, rdb commander, script string) (string, error) {
-	res := rdb.DoMulti(ctx,
-		rdb.B().Multi().Build(),
-		rdb.B().ScriptLoad().Script(script).Build(),
-		rdb.B().Info().Section("server", "replication").Build(),
-		rdb.B().Exec().Build())
+func loadIdentity(ctx context.Context, rdb commander, scripts []string) (string, error) {
+	cmds := rueidis.Commands{rdb.B().Multi().Build()}
+	for _, s := range scripts {
+		cmds = append(cmds, rdb.B().ScriptLoad().Script(s).Build())
+	}
+	cmds = append(cmds, rdb.B().Info().Section("server", "replication").Build(), rdb.B().Exec().Build())
+	res := rdb.DoMulti(ctx, cmds...)
 	for _, r := range res[:len(res)-1] {
 		if err := r.Error(); err != nil {
 			return "", redisErr("load the admission script", err)
@@ -101,13 +102,15 @@ func loadIdentity(ctx context.Context, rdb commander, script string) (string, er
 	if err != nil {
 		return "", redisErr("load the admission script", err)
 	}
-	if len(replies) != 2 {
-		return "", fmt.Errorf("redis: load the admission script: %d replies to 2 commands", len(replies))
+	if len(replies) != len(scripts)+1 {
+		return "", fmt.Errorf("redis: load the admission script: %d replies to %d commands", len(replies), len(scripts)+1)
 	}
-	if err := replies[0].Error(); err != nil {
-		return "", redisErr("load the admission script", err)
+	for _, r := range replies[:len(scripts)] {
+		if err := r.Error(); err != nil {
+			return "", redisErr("load the admission script", err)
+		}
 	}
-	info, err := replies[1].ToString()
+	info, err := replies[len(scripts)].ToString()
 	if err != nil {
 		return "", redisErr("read the server's identity", err)
 	}
@@ -330,10 +333,12 @@ func (c *Client) SetFence(ctx context.Context, token, identity string) (bool, er
 // slots that move between masters that did not change keep their data
 // (see StaleSince).
 func (c *Client) ArmAdmission(ctx context.Context, identity string) error {
-	script := c.admitLua.src
+	script := c.armed()
 	if c.embedded {
-		if err := c.rdb.Do(ctx, c.rdb.B().ScriptLoad().Script(script).Build()).Error(); err != nil {
-			return redisErr("load the admission script", err)
+		for _, s := range script {
+			if err := c.rdb.Do(ctx, c.rdb.B().ScriptLoad().Script(s).Build()).Error(); err != nil {
+				return redisErr("load the admission script", err)
+			}
 		}
 		return nil
 	}
@@ -370,7 +375,7 @@ func (c *Client) ArmAdmission(ctx context.Context, identity string) error {
 // armNode loads script on node if its identity is one checked, reading the
 // identity before and, in one transaction, with the load; if the second
 // is not one checked, it flushes the node's scripts again.
-func (c *Client) armNode(ctx context.Context, node commander, script string, checked func(id string) bool) error {
+func (c *Client) armNode(ctx context.Context, node commander, script []string, checked func(id string) bool) error {
 	id, err := serverIdentity(ctx, node)
 	if err != nil {
 		return err

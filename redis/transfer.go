@@ -24,6 +24,36 @@ var (
 	transferSettleScript = newScript[args]("transfer_settle")
 )
 
+// transferScripts are a deployment's transfer scripts. Like the admission
+// script they run by SHA alone and are loaded only by ArmAdmission, where
+// the server was checked: a transfer on a master that failed over to a
+// replica without the last admissions, or restarted older, would move
+// stock those admissions took, and it would be sold twice; on such a
+// master it answers ErrCacheUnverified, as admission does, until the
+// check (TestTransfersWaitForTheFence).
+type transferScripts struct{ take, give, settle loaded }
+
+// armed are the scripts ArmAdmission loads: admission's, then the
+// transfers'.
+func (c *Client) armed() []string {
+	return []string{c.admitLua.src, c.transferLua.take.src, c.transferLua.give.src, c.transferLua.settle.src}
+}
+
+// runArmed runs one of the armed scripts by SHA alone; NOSCRIPT is
+// ErrCacheUnverified: the server was not checked since it lost its
+// scripts.
+func (c *Client) runArmed(ctx context.Context, l loaded, op string, keys []string, a argv) (int64, error) {
+	cmd := c.rdb.B().Evalsha().Sha1(l.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(a.argv()...).Build()
+	n, err := c.rdb.Do(ctx, cmd).AsInt64()
+	if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
+		return 0, fmt.Errorf("redis: %s: %w", op, seckill.ErrCacheUnverified)
+	}
+	if err != nil {
+		return 0, redisErr(op, err)
+	}
+	return n, nil
+}
+
 // The transfer scripts' answers below zero.
 const (
 	// xRefused: the receiver refused the transfer for good (give); the
@@ -249,13 +279,13 @@ func (c *Client) finish(ctx context.Context, shards []*voucherKeys, t transfer, 
 		}
 		r := shards[t.to]
 		give := transferGiveArgs{ID: t.id, N: t.n, Generation: gen, XGen: t.xgen}
-		answer, err = transferGiveScript.runInt(ctx, c, "give transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
+		answer, err = c.runArmed(ctx, c.transferLua.give, "give transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
 		if err != nil {
 			return false, false, err
 		}
 		if answer == xStale {
 			give.Cancel = true
-			answer, err = transferGiveScript.runInt(ctx, c, "cancel transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
+			answer, err = c.runArmed(ctx, c.transferLua.give, "cancel transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
 			if err != nil {
 				return false, false, err
 			}
@@ -266,7 +296,7 @@ func (c *Client) finish(ctx context.Context, shards []*voucherKeys, t transfer, 
 	}
 	received = answer > 0
 	d := shards[t.from]
-	n, err := transferSettleScript.runInt(ctx, c, "settle transfer "+t.id, []string{d.Stock, d.Meta, d.Xout}, args{t.id, flag(received)})
+	n, err := c.runArmed(ctx, c.transferLua.settle, "settle transfer "+t.id, []string{d.Stock, d.Meta, d.Xout}, args{t.id, flag(received)})
 	if err != nil {
 		return false, false, err
 	}
@@ -447,7 +477,7 @@ func (c *Client) move(ctx context.Context, shards []*voucherKeys, from, to int, 
 	}
 	t := transfer{id: hex.EncodeToString(b[:]), from: from, to: to, xgen: xgen}
 	d := shards[from]
-	m, err := transferTakeScript.runInt(ctx, c, "take transfer "+t.id, []string{d.Stock, d.Meta, d.Xout},
+	m, err := c.runArmed(ctx, c.transferLua.take, "take transfer "+t.id, []string{d.Stock, d.Meta, d.Xout},
 		transferTakeArgs{ID: t.id, To: to, N: n, Generation: gen, XGen: xgen})
 	if err != nil || m <= 0 {
 		// An error: the take may have run; the transfer, if recorded, is

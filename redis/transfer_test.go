@@ -701,3 +701,49 @@ func BenchmarkBorrow(b *testing.B) {
 		}
 	}
 }
+
+// TestTransfersWaitForTheFence: the transfer scripts, like admission's,
+// run only where the fence armed them. A master that lost its scripts (as
+// one that failed over to a replica lacking the last writes, or restarted)
+// answers a transfer ErrCacheUnverified, as it answers an admission, and
+// moves nothing: else a borrower could take stock that counts units
+// already sold there (their admissions lost with the old master) and sell
+// it on an armed master before the fence unloads the voucher. Found by
+// review: the transfers ran with the EVAL fallback of every other script.
+func TestTransfersWaitForTheFence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	proc := faults.StartRedisProc(t)
+	c, err := Open(ctx, Config{URL: "redis://" + proc.Addr}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	arm(t, c)
+	v := onSale(93, 4)
+	v.Shards, v.Generation = 2, 5
+	mustLoad(t, c, v)
+	var home0 []int64
+	for u := int64(1); len(home0) < 2; u++ {
+		if seckill.HomeShard(u, 2) == 0 {
+			home0 = append(home0, u)
+		}
+	}
+	for j, u := range home0 { // shard 0 sells out
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: v.ID, Generation: v.Generation, UserID: u, OrderID: 500 + int64(j), Shard: 0}); err != nil {
+			t.Fatalf("admit %d: %v", u, err)
+		}
+	}
+	do(t, c, "SCRIPT", "FLUSH") // a server not checked since
+	if b, err := c.Borrow(ctx, v.ID, 0); !errors.Is(err, seckill.ErrCacheUnverified) || b.Moved != 0 {
+		t.Errorf("Borrow on a server not checked = %+v, %v; want nothing moved, ErrCacheUnverified", b, err)
+	}
+	s := checkObservedInvariant(t, c, v, "after a borrow on a server not checked")
+	if s.stock[0] != 0 || s.inFlight != 0 {
+		t.Errorf("shard 0 holds %d units, %d in flight; want none: no transfer step may run before the check", s.stock[0], s.inFlight)
+	}
+	arm(t, c) // checked again: the borrow moves stock
+	if b, err := c.Borrow(ctx, v.ID, 0); err != nil || b.Moved == 0 {
+		t.Errorf("Borrow once checked = %+v, %v; want stock moved", b, err)
+	}
+}
