@@ -153,6 +153,12 @@ func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliat
 		}
 		if rec.Shards.Loaded {
 			rec.ShardDrift = v.InitialStock - rec.Shards.Total
+			// Units taken by a transfer and not yet given are in no
+			// shard's stock: remaining, not drift. (Read after the cache's
+			// state: a transfer that ends in between still shows as a
+			// passing drift, rare as transfers are.)
+			rec.Remaining += rec.Shards.InFlight
+			rec.Drift -= rec.Shards.InFlight
 		}
 	}
 	return rec, nil

@@ -65,8 +65,9 @@ func (s shardedRows) Voucher(ctx context.Context, id int64) (*seckill.Voucher, e
 	return v, err
 }
 
-// countedShards is a cache whose shards count as counts says, and whose
-// FinishTransfers settles the transfers in flight (to the donors).
+// countedShards is a cache whose shards count as counts says, its stock
+// their stock, and whose FinishTransfers settles the transfers in flight
+// (to the donors).
 type countedShards struct {
 	seckill.VoucherCache
 	mu       sync.Mutex
@@ -79,6 +80,22 @@ func (c *countedShards) CountShards(context.Context, *seckill.Voucher) (*seckill
 	defer c.mu.Unlock()
 	n := c.counts
 	return &n, nil
+}
+
+// State is the cache's, its stock the shards' (each shard's own stock:
+// units in flight are in none).
+func (c *countedShards) State(ctx context.Context, id int64) (*seckill.CacheState, error) {
+	st, err := c.VoucherCache.State(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st.Remaining = 0
+	for _, s := range c.counts.Shards {
+		st.Remaining += s.Stock
+	}
+	return st, nil
 }
 
 func (c *countedShards) FinishTransfers(context.Context, int64, time.Duration) (int, error) {
@@ -142,7 +159,7 @@ func TestReconcileShards(t *testing.T) {
 	}
 	// An unsharded voucher is not counted so.
 	cache := &countedShards{VoucherCache: vs.Cache}
-	r := &seckill.Reconciler{Vouchers: vs, Store: store, Cache: cache}
+	r := &seckill.Reconciler{Vouchers: vs, Store: store, Cache: vs.Cache, Shards: cache}
 	if rec, err := r.Reconcile(ctx, view.ID, false); err != nil || !rec.OK() || rec.Shards != nil {
 		t.Errorf("Reconcile(unsharded) = %+v, %v; want ok, no shards counted", rec, err)
 	}
