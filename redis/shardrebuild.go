@@ -126,7 +126,7 @@ func (c *Client) rebuildShards(ctx context.Context, v *seckill.Voucher, orders s
 	if err != nil {
 		return out, err
 	}
-	out, err = c.finishShards(ctx, v, shards, frozen, left, xgen, frozenAt, out)
+	out, err = c.finishShards(ctx, v, shards, frozen, left, xgen, token, frozenAt, out)
 	return out, err
 }
 
@@ -279,7 +279,7 @@ func (c *Client) stageShardOrders(ctx context.Context, v *seckill.Voucher, gen s
 // finishShards is the end of rebuildShards, its shards frozen (frozen is
 // what freezeAll read, xgen the transfer generation they have): it resets
 // the lost shards' transfers to xgen and sets their stock.
-func (c *Client) finishShards(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys, frozen []frozenShard, staged []*lostShard, xgen string, frozenAt time.Time, out seckill.Rebuilt) (seckill.Rebuilt, error) {
+func (c *Client) finishShards(ctx context.Context, v *seckill.Voucher, shards []*voucherKeys, frozen []frozenShard, staged []*lostShard, xgen, holder string, frozenAt time.Time, out seckill.Rebuilt) (seckill.Rebuilt, error) {
 	gen := strconv.FormatInt(v.Generation, 10)
 	byIndex := map[int]*lostShard{}
 	for _, s := range staged {
@@ -338,6 +338,18 @@ func (c *Client) finishShards(ctx context.Context, v *seckill.Voucher, shards []
 	if time.Since(frozenAt) > rebuildFreeze/2 {
 		return out, errSuperseded // the freeze may end before the stock is set
 	}
+	// The shards counted as loaded must still be those counted: one lost
+	// since the freeze (its master flushed) lost this rebuild's hold with
+	// it, and another rebuild may be counting it as lost now, whose stock
+	// this one would then count twice (found by review: two rebuilds, a
+	// second loss between them, sold 35 of 30). Start over on the count of
+	// now. What is left is the moment between this read and the finish.
+	if ok, err := c.stillHeld(ctx, shards, frozen, holder); err != nil || !ok {
+		if err == nil {
+			err = errSuperseded
+		}
+		return out, err
+	}
 	out.Remaining = 0
 	for _, s := range frozen {
 		if s.Loaded {
@@ -366,4 +378,26 @@ func (c *Client) finishShards(ctx context.Context, v *seckill.Voucher, shards []
 		out.Done = true
 	}
 	return out, nil
+}
+
+// stillHeld reports whether every shard frozen counted as loaded still
+// holds holder's freeze and a stock: neither lost nor unloaded since.
+func (c *Client) stillHeld(ctx context.Context, shards []*voucherKeys, frozen []frozenShard, holder string) (bool, error) {
+	var cmds rueidis.Commands
+	for i, s := range frozen {
+		if s.Loaded {
+			cmds = append(cmds, c.rdb.B().Hexists().Key(shards[i].Meta).Field("xhold:"+holder).Build(),
+				c.rdb.B().Exists().Key(shards[i].Stock).Build())
+		}
+	}
+	for _, r := range c.rdb.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if err != nil {
+			return false, redisErr("check a sharded voucher's shards are still frozen", err)
+		}
+		if n != 1 {
+			return false, nil
+		}
+	}
+	return true, nil
 }
