@@ -212,37 +212,3 @@ func (c *Client) BuyerOrders(ctx context.Context, userID int64, voucherIDs ...in
 	}
 	return found, nil
 }
-
-// shardOf returns the keys of shard i of the voucher, or nil if the
-// voucher has no such shard (as far as this client knows).
-func (c *Client) shardOf(ctx context.Context, voucherID int64, i int) (*voucherKeys, error) {
-	shards, err := c.shardsOf(ctx, voucherID)
-	if err != nil || i < 0 || i >= len(shards) {
-		return nil, err
-	}
-	return shards[i], nil
-}
-
-// buyerKeys returns the keys of the user's home shard of the voucher
-// (seckill.HomeShard): where their slot is, and only there.
-func (c *Client) buyerKeys(ctx context.Context, voucherID, userID int64) (*voucherKeys, error) {
-	shards, err := c.shardsOf(ctx, voucherID)
-	if err != nil {
-		return nil, err
-	}
-	return shards[seckill.HomeShard(userID, len(shards))], nil
-}
-
-// shardsOf returns the keys of the voucher's shards, by index, as
-// layoutOf finds them; a voucher already learnt costs one map read, and
-// nothing allocated, on the buy's path.
-func (c *Client) shardsOf(ctx context.Context, voucherID int64) ([]*voucherKeys, error) {
-	if l, ok := c.layouts.Load(voucherID); ok {
-		return l.shards, nil
-	}
-	l, err := c.layoutOf(ctx, voucherID)
-	if err != nil {
-		return nil, err
-	}
-	return l.shards, nil
-}
