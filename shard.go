@@ -3,6 +3,7 @@ package seckill
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // MaxShards bounds Voucher.Shards.
@@ -77,4 +78,25 @@ func ShardStock(stock int64, shards, i int) int64 {
 		n++
 	}
 	return n
+}
+
+// JoinShardTags returns a voucher's shard tags as a store keeps them, in
+// one column: joined by ',', which no tag may hold.
+func JoinShardTags(tags []string) (string, error) {
+	for _, t := range tags {
+		if strings.Contains(t, ",") {
+			return "", Errorf(ErrInvalidArgument, "shard tag %q holds a ','", t)
+		}
+	}
+	return strings.Join(tags, ","), nil
+}
+
+// SplitShardTags returns the shard tags a store keeps as JoinShardTags
+// made them; nil when there are none (placement chose none, or a voucher
+// made before shards).
+func SplitShardTags(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

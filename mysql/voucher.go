@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	seckill "github.com/seckill/seckill"
@@ -29,7 +28,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // with a ',' (the column's separator).
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
 	defer s.closeReadOnly(ctx, &err)
-	tags, err := joinShardTags(v.ShardTags)
+	tags, err := seckill.JoinShardTags(v.ShardTags)
 	if err != nil {
 		return fmt.Errorf("mysql: create voucher: %w", err)
 	}
@@ -93,26 +92,6 @@ func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
-	v.ShardTags = splitShardTags(tags)
+	v.ShardTags = seckill.SplitShardTags(tags)
 	return &v, nil
-}
-
-// joinShardTags returns tags as the shard_tags column holds them: joined by
-// ',', which no tag may hold.
-func joinShardTags(tags []string) (string, error) {
-	for _, t := range tags {
-		if strings.Contains(t, ",") {
-			return "", seckill.Errorf(seckill.ErrInvalidArgument, "shard tag %q holds a ','", t)
-		}
-	}
-	return strings.Join(tags, ","), nil
-}
-
-// splitShardTags returns the tags the shard_tags column holds; nil when it
-// holds none (placement chose none, or a voucher made before shards).
-func splitShardTags(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
 }

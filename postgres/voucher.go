@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +27,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`
 // wrapping [seckill.ErrInvalidArgument], and so does the store a shard tag
 // with a ',' (the column's separator).
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
-	tags, err := joinShardTags(v.ShardTags)
+	tags, err := seckill.JoinShardTags(v.ShardTags)
 	if err != nil {
 		return fmt.Errorf("postgres: create voucher: %w", err)
 	}
@@ -110,26 +109,6 @@ func scanVoucher(row pgx.Row) (*seckill.Voucher, error) {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
-	v.ShardTags = splitShardTags(tags)
+	v.ShardTags = seckill.SplitShardTags(tags)
 	return &v, nil
-}
-
-// joinShardTags returns tags as the shard_tags column holds them: joined by
-// ',', which no tag may hold.
-func joinShardTags(tags []string) (string, error) {
-	for _, t := range tags {
-		if strings.Contains(t, ",") {
-			return "", seckill.Errorf(seckill.ErrInvalidArgument, "shard tag %q holds a ','", t)
-		}
-	}
-	return strings.Join(tags, ","), nil
-}
-
-// splitShardTags returns the tags the shard_tags column holds; nil when it
-// holds none (placement chose none, or a voucher made before shards).
-func splitShardTags(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
 }

@@ -114,6 +114,10 @@ type Client struct {
 	// SetVouchers): nil, or a non-nil function.
 	layouts  layouts
 	vouchers atomic.Pointer[voucherReader]
+	// lagging holds, by a donor shard's meta key, until when (unix ms) a
+	// borrow takes nothing from it: its last take could not be confirmed
+	// on its replicas (transfer.go, takeReplicated).
+	lagging sync.Map
 
 	// topo is the topology voucherNode read last, at topoAt.
 	topoMu sync.Mutex

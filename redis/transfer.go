@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -137,6 +139,9 @@ type shardState struct {
 	// xout and xin are how many transfers the shard holds out (not
 	// settled) and has answered in.
 	xout, xin int64
+	// buyers is how many buyers the shard holds: its admissions so far,
+	// the demand borrowBatch sizes a batch to.
+	buyers int64
 }
 
 // frozen reports whether a rebuild counts the shard at now (unix ms).
@@ -144,14 +149,15 @@ func (s shardState) frozen(now int64) bool { return now < s.frozenUntil }
 
 // readShards reads every shard's state in one round trip per node.
 func (c *Client) readShards(ctx context.Context, shards []*voucherKeys) ([]shardState, error) {
-	const per = 4
+	const per = 5
 	cmds := make(rueidis.Commands, 0, per*len(shards))
 	for _, k := range shards {
 		cmds = append(cmds,
 			c.rdb.B().Get().Key(k.Stock).Build(),
 			c.rdb.B().Hmget().Key(k.Meta).Field("begin", "end", "gen", "xgen", "xfrozen").Build(),
 			c.rdb.B().Hlen().Key(k.Xout).Build(),
-			c.rdb.B().Hlen().Key(k.Xin).Build())
+			c.rdb.B().Hlen().Key(k.Xin).Build(),
+			c.rdb.B().Hlen().Key(k.Buyers).Build())
 	}
 	res := c.rdb.DoMulti(ctx, cmds...)
 	out := make([]shardState, len(shards))
@@ -192,6 +198,9 @@ func (c *Client) readShards(ctx context.Context, shards []*voucherKeys) ([]shard
 			return nil, redisErr("read the shards", err)
 		}
 		if s.xin, err = r[3].AsInt64(); err != nil {
+			return nil, redisErr("read the shards", err)
+		}
+		if s.buyers, err = r[4].AsInt64(); err != nil {
 			return nil, redisErr("read the shards", err)
 		}
 	}
@@ -274,16 +283,22 @@ func (c *Client) finish(ctx context.Context, shards []*voucherKeys, t transfer, 
 		// The take must be on the donor's replicas before the receiver
 		// adds the units: a failover to a replica without it would give
 		// the units back to the donor while the receiver sells them too.
-		if err := c.takeReplicated(ctx, shards[t.from], t.id); err != nil {
+		// A take the donor's master no longer holds is refused instead:
+		// lost with a failover (the donor has the units again), or
+		// settled by another finisher (the receiver's answer stands).
+		gone := false
+		if err := c.takeReplicated(ctx, shards[t.from], t.id); errors.Is(err, errTakeGone) {
+			gone = true
+		} else if err != nil {
 			return false, false, err
 		}
 		r := shards[t.to]
-		give := transferGiveArgs{ID: t.id, N: t.n, Generation: gen, XGen: t.xgen}
+		give := transferGiveArgs{ID: t.id, N: t.n, Generation: gen, XGen: t.xgen, Cancel: gone}
 		answer, err = c.runArmed(ctx, c.transferLua.give, "give transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
 		if err != nil {
 			return false, false, err
 		}
-		if answer == xStale {
+		if answer == xStale && !gone {
 			give.Cancel = true
 			answer, err = c.runArmed(ctx, c.transferLua.give, "cancel transfer "+t.id, []string{r.Stock, r.Meta, r.Xin}, give)
 			if err != nil {
@@ -314,7 +329,8 @@ func (c *Client) FinishTransfers(ctx context.Context, voucherID int64, olderThan
 	if err != nil || len(shards) <= 1 {
 		return 0, err
 	}
-	return c.finishTransfers(ctx, shards, allShards(len(shards)), olderThan)
+	n, _, err := c.finishTransfers(ctx, shards, allShards(len(shards)), olderThan)
+	return n, err
 }
 
 func allShards(n int) []int {
@@ -326,27 +342,37 @@ func allShards(n int) []int {
 }
 
 // finishTransfers finishes the transfers out of the shards at the indexes
-// of which that are older than olderThan.
-func (c *Client) finishTransfers(ctx context.Context, shards []*voucherKeys, which []int, olderThan time.Duration) (int, error) {
+// of which that are older than olderThan. One that fails (its take not yet
+// on the donor's replicas, a node that does not answer) is left for later
+// and the others are finished all the same: one lagging donor must not
+// stall the voucher's every borrow. It returns how many it finished, the
+// donors of those that failed, and the first failure.
+func (c *Client) finishTransfers(ctx context.Context, shards []*voucherKeys, which []int, olderThan time.Duration) (int, map[int]bool, error) {
 	ts, gens, err := c.readTransfers(ctx, shards, which)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	before := time.Now().Add(-olderThan).UnixMilli()
 	finished := 0
+	var failed map[int]bool
+	var first error
 	for _, t := range ts {
 		if olderThan > 0 && t.at > before {
 			continue
 		}
 		done, _, err := c.finish(ctx, shards, t, gens[t.from])
 		if err != nil {
-			return finished, err
+			if failed == nil {
+				failed, first = map[int]bool{}, err
+			}
+			failed[t.from] = true
+			continue
 		}
 		if done {
 			finished++
 		}
 	}
-	return finished, nil
+	return finished, failed, first
 }
 
 // Borrow moves stock to the home shard of a sharded voucher, which an
@@ -385,8 +411,8 @@ func (c *Client) Borrow(ctx context.Context, voucherID int64, home int) (seckill
 			return seckill.Borrowed{Moved: h.stock}, nil
 		}
 		now := time.Now().UnixMilli()
-		donor, total, busy, lost := -1, int64(0), false, false
-		var out []int
+		total, busy, lost := int64(0), false, false
+		var out, donors []int
 		for i, s := range st {
 			if s.xout > 0 {
 				out = append(out, i)
@@ -399,30 +425,32 @@ func (c *Client) Borrow(ctx context.Context, voucherID int64, home int) (seckill
 			if i == home || s.stock <= 0 {
 				continue
 			}
-			if s.gen != h.gen || s.xgen != h.xgen || s.frozen(now) || h.frozen(now) {
+			if s.gen != h.gen || s.xgen != h.xgen || s.frozen(now) || h.frozen(now) || c.isLagging(shards[i], now) {
 				busy = true
 				continue
 			}
-			if donor < 0 || s.stock > st[donor].stock {
-				donor = i
-			}
+			donors = append(donors, i)
 		}
 		if len(out) > 0 {
 			// Stale transfers always; all of them when nothing else is
-			// there to take.
+			// there to take. A donor whose transfer could not be finished
+			// (its take not on its replicas yet) gives nothing more now:
+			// another batch would only wait beside the first.
 			olderThan := StaleTransfer
-			if donor < 0 {
+			if len(donors) == 0 {
 				olderThan = 0
 			}
-			if _, err := c.finishTransfers(ctx, shards, out, olderThan); err != nil {
+			_, failed, err := c.finishTransfers(ctx, shards, out, olderThan)
+			donors = slices.DeleteFunc(donors, func(i int) bool { return failed[i] })
+			if err != nil && len(donors) == 0 {
 				return seckill.Borrowed{}, err
 			}
-			if donor < 0 {
+			if len(donors) == 0 {
 				seen = nil
 				continue
 			}
 		}
-		if donor < 0 {
+		if len(donors) == 0 {
 			switch {
 			case lost:
 				return seckill.Borrowed{}, fmt.Errorf("redis: voucher %d: a shard is not loaded: %w", voucherID, seckill.ErrVoucherNotLoaded)
@@ -435,7 +463,8 @@ func (c *Client) Borrow(ctx context.Context, voucherID int64, home int) (seckill
 			continue
 		}
 		seen = nil
-		m, err := c.move(ctx, shards, donor, home, borrowBatch(total, len(shards), st[donor].stock), h.gen, h.xgen)
+		donor := slices.MaxFunc(donors, func(a, b int) int { return cmp.Compare(st[a].stock, st[b].stock) })
+		m, err := c.move(ctx, shards, donor, home, borrowBatch(st, home, donor, total), h.gen, h.xgen)
 		if err != nil || m > 0 {
 			return seckill.Borrowed{Moved: m}, err
 		}
@@ -454,18 +483,42 @@ func sameIn(a, b []shardState) bool {
 	return true
 }
 
-// borrowBatch is how many units a borrow takes from a donor holding
-// donorStock, of total left on all shards of a voucher with shards
-// shards: a fair share (ceil(total/shards)), for the home shard to serve
-// about as many buyers as the others before it borrows again; near the
-// end (total <= 2*shards), all the donor has, so that the last units
-// gather where buyers are asking rather than trickle one per transfer.
-func borrowBatch(total int64, shards int, donorStock int64) int64 {
-	k := int64(shards)
+// borrowBatch is how many units the home shard borrows from the donor,
+// of total left on all the shards st: sized to the demand, the home
+// shard's share of the voucher's admissions so far (its buyers among all
+// the shards' buyers) of what is left, so that it runs dry about when the
+// others do; smoothed by one buyer a shard, so that with no admissions
+// yet, or the buyers spread evenly, it is a fair share, ceil(total/K).
+// Near the end (total <= 2K) it is all the donor has, so that the last
+// units gather where buyers are asking rather than trickle one per
+// transfer. Never more than the donor has, never less than one.
+func borrowBatch(st []shardState, home, donor int, total int64) int64 {
+	k := int64(len(st))
 	if total <= 2*k {
-		return max(donorStock, 1)
+		return max(st[donor].stock, 1)
 	}
-	return max(min((total+k-1)/k, donorStock), 1)
+	var all int64
+	for _, s := range st {
+		all += max(s.buyers, 0)
+	}
+	share := max(st[home].buyers, 0) + 1
+	n := (total*share + all + k - 1) / (all + k) // ceil(total·share/(all+K))
+	return max(min(n, st[donor].stock), 1)
+}
+
+// isLagging reports whether a borrow at now (unix ms) should take nothing
+// from the shard d: a take from it could not be confirmed on its replicas
+// less than StaleTransfer ago.
+func (c *Client) isLagging(d *voucherKeys, now int64) bool {
+	until, ok := c.lagging.Load(d.Meta)
+	if !ok {
+		return false
+	}
+	if until.(int64) > now {
+		return true
+	}
+	c.lagging.CompareAndDelete(d.Meta, until)
+	return false
 }
 
 // move runs one transfer of up to n units from shard from to shard to,
@@ -498,25 +551,39 @@ func (c *Client) move(ctx context.Context, shards []*voucherKeys, from, to int, 
 // (Config.WaitReplicas), that the donor's replicas have the take of
 // transfer id before it is given: WAIT covers the writes of its own
 // connection only, so it writes on the donor's slot first (meta xwait, a
-// count nothing reads) on a connection of its own, then waits; the
-// replication stream is in order, so the take, made before, is covered
-// too. Too few acknowledgements: the transfer is left in the donor's xout
-// for a finisher to give once they come (FinishTransfers), and the
-// borrower answers unavailable. Without WaitReplicas it does nothing:
-// admissions themselves are not waited for then (docs/guarantees.md).
+// count nothing reads) on a connection of its own, checks there that the
+// master holds the take (errTakeGone if not: a failover lost it, or it was
+// settled), then waits; the replication stream is in order, so the take,
+// made before, is covered too. Too few acknowledgements: the transfer is
+// left in the donor's xout for a finisher to give once they come
+// (FinishTransfers), the borrower answers unavailable, and for
+// StaleTransfer no borrow takes from that donor (lagging). Without
+// WaitReplicas it does nothing: admissions themselves are not waited for
+// then (docs/guarantees.md).
 func (c *Client) takeReplicated(ctx context.Context, d *voucherKeys, id string) error {
 	if c.waitReplicas <= 0 {
 		return nil
 	}
 	var acked int64
+	var held bool
 	var waited error
 	err := c.confirm.Dedicated(func(dc rueidis.DedicatedClient) error {
-		if err := dc.Do(ctx, dc.B().Hincrby().Key(d.Meta).Field("xwait").Increment(1).Build()).Error(); err != nil {
+		res := dc.DoMulti(ctx,
+			dc.B().Hincrby().Key(d.Meta).Field("xwait").Increment(1).Build(),
+			dc.B().Hexists().Key(d.Xout).Field(id).Build())
+		if err := res[0].Error(); err != nil {
+			return err
+		}
+		var err error
+		if held, err = res[1].AsBool(); err != nil || !held {
 			return err
 		}
 		acked, waited = dc.Do(ctx, dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()).AsInt64()
 		return nil
 	})
+	if err == nil && !held {
+		return fmt.Errorf("redis: transfer %s: %w", id, errTakeGone)
+	}
 	if err == nil {
 		err = waited
 	}
@@ -524,8 +591,16 @@ func (c *Client) takeReplicated(ctx context.Context, d *voucherKeys, id string) 
 		err = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
 	}
 	if err != nil {
+		c.lagging.Store(d.Meta, time.Now().Add(StaleTransfer).UnixMilli())
 		return fmt.Errorf("redis: transfer %s: the take is not on enough replicas yet: %w (%w)", id, &seckill.Error{Kind: seckill.ErrUnavailable,
 			Message: "stock is on its way to your shard; try again", RetryAfter: time.Second}, err)
 	}
 	return nil
 }
+
+// errTakeGone: the donor's master holds no record of the transfer's take
+// (takeReplicated): settled by another finisher, or lost with a failover
+// to a replica that never had it, whose donor holds the units again.
+// Either way the receiver must not add them: the finisher cancels it, and
+// a receiver that received it already answers so.
+var errTakeGone = errors.New("the take is no longer on the donor")
