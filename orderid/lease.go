@@ -52,6 +52,10 @@ type LeaseTimes struct {
 	FreshWait time.Duration
 }
 
+// retryTake bounds how long a lease that lost its node id waits before it
+// tries again to take one, after a take that failed.
+const retryTake = time.Second
+
 // SharedLeaseTimes suit a store that running instances share and that
 // outlives them (a Redis server): NewLease's.
 var SharedLeaseTimes = LeaseTimes{TTL: 15 * time.Second, Renew: time.Second, Valid: 5 * time.Second, FreshWait: 5 * time.Second}
@@ -184,9 +188,11 @@ func (l *Lease) tick(ctx context.Context) {
 				break
 			} else if ctx.Err() == nil {
 				l.logger.Error("could not take a node id", "err", err)
+				// Ids are stopped until a take succeeds: try again soon,
+				// however long the renewals are spaced.
 				select {
 				case <-ctx.Done():
-				case <-time.After(l.Renew):
+				case <-time.After(min(l.Renew, retryTake)):
 				}
 			}
 		}
