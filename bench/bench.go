@@ -175,7 +175,9 @@ type run struct {
 	// before), and afterSoldOut counts the answers since.
 	soldOutAt    atomic.Int64
 	afterSoldOut atomic.Int64
-	soldOutSeen  sync.Once
+	// lastOK is when the sale last answered 200 (unix ns).
+	lastOK      atomic.Int64
+	soldOutSeen sync.Once
 	// urls are the instances (Config.URL); next picks the next one.
 	urls []string
 	next atomic.Uint64
@@ -547,6 +549,11 @@ func (r *run) buy(ctx context.Context, buyer int) {
 		key = r.errs.add(err)
 	case rep.status == http.StatusOK:
 		key = "ok"
+		for now := time.Now().UnixNano(); ; {
+			if was := r.lastOK.Load(); was >= now || r.lastOK.CompareAndSwap(was, now) {
+				break
+			}
+		}
 	case key == "":
 		key = strconv.Itoa(rep.status)
 	}
@@ -624,6 +631,10 @@ func (r *run) sale(ctx context.Context) (loopResult, error) {
 		}
 		if rest := start.Add(elapsed).Sub(soldOut).Seconds(); rest > 0 {
 			r.report.RateAfterSoldOut = float64(after) / rest
+		}
+		if last := r.lastOK.Load(); last != 0 {
+			gap := time.Duration(at - last)
+			r.report.SoldOutAfterLastUnit = &gap
 		}
 	}
 	r.report.Mean, r.report.P50, r.report.P99, r.report.P999 = s.mean(), s.quantile(0.5), s.quantile(0.99), s.quantile(0.999)

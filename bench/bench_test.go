@@ -159,6 +159,11 @@ func TestBooksBalance(t *testing.T) {
 	if lo, hi := min(r.RateUntilSoldOut, r.RateAfterSoldOut), max(r.RateUntilSoldOut, r.RateAfterSoldOut); r.Rate < lo*0.99 || r.Rate > hi*1.01 {
 		t.Errorf("the sale's rate %v is not between its halves' %v and %v", r.Rate, lo, hi)
 	}
+	// And the wait of the last buyers: the first sold_out, from the last
+	// 200, within the sale.
+	if g := r.SoldOutAfterLastUnit; g == nil || g.Abs().Seconds() > r.Seconds {
+		t.Errorf("the first sold_out after the last 200: %v; want a gap within the sale's %.3fs", g, r.Seconds)
+	}
 }
 
 // TestBooksCatchLostOrder: a server that answers 200 and never writes the

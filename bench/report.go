@@ -67,6 +67,13 @@ type Report struct {
 	// out). A sale that slows down once sold out shows it here.
 	RateUntilSoldOut float64 `json:"reqPerSecUntilSoldOut"`
 	RateAfterSoldOut float64 `json:"reqPerSecAfterSoldOut"`
+	// SoldOutAfterLastUnit is how long after the last answer 200 (the last
+	// unit sold) the first sold_out answer came, both as the buyers got
+	// them: what the last buyers wait to be told, where a sharded voucher
+	// must first find every shard empty. Negative: a sold_out came before
+	// the last 200 (each decided in its own request, and answered in any
+	// order). Absent when the sale did not sell out.
+	SoldOutAfterLastUnit *time.Duration `json:"soldOutAfterLastUnit,omitempty"`
 	// Phases are the run's timed parts in order (bare, healthz, sale,
 	// sold-out, drain, admissions max), each with the CPU of the watched
 	// processes.
@@ -404,6 +411,9 @@ func notes(w io.Writer, r *Report) {
 	if r.RateUntilSoldOut > 0 && r.RateAfterSoldOut > 0 {
 		fmt.Fprintf(w, "; the sale's rate until its first sold_out answer %.0f req/s, after it %.0f req/s (%.2f×)",
 			r.RateUntilSoldOut, r.RateAfterSoldOut, r.RateAfterSoldOut/r.RateUntilSoldOut)
+	}
+	if r.SoldOutAfterLastUnit != nil {
+		fmt.Fprintf(w, "; the first sold_out %v after the last 200", *r.SoldOutAfterLastUnit)
 	}
 	if r.Agree != nil {
 		fmt.Fprintf(w, "; Redis and database agree: %v (%s)", *r.Agree, r.AgreeNote)
