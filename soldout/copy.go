@@ -184,7 +184,7 @@ func (s *Copies) keepCopy(ctx context.Context, sh seckill.Shard, cp *buyersCopy)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.logger.Debug("could not copy a sold-out voucher's buyers", "voucher", sh.VoucherID, "shard", sh.Index, "err", err)
-					s.put(sh, &buyersCopy{retry: s.mono() + int64(copyRetry)}, cp)
+					s.put(sh, &buyersCopy{sharded: cp.sharded, retry: s.mono() + int64(copyRetry)}, cp)
 				}
 				return
 			}

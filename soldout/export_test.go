@@ -19,16 +19,16 @@ func (s *Copies) Mono() int64 { return s.mono() }
 
 // get returns the copy of the unsharded voucher, or nil.
 func (s *Copies) get(voucherID int64) *buyersCopy {
-	return s.copyOf(seckill.Shard{VoucherID: voucherID})
+	return s.copyOf(seckill.Shard{VoucherID: voucherID}, false)
 }
 
-// CopyOf returns the shard's copy, or nil.
-func (s *Copies) CopyOf(sh seckill.Shard) *Copy { return s.copyOf(sh) }
+// CopyOf returns the copy of the shard of a sharded voucher, or nil.
+func (s *Copies) CopyOf(sh seckill.Shard) *Copy { return s.copyOf(sh, true) }
 
 // CopiedShard reports whether the shard's buyers are answered from its
 // copy alone now.
 func (s *Copies) CopiedShard(sh seckill.Shard) bool {
-	cp := s.copyOf(sh)
+	cp := s.copyOf(sh, true)
 	return cp != nil && s.mono() < cp.trusted.Load()
 }
 

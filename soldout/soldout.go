@@ -180,9 +180,13 @@ type Copies struct {
 	logger *slog.Logger
 	off    bool // Config.Off
 
-	m      cow.Map[seckill.Shard, *buyersCopy] // read by every sold-out answer
-	epoch  time.Time                           // mono measures from it
-	ctx    context.Context                     // ends the pollers at Close
+	// m and shards hold the copies, read by every sold-out answer: m an
+	// unsharded voucher's, by its id, as before shards (a lookup by an
+	// int64 is the cheaper); shards a sharded one's, by shard.
+	m      cow.Map[int64, *buyersCopy]
+	shards cow.Map[seckill.Shard, *buyersCopy]
+	epoch  time.Time       // mono measures from it
+	ctx    context.Context // ends the pollers at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -232,19 +236,28 @@ func (s *Copies) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64)
 	if s.off {
 		return s.r.SoldOutBuyerOrder(ctx, userID, voucherID)
 	}
-	k, err := s.r.Shards(ctx, voucherID)
-	if err != nil {
-		return 0, err
+	sh := seckill.Shard{VoucherID: voucherID}
+	cp, _ := s.m.Load(voucherID)
+	sharded := false
+	if cp == nil {
+		// No copy of it unsharded: it may be sharded, its user's copy
+		// that of their home shard.
+		k, err := s.r.Shards(ctx, voucherID)
+		if err != nil {
+			return 0, err
+		}
+		if sharded = k > 1; sharded {
+			sh.Index = seckill.HomeShard(userID, k)
+			cp = s.copyOf(sh, true)
+		}
 	}
-	sh := seckill.Shard{VoucherID: voucherID, Index: seckill.HomeShard(userID, k)}
-	cp := s.copyOf(sh)
 	now := s.mono()
 	switch {
 	case cp == nil:
-		s.startCopy(sh, k > 1, nil)
+		s.startCopy(sh, sharded, nil)
 	case cp.retry != 0:
 		if now >= cp.retry {
-			s.startCopy(sh, k > 1, cp)
+			s.startCopy(sh, sharded, cp)
 		}
 	default:
 		// Asked for, trusted or not: a copy being made is not idle.
@@ -266,22 +279,36 @@ func (s *Copies) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64)
 // mono is the monotonic time since the copies were set up.
 func (s *Copies) mono() int64 { return int64(time.Since(s.epoch)) }
 
-// copyOf returns the shard's copy, or nil.
-func (s *Copies) copyOf(sh seckill.Shard) *buyersCopy {
-	cp, _ := s.m.Load(sh)
+// copyOf returns the copy of the shard (sharded: of a voucher with more
+// than one; else the voucher's), or nil.
+func (s *Copies) copyOf(sh seckill.Shard, sharded bool) *buyersCopy {
+	if sharded {
+		cp, _ := s.shards.Load(sh)
+		return cp
+	}
+	cp, _ := s.m.Load(sh.VoucherID)
 	return cp
 }
 
-// put sets (or, with nil, removes) the shard's copy, if it still is was.
+// put sets (or, with nil, removes) the shard's copy, if it still is was;
+// cp or was says whether the shard is a sharded voucher's.
 func (s *Copies) put(sh seckill.Shard, cp, was *buyersCopy) bool {
-	return s.m.Update(func(next map[seckill.Shard]*buyersCopy) bool {
-		if next[sh] != was {
+	if (cp != nil && cp.sharded) || (was != nil && was.sharded) {
+		return putIn(&s.shards, sh, cp, was)
+	}
+	return putIn(&s.m, sh.VoucherID, cp, was)
+}
+
+// putIn sets (or, with nil, removes) m[k] to cp, if it still is was.
+func putIn[K comparable](m *cow.Map[K, *buyersCopy], k K, cp, was *buyersCopy) bool {
+	return m.Update(func(next map[K]*buyersCopy) bool {
+		if next[k] != was {
 			return false
 		}
 		if cp != nil {
-			next[sh] = cp
+			next[k] = cp
 		} else {
-			delete(next, sh)
+			delete(next, k)
 		}
 		return true
 	})
