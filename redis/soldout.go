@@ -15,13 +15,15 @@ import (
 
 // This file is the Redis I/O of the copies of sold-out vouchers' buyers
 // (package soldout, which polls and trusts them): the fenced read of one
-// buyer's slot, the read of a voucher's changes, the scan of its buyers.
+// buyer's slot, the read of a voucher's (or shard's) changes, the scan of
+// its buyers, and the mark of a sharded voucher's shards drained.
 
 var _ soldout.Reader = (*Client)(nil)
 
 // Hold is how long units given back to a sold-out voucher (a dead letter, a
-// released reservation) or a rebuilt stock wait before they are admitted:
-// an admission meanwhile is answered unavailable, to try again. It is what
+// released reservation; a transfer to a drained shard, see markDrained) or
+// a rebuilt stock wait before they are admitted: an admission meanwhile is
+// answered unavailable, to try again. It is what
 // keeps the instances' copies of a sold-out voucher's buyers true (see
 // soldout.Copies): longer than soldout.Trust.
 const Hold = 250 * time.Millisecond
