@@ -7,7 +7,8 @@
 // The copies read Redis only through a Reader, which redis.Client
 // implements; they own the goroutines that keep them true (one poller per
 // voucher, or shard, copied), started when it is first asked for and
-// stopped by Close. docs/design.md, "Sold-out copies", says why a copy may answer.
+// stopped by Close. docs/design.md, "Sold-out copies", says why a copy
+// may answer.
 package soldout
 
 import (
@@ -143,7 +144,8 @@ type Config struct {
 // voucher has one copy per shard, of the buyers whose home it is
 // (seckill.HomeShard), made, polled, paced and trusted on its own: what
 // is said below of a voucher is said of each shard, but that a shard's
-// copy answers alone only while its shard is drained too (Version).
+// copy is made, and answers alone, only while its shard is drained too
+// (Version.Drained).
 //
 // A copy is made only while the voucher's stock is 0 or less: its
 // version is read, the buyers are scanned, and what changed meanwhile is
@@ -162,11 +164,11 @@ type Config struct {
 // A copy answers alone only while a read sent less than Trust ago found it
 // true and the voucher sold out. An admission needs stock, which on a
 // sold-out voucher only a unit given back or a rebuild makes, and those
-// hold it for redis.Hold > Trust; on a drained shard, a transfer's units
-// too. So a buyer admitted after that read was
-// admitted at least the hold after it: any answer given after that
-// admission is given after the copy's trust lapsed. A copy never tells a
-// buyer who holds an order "sold out".
+// hold it for redis.Hold > Trust (on a drained shard, a transfer's units
+// too). So a buyer admitted after that read was admitted at least the hold
+// after it: any answer given after that admission is given after the
+// copy's trust lapsed. A copy never tells a buyer who holds an order "sold
+// out".
 //
 // Under thousands of connections at once a poll's round trip (its reply
 // waits in Go's run queue behind every request's goroutine) can take longer
@@ -226,10 +228,11 @@ func (s *Copies) Close() {
 // SoldOutBuyerOrder is the order the user holds of a voucher the caller
 // found sold out (0: none): from this instance's copy of the voucher's
 // buyers (of a sharded voucher, of the user's home shard's) while the copy
-// is known to be true, else read from Redis (and a copy is started). See Copies for why a copy may answer. It answers only
-// for a server where admission is armed and a voucher that is loaded: else
-// (a server not checked since it came up, maybe with older data; a voucher
-// being rebuilt) it answers seckill.ErrCacheUnverified or
+// is known to be true, else read from Redis (and a copy is started). See
+// Copies for why a copy may answer. It answers only for a server where
+// admission is armed and a voucher (its user's home shard) that is loaded:
+// else (a server not checked since it came up, maybe with older data; a
+// voucher being rebuilt) it answers seckill.ErrCacheUnverified or
 // seckill.ErrVoucherNotLoaded, and the caller admits, which checks the
 // server or rebuilds the voucher.
 func (s *Copies) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
