@@ -242,8 +242,8 @@ type OrderService struct {
 type SoldOutReader interface {
 	// SoldOutBuyerOrder is OrderCache.BuyerOrder for a voucher the caller
 	// found sold out, read only from a server checked since it came up
-	// (else ErrCacheUnverified) and while the voucher is loaded (else
-	// ErrVoucherNotLoaded).
+	// (else ErrCacheUnverified) and while the voucher (of a sharded one,
+	// the buyer's home shard) is loaded (else ErrVoucherNotLoaded).
 	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 
@@ -351,19 +351,14 @@ func (s *OrderService) knownSoldOut(voucherID int64, fence uint64) bool {
 
 // noteSoldOut remembers that the voucher is sold out, for SoldOutFor, as
 // learnt under the word fence of fenceSeen (read before the admission).
-//
-// Not a sharded voucher's: its buyers' slots are on their home shards,
-// which the sold-out readers do not read (they find it not loaded), so the
-// memory would only add a read to every buy; the Admitter remembers such a
-// voucher sold out instead (borrowFor), and each buy still runs on the
-// buyer's home shard, which answers their own order first.
+// A sharded voucher is so only when the Admitter found every shard at 0
+// with nothing in flight (Admitter.borrow), not when the buyer's home
+// shard alone was; its buyers are then answered from their home shards'
+// slots (SoldOutReader).
 func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
 	wait := s.SoldOutFor
 	if wait == 0 {
 		wait = time.Second
-	}
-	if s.Vouchers != nil && s.sharded(voucherID) {
-		return
 	}
 	if wait > 0 && checkedIn(fence) && s.SoldOut != nil {
 		now := s.now().UnixNano()
@@ -531,11 +526,4 @@ func (s *OrderService) pendingOrders(ctx context.Context, userID int64) (pending
 		}
 	}
 	return pending, persisted, nil
-}
-
-// sharded reports whether the voucher, as its row was read for admission,
-// has shards.
-func (s *OrderService) sharded(voucherID int64) bool {
-	v, ok := s.Vouchers.rows.rows.Load(voucherID)
-	return ok && v.(*Voucher).ShardCount() > 1
 }

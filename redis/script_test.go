@@ -176,7 +176,7 @@ func TestScriptArgs(t *testing.T) {
 		{"node_renew", nodeRenewArgs{Node: 7, Token: "tk", TTL: time.Second, LastUnixMs: 5, Recent: true}.argv(),
 			map[int]string{1: "7", 2: "tk", 3: "1000", 4: "5", 5: "1"}},
 		{"transfer_give", transferGiveArgs{ID: "t1", N: 5, Generation: "2", XGen: "0", Cancel: true}.argv(),
-			map[int]string{1: "t1", 2: "5", 3: "2", 4: "0", 5: "cancel"}},
+			map[int]string{1: "t1", 2: "5", 3: "2", 4: "0", 5: "cancel", 6: holdMillis}},
 		{"transfer_take", transferTakeArgs{ID: "t1", To: 3, N: 5, Generation: "2", XGen: "0"}.argv(),
 			map[int]string{1: "t1", 2: "3", 3: "5", 4: "2", 5: "0"}},
 		{"release", releaseArgs{UserID: 7, OrderID: 1001, Keep: "1002"}.argv(),

@@ -15,13 +15,15 @@ import (
 
 // This file is the Redis I/O of the copies of sold-out vouchers' buyers
 // (package soldout, which polls and trusts them): the fenced read of one
-// buyer's slot, the read of a voucher's changes, the scan of its buyers.
+// buyer's slot, the read of a voucher's (or shard's) changes, the scan of
+// its buyers, and the mark of a sharded voucher's shards drained.
 
 var _ soldout.Reader = (*Client)(nil)
 
 // Hold is how long units given back to a sold-out voucher (a dead letter, a
-// released reservation) or a rebuilt stock wait before they are admitted:
-// an admission meanwhile is answered unavailable, to try again. It is what
+// released reservation; a transfer to a drained shard, see markDrained) or
+// a rebuilt stock wait before they are admitted: an admission meanwhile is
+// answered unavailable, to try again. It is what
 // keeps the instances' copies of a sold-out voucher's buyers true (see
 // soldout.Copies): longer than soldout.Trust.
 const Hold = 250 * time.Millisecond
@@ -93,13 +95,17 @@ func probeErr(res rueidis.RedisResult) error {
 }
 
 // SoldOutBuyerOrder is BuyerOrder for a voucher the caller found sold
-// out, read only where admission is armed (else ErrCacheUnverified) and
-// while the voucher is loaded: without its stock (unloaded, being rebuilt,
-// or lost with Redis's data) its slots may lack buyers who hold an order,
-// and it is ErrVoucherNotLoaded. It is what soldout.Copies answers when no
-// copy may, and what a service without the copies answers.
+// out, read on the user's home shard (of a sharded voucher; an unsharded
+// one is its own), only where admission is armed (else ErrCacheUnverified)
+// and while that shard is loaded: without its stock (unloaded, being
+// rebuilt, or lost with Redis's data) its slots may lack buyers who hold an
+// order, and it is ErrVoucherNotLoaded. It is what soldout.Copies answers
+// when no copy may, and what a service without the copies answers.
 func (c *Client) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
-	k := c.hotVoucher(voucherID)
+	k, err := c.buyerKeys(ctx, voucherID, userID)
+	if err != nil {
+		return 0, err
+	}
 	res := c.rdb.DoMulti(ctx, c.admitProbe(k), c.rdb.B().Exists().Key(k.Stock).Build(),
 		c.rdb.B().Hget().Key(k.Buyers).Field(strconv.FormatInt(userID, 10)).Build())
 	if err := probeErr(res[0]); err != nil {
@@ -121,24 +127,53 @@ func (c *Client) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64)
 	return id, nil
 }
 
-// ReadChanges runs copy_changes.lua, after the probe of admission, for a
-// copy true against the version since (nil: the version alone). A server
-// where admission is not armed is ErrCacheUnverified.
-func (c *Client) ReadChanges(ctx context.Context, voucherID int64, since *soldout.Version) (soldout.Changes, error) {
+// Shards is how many shards the voucher has (1: unsharded), as layoutOf
+// finds them: a voucher already learnt costs one map read.
+func (c *Client) Shards(ctx context.Context, voucherID int64) (int, error) {
+	shards, err := c.shardsOf(ctx, voucherID)
+	return len(shards), err
+}
+
+// markDrained sets drained on the meta of each of a sharded voucher's
+// shards, which Borrow has just found all at 0 with nothing in flight: from
+// then on a transfer that gives one of them units (transfer_give.lua, or
+// transfer_settle.lua giving a refused transfer's units back) holds them
+// for Hold, as release.lua holds a unit given back, and so a copy of the
+// shard's buyers that found it at 0 and drained may answer alone
+// (soldout.Version.Drained). One HSET per shard, in one round trip per
+// node; an error is only logged: a shard left without drained is never
+// trusted, and its copy answers after a poll sent after the question.
+func (c *Client) markDrained(ctx context.Context, shards []*voucherKeys) {
+	cmds := make(rueidis.Commands, 0, len(shards))
+	for _, k := range shards {
+		cmds = append(cmds, c.rdb.B().Hset().Key(k.Meta).FieldValue().FieldValue("drained", "1").Build())
+	}
+	for _, r := range c.rdb.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			c.logger.Debug("a sold-out shard could not be marked drained; its copies will not answer alone", "err", err)
+			return
+		}
+	}
+}
+
+// ReadChanges runs copy_changes.lua on the shard, after the probe of
+// admission, for a copy true against the version since (nil: the version
+// alone). A server where admission is not armed is ErrCacheUnverified.
+func (c *Client) ReadChanges(ctx context.Context, shard seckill.Shard, since *soldout.Version) (soldout.Changes, error) {
 	const op = "read a sold-out voucher's changes"
-	k := c.keys.voucher(voucherID)
+	k, err := c.shardKeys(ctx, shard)
+	if err != nil {
+		return soldout.Changes{}, err
+	}
 	ver, last := "", "0-0"
 	if since != nil {
 		ver, last = cmp.Or(since.Ver, "0"), cmp.Or(since.Last, "0-0")
 	}
 	script := copyChangesScript.on(c.embedded)
 	keys, args := []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.Changes}, []string{ver, last, changeLogLen}
-	var (
-		out []rueidis.RedisMessage
-		err error
-	)
+	var out []rueidis.RedisMessage
 	for loaded := false; ; loaded = true {
-		res := c.rdb.DoMulti(ctx, c.admitProbe(&k),
+		res := c.rdb.DoMulti(ctx, c.admitProbe(k),
 			c.rdb.B().Evalsha().Sha1(script.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 		if err := probeErr(res[0]); err != nil {
 			return soldout.Changes{}, err
@@ -156,7 +191,7 @@ func (c *Client) ReadChanges(ctx context.Context, voucherID int64, since *soldou
 	if err != nil {
 		return soldout.Changes{}, redisErr(op, err)
 	}
-	if len(out) < 7 || (len(out)-7)%2 != 0 {
+	if len(out) < 8 || (len(out)-8)%2 != 0 {
 		return soldout.Changes{}, fmt.Errorf("redis: %s: %d values returned", op, len(out))
 	}
 	var ch soldout.Changes
@@ -178,8 +213,9 @@ func (c *Client) ReadChanges(ctx context.Context, voucherID int64, since *soldou
 		return soldout.Changes{}, fmt.Errorf("redis: %s: complete: %w", op, err)
 	}
 	ch.Complete = complete == 1
-	ch.Slots = make(map[int64]int64, (len(out)-7)/2)
-	for i := 7; i < len(out); i += 2 {
+	_, v.Drained = str(out[7])
+	ch.Slots = make(map[int64]int64, (len(out)-8)/2)
+	for i := 8; i < len(out); i += 2 {
 		u, _ := str(out[i])
 		user, err := strconv.ParseInt(u, 10, 64)
 		var order int64
@@ -197,10 +233,14 @@ func (c *Client) ReadChanges(ctx context.Context, voucherID int64, since *soldou
 	return ch, nil
 }
 
-// ScanBuyers reads the voucher's buyers whole, with HSCAN so that Redis is
+// ScanBuyers reads the shard's buyers whole, with HSCAN so that Redis is
 // not held for long by a large hash.
-func (c *Client) ScanBuyers(ctx context.Context, voucherID, size int64) (map[int64]int64, error) {
-	key := c.keys.voucher(voucherID).Buyers
+func (c *Client) ScanBuyers(ctx context.Context, shard seckill.Shard, size int64) (map[int64]int64, error) {
+	k, err := c.shardKeys(ctx, shard)
+	if err != nil {
+		return nil, err
+	}
+	key := k.Buyers
 	buyers := make(map[int64]int64, size)
 	var cursor uint64
 	for {

@@ -124,6 +124,7 @@ func (a transferGiveArgs) argv() []string {
 		a.Generation,               // ARGV[3]
 		a.XGen,                     // ARGV[4]
 		mode,                       // ARGV[5]
+		holdMillis,                 // ARGV[6]: units given to a drained shard are held
 	}
 }
 
@@ -311,7 +312,7 @@ func (c *Client) finish(ctx context.Context, shards []*voucherKeys, t transfer, 
 	}
 	received = answer > 0
 	d := shards[t.from]
-	n, err := c.runArmed(ctx, c.transferLua.settle, "settle transfer "+t.id, []string{d.Stock, d.Meta, d.Xout}, args{t.id, flag(received)})
+	n, err := c.runArmed(ctx, c.transferLua.settle, "settle transfer "+t.id, []string{d.Stock, d.Meta, d.Xout}, args{t.id, flag(received), holdMillis})
 	if err != nil {
 		return false, false, err
 	}
@@ -457,6 +458,7 @@ func (c *Client) Borrow(ctx context.Context, voucherID int64, home int) (seckill
 			case busy || total > 0:
 				return seckill.Borrowed{}, nil
 			case seen != nil && sameIn(seen, st):
+				c.markDrained(ctx, shards)
 				return seckill.Borrowed{SoldOut: true}, nil
 			}
 			seen = st

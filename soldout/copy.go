@@ -10,13 +10,17 @@ import (
 	"github.com/seckill/seckill"
 )
 
-// buyersCopy is one voucher's copy of its buyers' slots.
+// buyersCopy is one voucher's (or shard's) copy of its buyers' slots.
 type buyersCopy struct {
+	// sharded: a shard's of a voucher with more than one, trusted only
+	// while drained (Version.soldOutIn).
+	sharded bool
 	// view is the copy, set before confirmed is first set and replaced
 	// whole by each change.
 	view atomic.Pointer[copyView]
 	// trusted: until when (mono) the copy may answer alone: Trust after a
-	// read that found it true and the voucher sold out was sent.
+	// read that found it true and the voucher sold out (a shard at 0 and
+	// drained) was sent.
 	trusted atomic.Int64
 	// confirmed: when (mono) the last read that found the copy true was
 	// sent, sold out or not; 0 before the first.
@@ -81,7 +85,7 @@ func (cp *buyersCopy) awaitPoll(ctx context.Context, userID, came int64) (int64,
 // the version v.
 func (cp *buyersCopy) confirm(sent int64, v Version) {
 	cp.confirmed.Store(sent)
-	if v.SoldOut() {
+	if v.soldOutIn(cp.sharded) {
 		cp.trusted.Store(sent + int64(Trust))
 	}
 }
@@ -152,10 +156,10 @@ func (v *copyView) next(at Version, ch Changes) (*copyView, bool) {
 // many, or they changed in a way the copy cannot follow).
 var errNoCopy = errors.New("soldout: no copy of the buyers")
 
-// keepCopy makes the copy cp of the voucher's buyers, then keeps it true
+// keepCopy makes the copy cp of the shard's buyers, then keeps it true
 // with the changes polls find, until it is not asked for in copyIdle, the
 // server is not armed, a whole copy fails, or ctx ends.
-func (s *Copies) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) {
+func (s *Copies) keepCopy(ctx context.Context, sh seckill.Shard, cp *buyersCopy) {
 	defer func() {
 		cp.ended.Store(true)
 		cp.pollEnded()
@@ -171,21 +175,21 @@ func (s *Copies) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) 
 	defer t.Stop()
 	for {
 		if cp.view.Load() == nil || cp.stale.Load() {
-			if !s.awaitCopy(ctx, s.copyFrom(voucherID), idle) {
-				s.put(voucherID, nil, cp)
+			if !s.awaitCopy(ctx, s.copyFrom(sh), idle) {
+				s.put(sh, nil, cp)
 				return
 			}
 			began := s.mono()
-			view, v, sent, err := s.copyAll(ctx, voucherID, &held)
+			view, v, sent, err := s.copyAll(ctx, sh, cp.sharded, &held)
 			if err != nil {
 				if ctx.Err() == nil {
-					s.logger.Debug("could not copy a sold-out voucher's buyers", "voucher", voucherID, "err", err)
-					s.put(voucherID, &buyersCopy{retry: s.mono() + int64(copyRetry)}, cp)
+					s.logger.Debug("could not copy a sold-out voucher's buyers", "voucher", sh.VoucherID, "shard", sh.Index, "err", err)
+					s.put(sh, &buyersCopy{sharded: cp.sharded, retry: s.mono() + int64(copyRetry)}, cp)
 				}
 				return
 			}
 			again := cp.confirmed.Load() != 0
-			s.logger.Debug("answering a sold-out voucher's buyers from a copy", "voucher", voucherID, "buyers", view.size,
+			s.logger.Debug("answering a sold-out voucher's buyers from a copy", "voucher", sh.VoucherID, "shard", sh.Index, "buyers", view.size,
 				"took", time.Duration(s.mono()-began), "again", again)
 			if !again {
 				cp.used.Store(s.mono()) // idle from now, not from before the scan
@@ -195,13 +199,13 @@ func (s *Copies) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) 
 			cp.stale.Store(false)
 			cp.confirm(sent, v)
 		} else {
-			ch, sent, err := s.readChanges(ctx, voucherID, &at)
+			ch, sent, err := s.readChanges(ctx, sh, &at)
 			last = sent
 			switch {
 			case ctx.Err() != nil:
 				return
 			case errors.Is(err, seckill.ErrCacheUnverified):
-				s.put(voucherID, nil, cp)
+				s.put(sh, nil, cp)
 				return
 			case err != nil:
 				// Unheard: the trust lapses by itself; poll again.
@@ -218,7 +222,7 @@ func (s *Copies) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) 
 		}
 		cp.pollEnded() // (on a return, the deferred one, with ended set)
 		if idle() {
-			s.put(voucherID, nil, cp)
+			s.put(sh, nil, cp)
 			return
 		}
 		if cp.stale.Load() {
@@ -240,9 +244,9 @@ func (s *Copies) keepCopy(ctx context.Context, voucherID int64, cp *buyersCopy) 
 // version alone), and returns when (mono) the read was sent: taken before
 // the call, so no later than the read itself, which is all that the trust
 // it gives needs.
-func (s *Copies) readChanges(ctx context.Context, voucherID int64, since *Version) (Changes, int64, error) {
+func (s *Copies) readChanges(ctx context.Context, sh seckill.Shard, since *Version) (Changes, int64, error) {
 	sent := s.mono()
-	ch, err := s.r.ReadChanges(ctx, voucherID, since)
+	ch, err := s.r.ReadChanges(ctx, sh, since)
 	return ch, sent, err
 }
 
@@ -276,20 +280,20 @@ func (s *Copies) awaitCopy(ctx context.Context, next int64, idle func() bool) bo
 	}
 }
 
-// copyAll copies the voucher's buyers whole: it reads the voucher's
-// version, scans the buyers (so that Redis is not held for long by a large
-// hash), and applies what changed since that read as a poll does, which
-// also finds the buyers a scan continued on another server skipped. The
-// copy is true as of that last read, sent at sent. held is the number of
-// buyers counted in the copies' budget for this copy.
-func (s *Copies) copyAll(ctx context.Context, voucherID int64, held *int64) (*copyView, Version, int64, error) {
+// copyAll copies the shard's buyers whole: it reads the shard's version,
+// scans the buyers (so that Redis is not held for long by a large hash),
+// and applies what changed since that read as a poll does, which also
+// finds the buyers a scan continued on another server skipped. The copy is
+// true as of that last read, sent at sent. held is the number of buyers
+// counted in the copies' budget for this copy.
+func (s *Copies) copyAll(ctx context.Context, sh seckill.Shard, sharded bool, held *int64) (*copyView, Version, int64, error) {
 	var scanned int64
-	defer func() { s.spent(voucherID, scanned) }()
-	first, _, err := s.readChanges(ctx, voucherID, nil)
+	defer func() { s.spent(sh, scanned) }()
+	first, _, err := s.readChanges(ctx, sh, nil)
 	if err != nil {
 		return nil, Version{}, 0, err
 	}
-	if !first.Version.SoldOut() {
+	if !first.Version.soldOutIn(sharded) {
 		return nil, Version{}, 0, errNoCopy
 	}
 	if s.buyers.Add(first.Version.Buyers-*held) > maxCopyBuyers {
@@ -298,11 +302,11 @@ func (s *Copies) copyAll(ctx context.Context, voucherID int64, held *int64) (*co
 	}
 	*held = first.Version.Buyers
 	scanned = first.Version.Buyers
-	buyers, err := s.r.ScanBuyers(ctx, voucherID, first.Version.Buyers)
+	buyers, err := s.r.ScanBuyers(ctx, sh, first.Version.Buyers)
 	if err != nil {
 		return nil, Version{}, 0, err
 	}
-	ch, sent, err := s.readChanges(ctx, voucherID, &first.Version)
+	ch, sent, err := s.readChanges(ctx, sh, &first.Version)
 	if err != nil {
 		return nil, Version{}, 0, err
 	}

@@ -3,6 +3,8 @@ package soldout
 // What the tests of package soldout_test, against real Redis, read of the
 // copies.
 
+import "github.com/seckill/seckill"
+
 // Poll and Idle are copyPoll and copyIdle.
 const (
 	Poll = copyPoll
@@ -14,6 +16,21 @@ type Copy = buyersCopy
 
 // Mono is the copies' monotonic clock.
 func (s *Copies) Mono() int64 { return s.mono() }
+
+// get returns the copy of the unsharded voucher, or nil.
+func (s *Copies) get(voucherID int64) *buyersCopy {
+	return s.copyOf(seckill.Shard{VoucherID: voucherID}, false)
+}
+
+// CopyOf returns the copy of the shard of a sharded voucher, or nil.
+func (s *Copies) CopyOf(sh seckill.Shard) *Copy { return s.copyOf(sh, true) }
+
+// CopiedShard reports whether the shard's buyers are answered from its
+// copy alone now.
+func (s *Copies) CopiedShard(sh seckill.Shard) bool {
+	cp := s.copyOf(sh, true)
+	return cp != nil && s.mono() < cp.trusted.Load()
+}
 
 // Copy returns the voucher's copy, or nil.
 func (s *Copies) Copy(voucherID int64) *Copy { return s.get(voucherID) }

@@ -98,7 +98,7 @@ func (f *fakeRedis) SoldOutBuyerOrder(_ context.Context, userID, _ int64) (int64
 	return f.buyers[userID], nil
 }
 
-func (f *fakeRedis) ReadChanges(_ context.Context, _ int64, since *Version) (Changes, error) {
+func (f *fakeRedis) ReadChanges(_ context.Context, _ seckill.Shard, since *Version) (Changes, error) {
 	f.wait()
 	defer f.wait()
 	f.mu.Lock()
@@ -125,7 +125,7 @@ func (f *fakeRedis) ReadChanges(_ context.Context, _ int64, since *Version) (Cha
 	return ch, nil
 }
 
-func (f *fakeRedis) ScanBuyers(context.Context, int64, int64) (map[int64]int64, error) {
+func (f *fakeRedis) ScanBuyers(context.Context, seckill.Shard, int64) (map[int64]int64, error) {
 	f.wait()
 	defer f.wait()
 	f.mu.Lock()
@@ -133,6 +133,8 @@ func (f *fakeRedis) ScanBuyers(context.Context, int64, int64) (map[int64]int64, 
 	f.scans++
 	return maps.Clone(f.buyers), nil
 }
+
+func (f *fakeRedis) Shards(context.Context, int64) (int, error) { return 1, nil }
 
 // reads returns the counts of the reads.
 func (f *fakeRedis) reads() (slots, changes, scans int) {

@@ -1,11 +1,14 @@
 // Package soldout keeps, per instance, a copy of each sold-out voucher's
 // buyers, so that the flood of buyers who ask after the sell-out is
-// answered without a round trip to Redis (Copies.SoldOutBuyerOrder).
+// answered without a round trip to Redis (Copies.SoldOutBuyerOrder). A
+// sharded voucher's copy is one per shard, each of the buyers whose home
+// the shard is, each kept as an unsharded voucher's is.
 //
 // The copies read Redis only through a Reader, which redis.Client
 // implements; they own the goroutines that keep them true (one poller per
-// voucher copied), started when a voucher is first asked for and stopped
-// by Close. docs/design.md, "Sold-out copies", says why a copy may answer.
+// voucher, or shard, copied), started when it is first asked for and
+// stopped by Close. docs/design.md, "Sold-out copies", says why a copy
+// may answer.
 package soldout
 
 import (
@@ -62,37 +65,56 @@ const (
 )
 
 // Reader is the Redis I/O the copies need. *redis.Client implements it.
+// An unsharded voucher is its own shard 0.
 type Reader interface {
 	// SoldOutBuyerOrder reads the order the user's slot of the voucher
-	// holds (0: none), only where admission is armed (else
-	// seckill.ErrCacheUnverified) and while the voucher is loaded (else
-	// seckill.ErrVoucherNotLoaded): the answer when no copy may give it.
+	// holds (0: none), on the user's home shard, only where admission is
+	// armed (else seckill.ErrCacheUnverified) and while that shard is
+	// loaded (else seckill.ErrVoucherNotLoaded): the answer when no copy
+	// may give it.
 	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 	// ReadChanges reads, at one instant and only where admission is armed
-	// (else seckill.ErrCacheUnverified), the voucher's version and the
+	// (else seckill.ErrCacheUnverified), the shard's version and the
 	// slots changed since the version since, with what each holds now;
 	// with since nil, the version alone, its Last the newest order entry.
-	ReadChanges(ctx context.Context, voucherID int64, since *Version) (Changes, error)
-	// ScanBuyers reads the voucher's buyers whole (user id → order id),
+	ReadChanges(ctx context.Context, shard seckill.Shard, since *Version) (Changes, error)
+	// ScanBuyers reads the shard's buyers whole (user id → order id),
 	// without holding Redis for long; size is how many it expects.
-	ScanBuyers(ctx context.Context, voucherID, size int64) (map[int64]int64, error)
+	ScanBuyers(ctx context.Context, shard seckill.Shard, size int64) (map[int64]int64, error)
+	// Shards is how many shards the voucher has (1: unsharded), without
+	// a round trip once it is known.
+	Shards(ctx context.Context, voucherID int64) (int, error)
 }
 
-// Version is what a copy is true against: the voucher's stock, generation,
-// epoch and version as Redis holds them ("" if absent), its number of
-// buyers, and the id of the last order entry whose buyer the copy holds.
+// Version is what a copy is true against: the voucher's (or shard's)
+// stock, generation, epoch and version as Redis holds them ("" if
+// absent), its number of buyers, and the id of the last order entry whose
+// buyer the copy holds.
 type Version struct {
 	Stock, Gen, Epoch, Ver string
 	// HasStock: the stock key exists (the voucher is loaded).
 	HasStock bool
-	Buyers   int64
-	Last     string
+	// Drained: the shard's meta says drained, set on every shard of a
+	// sharded voucher when all were found at 0 with nothing in flight;
+	// from then on a transfer that gives the shard units holds them, as
+	// a unit given back is held. An unsharded voucher has none.
+	Drained bool
+	Buyers  int64
+	Last    string
 }
 
 // SoldOut reports a loaded voucher with no stock left.
 func (v Version) SoldOut() bool {
 	n, err := strconv.ParseInt(v.Stock, 10, 64)
 	return v.HasStock && err == nil && n <= 0
+}
+
+// soldOutIn reports a version that lets a copy answer alone: SoldOut, and,
+// of a shard of a sharded voucher, Drained. A shard at 0 but not drained
+// may get units by a transfer at any moment, not held: its voucher may not
+// be sold out, and a transfer before the sell-out is not held.
+func (v Version) soldOutIn(sharded bool) bool {
+	return v.SoldOut() && (!sharded || v.Drained)
 }
 
 // Changes is what one read of a copy's changes found: the voucher's
@@ -118,7 +140,12 @@ type Config struct {
 }
 
 // Copies holds, per voucher the service found sold out, a copy of its
-// buyers' slots, and answers from it while it is known true.
+// buyers' slots, and answers from it while it is known true. A sharded
+// voucher has one copy per shard, of the buyers whose home it is
+// (seckill.HomeShard), made, polled, paced and trusted on its own: what
+// is said below of a voucher is said of each shard, but that a shard's
+// copy is made, and answers alone, only while its shard is drained too
+// (Version.Drained).
 //
 // A copy is made only while the voucher's stock is 0 or less: its
 // version is read, the buyers are scanned, and what changed meanwhile is
@@ -137,10 +164,11 @@ type Config struct {
 // A copy answers alone only while a read sent less than Trust ago found it
 // true and the voucher sold out. An admission needs stock, which on a
 // sold-out voucher only a unit given back or a rebuild makes, and those
-// hold it for redis.Hold > Trust. So a buyer admitted after that read was
-// admitted at least the hold after it: any answer given after that
-// admission is given after the copy's trust lapsed. A copy never tells a
-// buyer who holds an order "sold out".
+// hold it for redis.Hold > Trust (on a drained shard, a transfer's units
+// too). So a buyer admitted after that read was admitted at least the hold
+// after it: any answer given after that admission is given after the
+// copy's trust lapsed. A copy never tells a buyer who holds an order "sold
+// out".
 //
 // Under thousands of connections at once a poll's round trip (its reply
 // waits in Go's run queue behind every request's goroutine) can take longer
@@ -154,17 +182,21 @@ type Copies struct {
 	logger *slog.Logger
 	off    bool // Config.Off
 
-	m      cow.Map[int64, *buyersCopy] // read by every sold-out answer
-	epoch  time.Time                   // mono measures from it
-	ctx    context.Context             // ends the pollers at Close
+	// m and shards hold the copies, read by every sold-out answer: m an
+	// unsharded voucher's, by its id, as before shards (a lookup by an
+	// int64 is the cheaper); shards a sharded one's, by shard.
+	m      cow.Map[int64, *buyersCopy]
+	shards cow.Map[seckill.Shard, *buyersCopy]
+	epoch  time.Time       // mono measures from it
+	ctx    context.Context // ends the pollers at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool // under mu: no poller starts
-	// pace holds, under mu, the pacing of the vouchers whose whole copies
-	// must wait.
-	pace map[int64]pacing
+	// pace holds, under mu, the pacing of the vouchers (or shards) whose
+	// whole copies must wait.
+	pace map[seckill.Shard]pacing
 
 	// buyers counts the buyers held in copies, bounded by maxCopyBuyers.
 	buyers atomic.Int64
@@ -195,25 +227,40 @@ func (s *Copies) Close() {
 
 // SoldOutBuyerOrder is the order the user holds of a voucher the caller
 // found sold out (0: none): from this instance's copy of the voucher's
-// buyers while the copy is known to be true, else read from Redis (and a
-// copy is started). See Copies for why a copy may answer. It answers only
-// for a server where admission is armed and a voucher that is loaded: else
-// (a server not checked since it came up, maybe with older data; a voucher
-// being rebuilt) it answers seckill.ErrCacheUnverified or
+// buyers (of a sharded voucher, of the user's home shard's) while the copy
+// is known to be true, else read from Redis (and a copy is started). See
+// Copies for why a copy may answer. It answers only for a server where
+// admission is armed and a voucher (its user's home shard) that is loaded:
+// else (a server not checked since it came up, maybe with older data; a
+// voucher being rebuilt) it answers seckill.ErrCacheUnverified or
 // seckill.ErrVoucherNotLoaded, and the caller admits, which checks the
 // server or rebuilds the voucher.
 func (s *Copies) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
 	if s.off {
 		return s.r.SoldOutBuyerOrder(ctx, userID, voucherID)
 	}
-	cp := s.get(voucherID)
+	sh := seckill.Shard{VoucherID: voucherID}
+	cp, _ := s.m.Load(voucherID)
+	sharded := false
+	if cp == nil {
+		// No copy of it unsharded: it may be sharded, its user's copy
+		// that of their home shard.
+		k, err := s.r.Shards(ctx, voucherID)
+		if err != nil {
+			return 0, err
+		}
+		if sharded = k > 1; sharded {
+			sh.Index = seckill.HomeShard(userID, k)
+			cp = s.copyOf(sh, true)
+		}
+	}
 	now := s.mono()
 	switch {
 	case cp == nil:
-		s.startCopy(voucherID, nil)
+		s.startCopy(sh, sharded, nil)
 	case cp.retry != 0:
 		if now >= cp.retry {
-			s.startCopy(voucherID, cp)
+			s.startCopy(sh, sharded, cp)
 		}
 	default:
 		// Asked for, trusted or not: a copy being made is not idle.
@@ -235,38 +282,53 @@ func (s *Copies) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64)
 // mono is the monotonic time since the copies were set up.
 func (s *Copies) mono() int64 { return int64(time.Since(s.epoch)) }
 
-// get returns the voucher's copy, or nil.
-func (s *Copies) get(voucherID int64) *buyersCopy {
-	cp, _ := s.m.Load(voucherID)
+// copyOf returns the copy of the shard (sharded: of a voucher with more
+// than one; else the voucher's), or nil.
+func (s *Copies) copyOf(sh seckill.Shard, sharded bool) *buyersCopy {
+	if sharded {
+		cp, _ := s.shards.Load(sh)
+		return cp
+	}
+	cp, _ := s.m.Load(sh.VoucherID)
 	return cp
 }
 
-// put sets (or, with nil, removes) the voucher's copy, if it still is was.
-func (s *Copies) put(voucherID int64, cp, was *buyersCopy) bool {
-	return s.m.Update(func(next map[int64]*buyersCopy) bool {
-		if next[voucherID] != was {
+// put sets (or, with nil, removes) the shard's copy, if it still is was;
+// cp or was says whether the shard is a sharded voucher's.
+func (s *Copies) put(sh seckill.Shard, cp, was *buyersCopy) bool {
+	if (cp != nil && cp.sharded) || (was != nil && was.sharded) {
+		return putIn(&s.shards, sh, cp, was)
+	}
+	return putIn(&s.m, sh.VoucherID, cp, was)
+}
+
+// putIn sets (or, with nil, removes) m[k] to cp, if it still is was.
+func putIn[K comparable](m *cow.Map[K, *buyersCopy], k K, cp, was *buyersCopy) bool {
+	return m.Update(func(next map[K]*buyersCopy) bool {
+		if next[k] != was {
 			return false
 		}
 		if cp != nil {
-			next[voucherID] = cp
+			next[k] = cp
 		} else {
-			delete(next, voucherID)
+			delete(next, k)
 		}
 		return true
 	})
 }
 
-// startCopy starts copying the voucher's buyers, unless another caller
-// replaced was first.
-func (s *Copies) startCopy(voucherID int64, was *buyersCopy) {
+// startCopy starts copying the shard's buyers (sharded: of a voucher with
+// more than one), unless another caller replaced was first.
+func (s *Copies) startCopy(sh seckill.Shard, sharded bool, was *buyersCopy) {
 	cp := newBuyersCopy()
+	cp.sharded = sharded
 	cp.used.Store(s.mono())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || !s.put(voucherID, cp, was) {
+	if s.closed || !s.put(sh, cp, was) {
 		return
 	}
-	s.wg.Go(func() { s.keepCopy(s.ctx, voucherID, cp) })
+	s.wg.Go(func() { s.keepCopy(s.ctx, sh, cp) })
 }
 
 // pacing spaces one voucher's whole copies: ready is when the cost of
@@ -274,17 +336,17 @@ func (s *Copies) startCopy(voucherID int64, was *buyersCopy) {
 // from ready-cost on: one at once after a quiet spell, then one per cost.
 type pacing struct{ ready, cost int64 }
 
-// copyFrom returns when (mono) the voucher's next whole copy may begin.
-func (s *Copies) copyFrom(voucherID int64) int64 {
+// copyFrom returns when (mono) the shard's next whole copy may begin.
+func (s *Copies) copyFrom(sh seckill.Shard) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.pace[voucherID]
+	p := s.pace[sh]
 	return p.ready - p.cost
 }
 
-// spent records a whole copy of the voucher, made or failed, that scanned
+// spent records a whole copy of the shard, made or failed, that scanned
 // that many buyers.
-func (s *Copies) spent(voucherID, scanned int64) {
+func (s *Copies) spent(sh seckill.Shard, scanned int64) {
 	ended := s.mono()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -294,8 +356,8 @@ func (s *Copies) spent(voucherID, scanned int64) {
 		}
 	}
 	if s.pace == nil {
-		s.pace = map[int64]pacing{}
+		s.pace = map[seckill.Shard]pacing{}
 	}
 	cost := max(copyDuty*scanned*int64(copyScanCost), int64(copyRetry))
-	s.pace[voucherID] = pacing{ready: max(s.pace[voucherID].ready, ended) + cost, cost: cost}
+	s.pace[sh] = pacing{ready: max(s.pace[sh].ready, ended) + cost, cost: cost}
 }

@@ -2,7 +2,8 @@
 -- copy_changes: read, at one instant, what an instance's copy of a sold-out
 -- voucher's buyers needs to be made true again (redis/soldout.go): the
 -- voucher's state, and the buyers whose slots changed since the copy was.
--- It only reads.
+-- It only reads. Of a sharded voucher, each shard is read so, for its
+-- own copy of the buyers whose home it is.
 --
 -- A slot changes by an admission, which appends the order, with its buyer,
 -- to the order stream, or by a script that bumps ver (release.lua,
@@ -14,7 +15,9 @@
 -- before this read) is missing from it then.
 --
 -- KEYS[1] stock   string: units left to admit
--- KEYS[2] meta    hash: gen, epoch, ver
+-- KEYS[2] meta    hash: gen, epoch, ver; drained (a shard of a sharded
+--                 voucher found, with all its others, at 0 and nothing in
+--                 flight: a transfer that gives it units since holds them)
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the admitted orders (field user)
 -- KEYS[5] changes list: "ver:user,…" for each bump of ver, the oldest
@@ -24,17 +27,18 @@
 -- ARGV[2] the id of the last order entry the copy holds ('0-0' for none)
 -- ARGV[3] the most changes, and the most order entries, to read
 --
--- Returns {stock, gen, epoch, ver, buyers, last, complete, user, slot, ...}:
--- stock, gen, epoch and ver as strings (nil when absent); buyers, the
--- number of slots; last, the id of the newest order entry read (ARGV[2]
--- if none; for ARGV[1] '', the newest entry in the stream, '0-0' if none);
--- complete, 1 if every change since ARGV[1] follows, else 0 (the log does
--- not reach back to ARGV[1], or holds '*', or more than ARGV[3] changes or
--- entries: none follows); then, for each buyer whose slot changed since
--- (maybe twice), the user id and the order id the slot holds (nil: none).
+-- Returns {stock, gen, epoch, ver, buyers, last, complete, drained, user,
+-- slot, ...}: stock, gen, epoch, ver and drained as strings (nil when
+-- absent); buyers, the number of slots; last, the id of the newest order
+-- entry read (ARGV[2] if none; for ARGV[1] '', the newest entry in the
+-- stream, '0-0' if none); complete, 1 if every change since ARGV[1]
+-- follows, else 0 (the log does not reach back to ARGV[1], or holds '*',
+-- or more than ARGV[3] changes or entries: none follows); then, for each
+-- buyer whose slot changed since (maybe twice), the user id and the order
+-- id the slot holds (nil: none).
 local stock = redis.call('GET', KEYS[1])
-local meta = redis.call('HMGET', KEYS[2], 'gen', 'epoch', 'ver')
-local out = {stock, meta[1], meta[2], meta[3], redis.call('HLEN', KEYS[3]), ARGV[2], 1}
+local meta = redis.call('HMGET', KEYS[2], 'gen', 'epoch', 'ver', 'drained')
+local out = {stock, meta[1], meta[2], meta[3], redis.call('HLEN', KEYS[3]), ARGV[2], 1, meta[4]}
 if ARGV[1] == '' then
   local newest = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
   out[6] = '0-0'

@@ -12,14 +12,22 @@
 -- finisher cancels it. Nothing runs while a rebuild counts the shards
 -- (now < xfrozen); what a transfer already is, is answered all the same.
 --
+-- Units given to a shard marked drained (every shard was found at 0 with
+-- nothing in flight: the voucher sold out, redis/soldout.go) are held, as
+-- release.lua holds a unit given back: an instance's copy of the shard's
+-- buyers that found it at 0 answers alone for less than the hold
+-- (docs/design.md, Sold-out copies).
+--
 -- KEYS[1] stock   string: units left to admit on this shard
--- KEYS[2] meta    hash: begin, end, gen; xgen (absent = "0"); xfrozen
+-- KEYS[2] meta    hash: begin, end, gen; xgen (absent = "0"); xfrozen;
+--                 drained; held (unix ms)
 -- KEYS[3] xin     hash: transfer id -> "<n>" received, "x" refused
 -- ARGV[1] transfer id
 -- ARGV[2] n, the units the donor took
 -- ARGV[3] the voucher's generation
 -- ARGV[4] the transfer's transfer generation (its xout entry's)
 -- ARGV[5] 'give' to receive it, 'cancel' to refuse it for good
+-- ARGV[6] how long units given to a drained shard are held, ms
 --
 -- Returns n > 0 if this shard received the transfer (now or before), or
 --   -1  refused for good (now, or before)
@@ -34,7 +42,7 @@ elseif done then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local meta = redis.call('HMGET', KEYS[2], 'begin', 'end', 'gen', 'xgen', 'xfrozen')
+local meta = redis.call('HMGET', KEYS[2], 'begin', 'end', 'gen', 'xgen', 'xfrozen', 'drained')
 if meta[5] and now < tonumber(meta[5]) then
   return -2
 end
@@ -48,4 +56,7 @@ if not stock or not meta[1] or not meta[2] or (meta[3] or '0') ~= ARGV[3] or (me
 end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('INCRBY', KEYS[1], ARGV[2])
+if meta[6] then
+  redis.call('HSET', KEYS[2], 'held', tostring(now + tonumber(ARGV[6])))
+end
 return tonumber(ARGV[2])
