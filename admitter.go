@@ -76,10 +76,12 @@ type Admitter struct {
 const borrowRounds = 4
 
 // soldOutFor is how long a borrow's finding that a sharded voucher is
-// sold out is trusted: the admissions after it (each still run on the
-// buyer's home shard, which answers a buyer's own order first) answer
-// sold out without reading every shard again. Stock given back later (a
-// dead letter, a repair) is sold again after at most this long.
+// sold out is trusted: the admissions that still run after it (the
+// service's sold-out memory answers most buys of a sold-out voucher
+// before they admit; these run on the buyer's home shard, which answers a
+// buyer's own order first) answer sold out without reading every shard
+// again. Stock given back later (a dead letter, a repair) is sold again
+// after at most this long.
 const soldOutFor = 100 * time.Millisecond
 
 // Admit admits a: nil if admitted; else an error of kind ErrDuplicateOrder
