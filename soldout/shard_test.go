@@ -216,15 +216,25 @@ func TestSoldOutShardCopyTrustsOnlyDrained(t *testing.T) {
 	in := be.open(t, "", soldout.Config{})
 	c, s := in.c, in.copies
 	ctx := context.Background()
-	v := shardedOnSale(t, c, 1, 400, 2)
+	v := shardedOnSale(t, c, 1, 1200, 2)
 	mustLoad(t, c, v)
 	sh := seckill.Shard{VoucherID: v.ID, Index: 0}
-	users := homeOf(v, 0, 400, 1)
+	// Shard 1 has buyers too, so that a borrow (sized to the demand) does
+	// not take all it has: it keeps stock for every round.
+	for _, u := range homeOf(v, 1, 300, 1_000_000) {
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: v.ID, Generation: v.Generation, UserID: u, OrderID: 100_000 + u, Shard: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	users := homeOf(v, 0, 1200, 1)
 	next := 0
 	for round := range 5 {
 		// Shard 0 to 0, without borrowing.
 		var holder, held int64
 		for {
+			if next == len(users) {
+				t.Fatalf("round %d: shard 0 still sells after %d buyers", round, next)
+			}
 			u := users[next]
 			next++
 			err := c.Admit(ctx, seckill.Admission{VoucherID: v.ID, Generation: v.Generation, UserID: u, OrderID: 100_000 + u, Shard: 0})
