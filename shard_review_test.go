@@ -18,14 +18,33 @@ import (
 // the hold, so a unit given back on one shard, with buyers asking on the
 // others, hops from shard to shard, each hop holding its receiver again:
 // it must still be sold within a few holds, not wait until the demand
-// stops. Six units are given back on shard 0 (released), then buyers of
-// every shard ask (each ask once, fresh users) for up to 5 s.
+// stops. Six units are given back on shard 0 (released), then buyers ask
+// (each ask once, fresh users) for up to 5 s: those of every shard, each
+// ask admitted (no sold-out memory); or, through the service as it runs
+// (the sold-out memory on), those of the five other shards.
 func TestShardedUnitsGivenBackSellUnderDemand(t *testing.T) {
 	t.Parallel()
+	t.Run("every shard, no memory", func(t *testing.T) {
+		t.Parallel()
+		unitsGivenBackUnderDemand(t, false, 6)
+	})
+	t.Run("other shards, memory", func(t *testing.T) {
+		t.Parallel()
+		unitsGivenBackUnderDemand(t, true, 5)
+	})
+}
+
+// unitsGivenBackUnderDemand is TestShardedUnitsGivenBackSellUnderDemand,
+// with the sold-out memory on or off, and buyers asking on the shards from
+// 6-asking to 5 (shard 0, where the units are given back, is asked on only
+// when asking is 6).
+func unitsGivenBackUnderDemand(t *testing.T, memory bool, asking int) {
 	r := newShardRig(t)
 	const units = 60
 	v := r.voucher(units, 6)
-	r.orders.SoldOut = nil // every ask admits: the memory is not under test
+	if !memory {
+		r.orders.SoldOut = nil // every ask admits
+	}
 	borrows := &borrowCounter{Client: r.cache}
 	first := make([]answer, 200)
 	run(len(first), 16, func(i int) { first[i], _, _ = r.ask(v, int64(i+1)) })
@@ -76,8 +95,8 @@ func TestShardedUnitsGivenBackSellUnderDemand(t *testing.T) {
 	began := time.Now()
 	deadline := began.Add(5 * time.Second)
 	var wg sync.WaitGroup
-	for g := range 120 {
-		home := g % 6 // the same demand on every shard, as many clients would make
+	for g := range 20 * asking {
+		home := 6 - asking + g%asking
 		wg.Go(func() {
 			for sold.Load() < back && time.Now().Before(deadline) {
 				u := next.Add(1)
@@ -114,8 +133,8 @@ func TestShardedUnitsGivenBackSellUnderDemand(t *testing.T) {
 	t.Logf("%d of %d units given back sold in the 5 s of demand, %d in all, in %v (%d asks: %d sold out, %d unavailable; %d borrows found it sold out); the last sale %v after the give-back; %d transfers; stocks now %v",
 		inTime.Load(), back, sold.Load(), time.Since(began).Round(time.Millisecond), asks.Load(), soldOuts.Load(), waits.Load(), borrows.soldOut.Load(), time.Duration(lastSale.Load()).Round(time.Millisecond), hops, stock)
 	if inTime.Load() != back {
-		t.Errorf("%d of %d units given back sold in 5 s of demand on every shard, want all (each is held %v at most once where it lands)",
-			inTime.Load(), back, 250*time.Millisecond)
+		t.Errorf("%d of %d units given back sold in 5 s of demand on %d shards, want all (each is held %v at most once where it lands)",
+			inTime.Load(), back, asking, 250*time.Millisecond)
 	}
 }
 
