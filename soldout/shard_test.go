@@ -154,6 +154,11 @@ func TestSoldOutShardCopyNeverHidesABuyer(t *testing.T) {
 		}
 	}
 	for round := int64(1); round <= rounds; round++ {
+		// A borrow finds the voucher sold out again and marks every shard
+		// drained: the last round's give cleared it on its receiver.
+		if bo, err := b.Borrow(ctx, v.ID, 0); err != nil || !bo.SoldOut {
+			t.Fatalf("round %d: Borrow = %+v, %v; want sold out", round, bo, err)
+		}
 		waitShardsCopied(t, as, v)
 		A := int(round % shards)
 		B := (A + 1 + int(round%(shards-1))) % shards
@@ -186,7 +191,11 @@ func TestSoldOutShardCopyNeverHidesABuyer(t *testing.T) {
 			t.Errorf("round %d: the unit given to drained shard %d was admitted after %v, not held for %v", round, B, waited, redis.Hold)
 		}
 	}
-	// Every holder is still answered their order by a's copies.
+	// Every holder is still answered their order by a's copies, once a
+	// borrow found the voucher sold out again.
+	if bo, err := b.Borrow(ctx, v.ID, 0); err != nil || !bo.SoldOut {
+		t.Fatalf("after the rounds: Borrow = %+v, %v; want sold out", bo, err)
+	}
 	waitShardsCopied(t, as, v)
 	for u := int64(1); u <= buyers; u++ {
 		if id := soldOutOrder(t, as, u, v.ID); id != holders[u] {

@@ -16,7 +16,10 @@
 -- nothing in flight: the voucher sold out, redis/soldout.go) are held, as
 -- release.lua holds a unit given back: an instance's copy of the shard's
 -- buyers that found it at 0 answers alone for less than the hold
--- (docs/design.md, Sold-out copies).
+-- (docs/design.md, Sold-out copies). The shard is then no longer drained:
+-- the hold covers every copy trusted before, and a unit given back after
+-- the sell-out must not hop from shard to shard, held again at each, while
+-- buyers ask for it.
 --
 -- KEYS[1] stock   string: units left to admit on this shard
 -- KEYS[2] meta    hash: begin, end, gen; xgen (absent = "0"); xfrozen;
@@ -58,5 +61,6 @@ redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('INCRBY', KEYS[1], ARGV[2])
 if meta[6] then
   redis.call('HSET', KEYS[2], 'held', tostring(now + tonumber(ARGV[6])))
+  redis.call('HDEL', KEYS[2], 'drained')
 end
 return tonumber(ARGV[2])

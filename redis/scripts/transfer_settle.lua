@@ -6,7 +6,8 @@
 -- loaded: a shard rebuilt since has its stock counted afresh). Once per
 -- transfer id: a transfer settled is no longer recorded. Nothing runs while
 -- a rebuild counts the shards (now < xfrozen). Units given back to a shard
--- marked drained are held, as transfer_give.lua holds them.
+-- marked drained are held, and the shard no longer drained, as
+-- transfer_give.lua does.
 --
 -- KEYS[1] stock   string: units left to admit on this shard
 -- KEYS[2] meta    hash: xfrozen (unix ms); drained; held (unix ms)
@@ -37,6 +38,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('INCRBY', KEYS[1], n)
   if meta[2] then
     redis.call('HSET', KEYS[2], 'held', tostring(now + tonumber(ARGV[3])))
+    redis.call('HDEL', KEYS[2], 'drained')
   end
 end
 return 2
