@@ -330,7 +330,7 @@ func (c *Client) FinishTransfers(ctx context.Context, voucherID int64, olderThan
 	if err != nil || len(shards) <= 1 {
 		return 0, err
 	}
-	n, _, err := c.finishTransfers(ctx, shards, allShards(len(shards)), olderThan)
+	n, _, err := c.finishTransfers(ctx, shards, allShards(len(shards)), olderThan, false)
 	return n, err
 }
 
@@ -346,14 +346,18 @@ func allShards(n int) []int {
 // of which that are older than olderThan. One that fails (its take not yet
 // on the donor's replicas, a node that does not answer) is left for later
 // and the others are finished all the same: one lagging donor must not
-// stall the voucher's every borrow. It returns how many it finished, the
-// donors of those that failed, and the first failure.
-func (c *Client) finishTransfers(ctx context.Context, shards []*voucherKeys, which []int, olderThan time.Duration) (int, map[int]bool, error) {
+// stall the voucher's every borrow. With skipLagging (a borrow's) it does
+// not try those of a donor that lags (isLagging): each would wait
+// WaitTimeout for replicas that just did not answer. It returns how many
+// it finished, the donors of those that failed or were skipped, and the
+// first failure.
+func (c *Client) finishTransfers(ctx context.Context, shards []*voucherKeys, which []int, olderThan time.Duration, skipLagging bool) (int, map[int]bool, error) {
 	ts, gens, err := c.readTransfers(ctx, shards, which)
 	if err != nil {
 		return 0, nil, err
 	}
-	before := time.Now().Add(-olderThan).UnixMilli()
+	now := time.Now()
+	before := now.Add(-olderThan).UnixMilli()
 	finished := 0
 	var failed map[int]bool
 	var first error
@@ -361,7 +365,13 @@ func (c *Client) finishTransfers(ctx context.Context, shards []*voucherKeys, whi
 		if olderThan > 0 && t.at > before {
 			continue
 		}
-		done, _, err := c.finish(ctx, shards, t, gens[t.from])
+		var done bool
+		if skipLagging && c.isLagging(shards[t.from], now.UnixMilli()) {
+			err = fmt.Errorf("redis: transfer %s: its donor's replicas did not acknowledge a take of late: %w", t.id, &seckill.Error{Kind: seckill.ErrUnavailable,
+				Message: "stock is on its way to your shard; try again", RetryAfter: time.Second})
+		} else {
+			done, _, err = c.finish(ctx, shards, t, gens[t.from])
+		}
 		if err != nil {
 			if failed == nil {
 				failed, first = map[int]bool{}, err
@@ -441,7 +451,7 @@ func (c *Client) Borrow(ctx context.Context, voucherID int64, home int) (seckill
 			if len(donors) == 0 {
 				olderThan = 0
 			}
-			_, failed, err := c.finishTransfers(ctx, shards, out, olderThan)
+			_, failed, err := c.finishTransfers(ctx, shards, out, olderThan, true)
 			donors = slices.DeleteFunc(donors, func(i int) bool { return failed[i] })
 			if err != nil && len(donors) == 0 {
 				return seckill.Borrowed{}, err

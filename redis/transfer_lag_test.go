@@ -154,6 +154,18 @@ func TestBorrowPastALaggingDonor(t *testing.T) {
 		t.Fatalf("another instance's Borrow past the stale parked transfer = %+v, %v; want units moved from shard 2 or 3", b2, err)
 	}
 	checkObservedInvariant(t, c, v, "after the other instance's borrow")
+	// That instance now knows the donor lags: its next borrow does not
+	// wait on the donor's replicas again (no take is confirmed: xwait, the
+	// count each confirmation writes, stays), and answers unavailable.
+	sell(0, int(b2.Moved), 400_000)
+	xwait := func() string { return hash(t, c, l.shards[1].Meta)["xwait"] }
+	was := xwait()
+	if b3, err := other.Borrow(ctx, v.ID, 0); err == nil || b3.Moved != 0 {
+		t.Errorf("Borrow with only the lagging donor left = %+v, %v; want unavailable", b3, err)
+	}
+	if now := xwait(); now != was {
+		t.Errorf("the borrow waited on the lagging donor's replicas again (xwait %s → %s)", was, now)
+	}
 
 	lagging.Resume()
 	testenv.WaitFor(t, defaultWait, "the parked transfer to be finished", func() bool {
