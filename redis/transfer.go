@@ -137,6 +137,9 @@ type shardState struct {
 	gen, xgen string
 	// frozenUntil is meta's xfrozen, unix ms (0: none).
 	frozenUntil int64
+	// heldUntil is meta's held, unix ms (0: none): units given back to it
+	// are admitted to no one before then (release.lua).
+	heldUntil int64
 	// xout and xin are how many transfers the shard holds out (not
 	// settled) and has answered in.
 	xout, xin int64
@@ -155,7 +158,7 @@ func (c *Client) readShards(ctx context.Context, shards []*voucherKeys) ([]shard
 	for _, k := range shards {
 		cmds = append(cmds,
 			c.rdb.B().Get().Key(k.Stock).Build(),
-			c.rdb.B().Hmget().Key(k.Meta).Field("begin", "end", "gen", "xgen", "xfrozen").Build(),
+			c.rdb.B().Hmget().Key(k.Meta).Field("begin", "end", "gen", "xgen", "xfrozen", "held").Build(),
 			c.rdb.B().Hlen().Key(k.Xout).Build(),
 			c.rdb.B().Hlen().Key(k.Xin).Build(),
 			c.rdb.B().Hlen().Key(k.Buyers).Build())
@@ -174,7 +177,7 @@ func (c *Client) readShards(ctx context.Context, shards []*voucherKeys) ([]shard
 			s.stock, s.loaded = stock, true
 		}
 		meta, err := r[1].ToArray()
-		if err != nil || len(meta) != 5 {
+		if err != nil || len(meta) != 6 {
 			return nil, redisErr("read the shards", fmt.Errorf("meta: %v %w", meta, err))
 		}
 		field := func(j int) (string, bool) {
@@ -194,6 +197,9 @@ func (c *Client) readShards(ctx context.Context, shards []*voucherKeys) ([]shard
 		}
 		if f, ok := field(4); ok {
 			s.frozenUntil, _ = strconv.ParseInt(f, 10, 64)
+		}
+		if f, ok := field(5); ok {
+			s.heldUntil, _ = strconv.ParseInt(f, 10, 64)
 		}
 		if s.xout, err = r[2].AsInt64(); err != nil {
 			return nil, redisErr("read the shards", err)
@@ -436,7 +442,10 @@ func (c *Client) Borrow(ctx context.Context, voucherID int64, home int) (seckill
 			if i == home || s.stock <= 0 {
 				continue
 			}
-			if s.gen != h.gen || s.xgen != h.xgen || s.frozen(now) || h.frozen(now) || c.isLagging(shards[i], now) {
+			// Units on hold (given back after a sell-out) stay where they
+			// are until it ends: moved, they would be held again on a
+			// drained receiver, and under demand hop from shard to shard.
+			if s.gen != h.gen || s.xgen != h.xgen || s.frozen(now) || h.frozen(now) || s.heldUntil > now || c.isLagging(shards[i], now) {
 				busy = true
 				continue
 			}

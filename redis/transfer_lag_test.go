@@ -208,3 +208,35 @@ func TestFinishRefusesATakeTheDonorLost(t *testing.T) {
 		t.Errorf("stocks %v; want 10 and 10, the lost take given nowhere", s.stock)
 	}
 }
+
+// TestBorrowLeavesHeldUnits: a unit given back to a shard at 0 is held
+// there (release.lua), and no borrow takes it before the hold ends: moved,
+// it would be held again on a drained receiver, and under demand hop from
+// shard to shard unsold (TestShardedUnitsGivenBackSellUnderDemand). Once
+// the hold ends it is borrowed as any unit.
+func TestBorrowLeavesHeldUnits(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := sharded(t, c, 1, 2, 2)
+		mustLoad(t, c, v)
+		u0, u1 := homed(v, 0, 1, 1)[0], homed(v, 1, 1, 1)[0]
+		admitHome(t, c, v, u0, 100)
+		admitHome(t, c, v, u1, 101)
+		if ok, err := c.Release(ctx, v.ID, u1, 101); err != nil || !ok {
+			t.Fatalf("Release = %v, %v", ok, err)
+		}
+		start := time.Now()
+		b, err := c.Borrow(ctx, v.ID, 0)
+		if held := time.Since(start) < Hold; held && (err != nil || b.Moved != 0 || b.SoldOut) {
+			t.Fatalf("Borrow during the hold = %+v, %v; want nothing moved, not sold out", b, err)
+		}
+		testenv.WaitFor(t, defaultWait, "the unit borrowed once its hold ended", func() bool {
+			b, err := c.Borrow(ctx, v.ID, 0)
+			return err == nil && b.Moved == 1
+		})
+		if time.Since(start) < Hold-5*time.Millisecond {
+			t.Errorf("the held unit was borrowed %v after it was given back; want after the hold (%v)", time.Since(start), Hold)
+		}
+		checkObservedInvariant(t, c, v, "after the borrow")
+	})
+}
