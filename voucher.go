@@ -21,6 +21,9 @@ import (
 const (
 	MaxTitleLength = 200
 	MaxStock       = 10_000_000
+	// MaxPayWithin bounds Voucher.PayWithin: a unit held longer than a
+	// day by a buyer who may never pay is not a flash sale's.
+	MaxPayWithin = 24 * time.Hour
 )
 
 // Voucher is an item on flash sale: a limited stock sold one per buyer
@@ -50,6 +53,13 @@ type Voucher struct {
 	// so that the shards land on distinct Redis masters (placement); empty
 	// for an unsharded voucher. ShardTag falls back to DefaultShardTag.
 	ShardTags []string
+	// PayWithin is how long after an order is created its buyer has to pay
+	// (issue 22); 0, as read for vouchers made before, keeps orders
+	// created with no deadline. Whole seconds, at most MaxPayWithin.
+	PayWithin time.Duration
+	// RebuyAfterCancel lets a buyer whose order was cancelled buy the
+	// voucher again; by default they cannot.
+	RebuyAfterCancel bool
 }
 
 // Validate reports every rule the voucher breaks as one ErrInvalidArgument
@@ -74,6 +84,9 @@ func (v *Voucher) Validate(now time.Time) error {
 		problems = append(problems, fmt.Sprintf("shards: must be between 1 and %d, got %d", MaxShards, v.Shards))
 	} else if v.Shards > 1 && v.Stock >= 1 && v.Stock < int64(v.Shards) {
 		problems = append(problems, fmt.Sprintf("shards: must be at most the stock (%d), got %d", v.Stock, v.Shards))
+	}
+	if v.PayWithin < 0 || v.PayWithin > MaxPayWithin || v.PayWithin%time.Second != 0 {
+		problems = append(problems, fmt.Sprintf("payWithinSeconds: must be whole seconds between 0 and %d, got %v", int64(MaxPayWithin/time.Second), v.PayWithin))
 	}
 	switch {
 	case v.BeginTime.IsZero():

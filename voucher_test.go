@@ -47,6 +47,11 @@ func TestValidate(t *testing.T) {
 		"ended":            {func(v *seckill.Voucher) { v.BeginTime = now.Add(-2 * time.Hour); v.EndTime = now }, "future"},
 		"no begin":         {func(v *seckill.Voucher) { v.BeginTime = time.Time{} }, "beginTime"},
 		"several problems": {func(v *seckill.Voucher) { v.Title = ""; v.Stock = 0 }, "title: must not be empty or blank; stock"},
+		"pay within a day": {func(v *seckill.Voucher) { v.PayWithin = seckill.MaxPayWithin }, ""},
+		"pay within 20s":   {func(v *seckill.Voucher) { v.PayWithin = 20 * time.Second }, ""},
+		"pay within < 0":   {func(v *seckill.Voucher) { v.PayWithin = -time.Second }, "payWithinSeconds"},
+		"pay within > day": {func(v *seckill.Voucher) { v.PayWithin = seckill.MaxPayWithin + time.Second }, "payWithinSeconds"},
+		"pay within 1.5s":  {func(v *seckill.Voucher) { v.PayWithin = 1500 * time.Millisecond }, "payWithinSeconds"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := valid()
