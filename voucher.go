@@ -50,6 +50,13 @@ type Voucher struct {
 	// so that the shards land on distinct Redis masters (placement); empty
 	// for an unsharded voucher. ShardTag falls back to DefaultShardTag.
 	ShardTags []string
+	// PayWithin is how long after an order is created its buyer has to pay
+	// (issue 22); 0, as read for vouchers made before, keeps orders
+	// created with no deadline. Whole seconds, at most MaxPayWithin.
+	PayWithin time.Duration
+	// RebuyAfterCancel lets a buyer whose order was cancelled buy the
+	// voucher again; by default they cannot.
+	RebuyAfterCancel bool
 }
 
 // Validate reports every rule the voucher breaks as one ErrInvalidArgument
