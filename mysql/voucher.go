@@ -11,11 +11,11 @@ import (
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
@@ -25,7 +25,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // Shards to 1 if it was 0 (as it is stored). It does not validate v: the
 // service does. The database refuses a negative stock with an error
 // wrapping [seckill.ErrInvalidArgument], and so does the store a shard tag
-// with a ',' (the column's separator).
+// with a ',' (the column's separator). PayWithin is stored in whole
+// seconds, as the service takes it.
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
 	defer s.closeReadOnly(ctx, &err)
 	tags, err := seckill.JoinShardTags(v.ShardTags)
@@ -34,7 +35,8 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err erro
 	}
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
-		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation, v.ShardCount(), tags)
+		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation, v.ShardCount(), tags,
+		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel)
 	if err != nil {
 		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
 	}
@@ -85,13 +87,21 @@ func (s *Store) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Vo
 // scanVoucher reads the voucherColumns of one row.
 func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 	var (
-		v    seckill.Voucher
-		tags string
+		v         seckill.Voucher
+		tags      string
+		payWithin int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
 	v.ShardTags = seckill.SplitShardTags(tags)
+	v.PayWithin = time.Duration(payWithin) * time.Second
 	return &v, nil
+}
+
+// payWithinSeconds returns d as the pay_within_seconds column holds it:
+// whole seconds.
+func payWithinSeconds(d time.Duration) int64 {
+	return int64(d / time.Second)
 }

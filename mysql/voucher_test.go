@@ -27,3 +27,27 @@ VALUES ('old', 3, 3, ?, ?, ?, 7)`, now, now.Add(time.Hour), now)
 		t.Errorf("a voucher made before shards reads Shards %d, ShardTags %q; want 1 and nil", v.Shards, v.ShardTags)
 	}
 }
+
+// A row inserted as before payment rules (without their columns, as a
+// voucher made before migration 0006 is) reads with no pay deadline and no
+// rebuy after a cancel: today's behaviour.
+func TestVoucherMadeBeforePayment(t *testing.T) {
+	s := newStore(t)
+	now := now()
+	res, err := s.db.ExecContext(t.Context(), `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags)
+VALUES ('old', 3, 3, ?, ?, ?, 7, 1, '')`, now, now.Add(time.Hour), now)
+	if err != nil {
+		t.Fatalf("insert a row as before payment rules: %v", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Voucher(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Voucher(%d): %v", id, err)
+	}
+	if v.PayWithin != 0 || v.RebuyAfterCancel {
+		t.Errorf("a voucher made before payment rules reads PayWithin %v, RebuyAfterCancel %v; want 0 and false", v.PayWithin, v.RebuyAfterCancel)
+	}
+}

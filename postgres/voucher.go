@@ -11,11 +11,11 @@ import (
 	seckill "github.com/seckill/seckill"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = $1`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT $1`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > $1 ORDER BY id`
@@ -25,7 +25,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`
 // Shards to 1 if it was 0 (as it is stored). It does not validate v: the
 // service does. The database refuses a negative stock with an error
 // wrapping [seckill.ErrInvalidArgument], and so does the store a shard tag
-// with a ',' (the column's separator).
+// with a ',' (the column's separator). PayWithin is stored in whole
+// seconds, as the service takes it.
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
 	tags, err := seckill.JoinShardTags(v.ShardTags)
 	if err != nil {
@@ -36,6 +37,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
 	err = s.with(ctx, func(conn *pgx.Conn) error {
 		return conn.QueryRow(ctx, insertVoucherSQL,
 			v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation, v.ShardCount(), tags,
+			payWithinSeconds(v.PayWithin), v.RebuyAfterCancel,
 		).Scan(&id)
 	})
 	if err != nil {
@@ -102,13 +104,21 @@ func (s *Store) queryVouchers(ctx context.Context, query string, args ...any) ([
 // scanVoucher reads the voucherColumns of one row.
 func scanVoucher(row pgx.Row) (*seckill.Voucher, error) {
 	var (
-		v    seckill.Voucher
-		tags string
+		v         seckill.Voucher
+		tags      string
+		payWithin int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
 	v.ShardTags = seckill.SplitShardTags(tags)
+	v.PayWithin = time.Duration(payWithin) * time.Second
 	return &v, nil
+}
+
+// payWithinSeconds returns d as the pay_within_seconds column holds it:
+// whole seconds.
+func payWithinSeconds(d time.Duration) int64 {
+	return int64(d / time.Second)
 }

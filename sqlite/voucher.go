@@ -11,11 +11,11 @@ import (
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
@@ -25,7 +25,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 // Shards to 1 if it was 0 (as it is stored). It does not validate v: the
 // service does. The database refuses a negative stock with an error
 // wrapping [seckill.ErrInvalidArgument], and so does the store a shard tag
-// with a ',' (the column's separator).
+// with a ',' (the column's separator). PayWithin is stored in whole
+// seconds, as the service takes it.
 func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err error) {
 	defer s.closeReadOnly(ctx, &err)
 	tags, err := seckill.JoinShardTags(v.ShardTags)
@@ -35,6 +36,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err erro
 	created := now()
 	err = s.db.QueryRowContext(ctx, insertVoucherSQL,
 		v.Title, v.Stock, v.InitialStock, micros(v.BeginTime), micros(v.EndTime), micros(created), v.Generation, v.ShardCount(), tags,
+		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel,
 	).Scan(&v.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: create voucher: %w", dbErr(err))
@@ -85,11 +87,19 @@ func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 		v                     seckill.Voucher
 		begin, end, createdAt int64
 		tags                  string
+		payWithin             int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation, &v.Shards, &tags); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = fromMicros(begin), fromMicros(end), fromMicros(createdAt)
 	v.ShardTags = seckill.SplitShardTags(tags)
+	v.PayWithin = time.Duration(payWithin) * time.Second
 	return &v, nil
+}
+
+// payWithinSeconds returns d as the pay_within_seconds column holds it:
+// whole seconds.
+func payWithinSeconds(d time.Duration) int64 {
+	return int64(d / time.Second)
 }

@@ -55,6 +55,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Voucher/NotFound", s.testVoucherNotFound},
 		{"Voucher/NegativeStock", s.testVoucherNegativeStock},
 		{"Voucher/Shards", s.testVoucherShards},
+		{"Voucher/Payment", s.testVoucherPayment},
 		{"Vouchers/OrderAndLimit", s.testVouchersOrderAndLimit},
 		{"Vouchers/DefaultLimit", s.testVouchersDefaultLimit},
 		{"UnendedVouchers", s.testUnendedVouchers},

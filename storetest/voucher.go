@@ -178,6 +178,67 @@ func (s suite) testVoucherShards(t *testing.T) {
 	}
 }
 
+// testVoucherPayment: a voucher's pay deadline and rebuy rule (issue 22)
+// round-trip through every read, each on its own (a column read into the
+// other field would show); one created without them (as every voucher made
+// before) reads no deadline and no rebuy.
+func (s suite) testVoucherPayment(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	mk := func(title string, payWithin time.Duration, rebuy bool) *seckill.Voucher {
+		return &seckill.Voucher{Title: title, Stock: 5, InitialStock: 5, BeginTime: base, EndTime: base.Add(time.Hour),
+			Generation: 7, PayWithin: payWithin, RebuyAfterCancel: rebuy}
+	}
+	created := []*seckill.Voucher{
+		mk("pay in 20s, rebuy", 20*time.Second, true),
+		mk("pay in a day", 24*time.Hour, false),
+		mk("rebuy only", 0, true),
+		mk("as before", 0, false),
+	}
+	want := map[int64]*seckill.Voucher{}
+	for _, v := range created {
+		payWithin, rebuy := v.PayWithin, v.RebuyAfterCancel
+		if err := st.CreateVoucher(ctx, v); err != nil {
+			t.Fatalf("CreateVoucher(%q): %v", v.Title, err)
+		}
+		if v.PayWithin != payWithin || v.RebuyAfterCancel != rebuy {
+			t.Errorf("CreateVoucher(%q) changed PayWithin, RebuyAfterCancel to %v, %v; want %v, %v", v.Title, v.PayWithin, v.RebuyAfterCancel, payWithin, rebuy)
+		}
+		want[v.ID] = storedVoucher(&seckill.Voucher{ID: v.ID, Title: v.Title, Stock: 5, InitialStock: 5, BeginTime: base, EndTime: base.Add(time.Hour),
+			CreatedAt: v.CreatedAt, Generation: 7, Shards: 1, PayWithin: payWithin, RebuyAfterCancel: rebuy})
+	}
+	check := func(read string, got []*seckill.Voucher) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s read %d vouchers; want %d", read, len(got), len(want))
+		}
+		for _, v := range got {
+			if diff := cmp.Diff(want[v.ID], v); diff != "" {
+				t.Errorf("%s: voucher %d (-want +got):\n%s", read, v.ID, diff)
+			}
+		}
+	}
+	var one []*seckill.Voucher
+	for _, v := range created {
+		got, err := st.Voucher(ctx, v.ID)
+		if err != nil {
+			t.Fatalf("Voucher(%d): %v", v.ID, err)
+		}
+		one = append(one, got)
+	}
+	check("Voucher", one)
+	all, err := st.Vouchers(ctx, 10)
+	if err != nil {
+		t.Fatalf("Vouchers: %v", err)
+	}
+	check("Vouchers", all)
+	unended, err := st.UnendedVouchers(ctx, base)
+	if err != nil {
+		t.Fatalf("UnendedVouchers: %v", err)
+	}
+	check("UnendedVouchers", unended)
+}
+
 // storedVoucher is how the store gives back v once created.
 func storedVoucher(v *seckill.Voucher) *seckill.Voucher {
 	w := *v

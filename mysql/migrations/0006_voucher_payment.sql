@@ -1,0 +1,13 @@
+-- A voucher's payment rule (issue 22): how many seconds after an order is
+-- created its buyer has to pay (seckill.Voucher.PayWithin), and whether a
+-- buyer whose order was cancelled may buy it again
+-- (seckill.Voucher.RebuyAfterCancel). 0 and false for vouchers made before:
+-- orders with no deadline, as they always were.
+--
+-- One statement: MySQL has no ADD COLUMN IF NOT EXISTS (MariaDB has), and
+-- each statement commits on its own, so two would leave half a migration
+-- when the second fails.
+
+ALTER TABLE vouchers
+    ADD COLUMN pay_within_seconds INT        NOT NULL DEFAULT 0,
+    ADD COLUMN rebuy_after_cancel TINYINT(1) NOT NULL DEFAULT 0;
