@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// A row inserted as before shards (without their columns, as a voucher made
-// before migration 0005 is) reads as an unsharded voucher.
-func TestVoucherMadeBeforeShards(t *testing.T) {
+// A row inserted as before shards and payment rules (without their
+// columns, as a voucher made before migrations 0005 and 0006 is) reads as
+// an unsharded voucher with no pay deadline and no rebuy after a cancel:
+// today's behaviour.
+func TestVoucherMadeBeforeNewColumns(t *testing.T) {
 	s := newStore(t)
 	now := now()
 	res, err := s.db.ExecContext(t.Context(), `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation)
@@ -25,27 +27,6 @@ VALUES ('old', 3, 3, ?, ?, ?, 7)`, now, now.Add(time.Hour), now)
 	}
 	if v.Shards != 1 || v.ShardTags != nil {
 		t.Errorf("a voucher made before shards reads Shards %d, ShardTags %q; want 1 and nil", v.Shards, v.ShardTags)
-	}
-}
-
-// A row inserted as before payment rules (without their columns, as a
-// voucher made before migration 0006 is) reads with no pay deadline and no
-// rebuy after a cancel: today's behaviour.
-func TestVoucherMadeBeforePayment(t *testing.T) {
-	s := newStore(t)
-	now := now()
-	res, err := s.db.ExecContext(t.Context(), `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags)
-VALUES ('old', 3, 3, ?, ?, ?, 7, 1, '')`, now, now.Add(time.Hour), now)
-	if err != nil {
-		t.Fatalf("insert a row as before payment rules: %v", err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := s.Voucher(t.Context(), id)
-	if err != nil {
-		t.Fatalf("Voucher(%d): %v", id, err)
 	}
 	if v.PayWithin != 0 || v.RebuyAfterCancel {
 		t.Errorf("a voucher made before payment rules reads PayWithin %v, RebuyAfterCancel %v; want 0 and false", v.PayWithin, v.RebuyAfterCancel)
