@@ -14,11 +14,10 @@ import (
 
 // TestShardedUnitsGivenBackSellUnderDemand (review of issue 21, step 2):
 // once a voucher in 6 shards was found sold out, every shard is drained,
-// and a give to a drained shard holds it for redis.Hold. A take ignores
-// the hold, so a unit given back on one shard, with buyers asking on the
-// others, hops from shard to shard, each hop holding its receiver again:
-// it must still be sold within a few holds, not wait until the demand
-// stops. Six units are given back on shard 0 (released), then buyers ask
+// and a give to a drained shard holds it for redis.Hold. A unit given back
+// on one shard, with buyers asking on the others, once hopped from shard to
+// shard, each hop holding its receiver again, and was never sold while the
+// demand lasted (found by review); it must be sold within a few holds. Six units are given back on shard 0 (released), then buyers ask
 // (each ask once, fresh users) for up to 5 s: those of every shard, each
 // ask admitted (no sold-out memory); or, through the service as it runs
 // (the sold-out memory on), those of the five other shards.
