@@ -16,13 +16,32 @@ import (
 // OrderStatus is where an order stands on its way to the database.
 type OrderStatus string
 
-// The statuses of an order. Pending is never stored: it is what an order
-// admitted in Redis but not yet in the database reports.
+// The statuses of an order (docs/design.md, Order lifecycle). Pending is
+// never stored: it is what an order admitted in Redis but not yet in the
+// database reports. Created and paid orders hold a unit; a cancelled one
+// gave its unit back; refunding and refunded are cancelled orders whose
+// payment came after all, to be given back.
 const (
-	OrderPending OrderStatus = "pending"
-	OrderCreated OrderStatus = "created"
-	OrderFailed  OrderStatus = "failed"
+	OrderPending   OrderStatus = "pending"
+	OrderCreated   OrderStatus = "created"
+	OrderFailed    OrderStatus = "failed"
+	OrderPaid      OrderStatus = "paid"
+	OrderCancelled OrderStatus = "cancelled"
+	OrderRefunding OrderStatus = "refunding"
+	OrderRefunded  OrderStatus = "refunded"
 )
+
+// HoldsUnit reports whether an order of the status holds a unit of its
+// voucher's stock: created and paid orders do.
+func (s OrderStatus) HoldsUnit() bool {
+	return s == OrderCreated || s == OrderPaid
+}
+
+// Cancelled reports whether an order of the status was cancelled: its unit
+// given back (cancelled, and then refunding or refunded if paid late).
+func (s OrderStatus) Cancelled() bool {
+	return s == OrderCancelled || s == OrderRefunding || s == OrderRefunded
+}
 
 // Order is one buyer's purchase of one voucher. Its ID is made by the
 // service, not by the database, so that it can be answered before the order
@@ -32,15 +51,33 @@ type Order struct {
 	UserID    int64
 	VoucherID int64
 	Status    OrderStatus
-	// Reason says why a failed order failed.
+	// Reason says why a failed order failed, or a cancelled one was
+	// cancelled (ReasonBuyerCancelled, ReasonNotPaid).
 	Reason    string
 	CreatedAt time.Time
+	// PayBy is when a created order is cancelled if not paid: CreatedAt
+	// plus its voucher's PayWithin. Zero when the voucher has no deadline
+	// (and for pending and failed orders).
+	PayBy time.Time
+	// PaidAt is when a payment was recorded (paid, refunding, refunded).
+	PaidAt time.Time
+	// CancelledAt is when a cancelled (refunding, refunded) order was
+	// cancelled.
+	CancelledAt time.Time
+	// PaymentRef is the payment provider's reference of the order's
+	// payment, once one was started or recorded.
+	PaymentRef string
+	// Returned says the unit of a cancelled order is back on sale in the
+	// cache, as well as in the database (which takes it back with the
+	// cancellation). False between the two, after a crash in between.
+	Returned bool
 }
 
 // OrderCounter counts a voucher's orders in the database.
 type OrderCounter interface {
-	// CountOrders returns how many created orders of the voucher the
-	// database holds: the stock they took. Failed orders do not count.
+	// CountOrders returns how many orders of the voucher the database
+	// holds that hold a unit (created and paid): the stock they took.
+	// Failed and cancelled orders do not count.
 	CountOrders(ctx context.Context, voucherID int64) (int64, error)
 	// CountFailedOrders returns how many of the voucher's orders the
 	// database holds as failed, and not created after all.
@@ -84,7 +121,8 @@ type OrderStore interface {
 	OrderCounter
 	// SaveOrders writes orders with status created in one transaction and
 	// returns an outcome for each, in order. An order is inserted only if
-	// neither its id nor its (buyer, voucher) pair exists, so saving the
+	// neither its id nor its (buyer, voucher) pair exists (a cancelled
+	// order holds the pair unless its voucher has RebuyAfterCancel), so saving the
 	// same orders again changes nothing (G4). Each voucher's stock drops by
 	// the number of its orders inserted; if that would take it below zero,
 	// or a voucher does not exist, nothing is written and the error wraps
@@ -101,9 +139,12 @@ type OrderStore interface {
 	// UserOrders returns up to limit of the user's orders, created and
 	// failed, newest (highest id) first.
 	UserOrders(ctx context.Context, userID int64, limit int) ([]*Order, error)
-	// VoucherOrders returns up to limit created orders of the voucher whose
-	// id is above afterID, by id ascending: a page of the buyers that
-	// Redis must know when it is rebuilt.
+	// VoucherOrders returns up to limit orders of the voucher whose id is
+	// above afterID, by id ascending, that hold their buyer's slot: a page
+	// of the buyers that Redis must know when it is rebuilt. Created and
+	// paid orders hold a unit too; a cancelled (refunding, refunded) order
+	// holds the slot alone, unless its voucher lets a buyer buy again
+	// (RebuyAfterCancel): then it is not listed.
 	VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 	// OrderStatuses returns the status of each of ids that the database
 	// holds; ids it does not hold are absent.

@@ -1,0 +1,157 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The errors of an order's life after admission (docs/design.md, Order
+// lifecycle), each a 409 with its own code.
+var (
+	// ErrOrderPending: the order is admitted but not yet in the database;
+	// it can be paid or cancelled once it is (ask again after RetryAfter).
+	ErrOrderPending = errors.New("order pending")
+	// ErrOrderPaid: the order is paid, and cannot be cancelled.
+	ErrOrderPaid = errors.New("order paid")
+	// ErrOrderCancelled: the order was cancelled (by its buyer, or by its
+	// deadline), and cannot be paid.
+	ErrOrderCancelled = errors.New("order cancelled")
+	// ErrOrderFailed: the order failed, and can be neither paid nor
+	// cancelled.
+	ErrOrderFailed = errors.New("order failed")
+	// ErrNoDeadline: the order's voucher has no pay-by deadline
+	// (PayWithin 0): its orders end created, as before payments existed.
+	ErrNoDeadline = errors.New("no payment deadline")
+	// ErrBadSignature: a payment webhook's signature is missing, wrong or
+	// too old.
+	ErrBadSignature = errors.New("bad signature")
+)
+
+// The reasons a cancelled order was cancelled (Order.Reason).
+const (
+	ReasonBuyerCancelled = "cancelled by the buyer"
+	ReasonNotPaid        = "not paid by the deadline"
+)
+
+// Payment is a payment of an order, as recorded in the database.
+type Payment struct {
+	// Ref is the provider's reference of the payment.
+	Ref string
+	// At is when it was made.
+	At time.Time
+}
+
+// LifecycleStore moves orders through their life after admission, each
+// step one guarded transition in the database (status = 'created', or
+// 'cancelled', in the WHERE), so that steps racing for one order end in
+// exactly one of them.
+type LifecycleStore interface {
+	// PayOrder records a payment of the order: created → paid. A paid
+	// order (or refunding, refunded) is left as it is: a payment recorded
+	// twice changes nothing. A cancelled one becomes refunding: the payment
+	// came after the cancellation, and is to be given back. It returns the
+	// order as it then stands, or ErrOrderNotFound (not in the database:
+	// perhaps pending). A failed order is ErrOrderNotFound too.
+	PayOrder(ctx context.Context, id int64, p Payment) (*Order, error)
+	// CancelOrder cancels the order with reason at the time at: created →
+	// cancelled, and its unit back to the voucher's stock, in one
+	// transaction. The cancelled order keeps its buyer's (user, voucher)
+	// slot unless the voucher has RebuyAfterCancel. An order in any other
+	// status is left as it is. It returns the order as it then stands, or
+	// ErrOrderNotFound.
+	CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (*Order, error)
+	// CancelDue cancels up to limit created orders of the voucher created
+	// before before (their PayBy passed), as CancelOrder does, with reason
+	// ReasonNotPaid at the time at, in one transaction, and returns them.
+	// Orders another transaction holds are skipped (FOR UPDATE SKIP
+	// LOCKED; SQLite has one writer), so that any number of sweepers may
+	// run at once.
+	CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) ([]*Order, error)
+	// Unreturned returns up to limit cancelled (refunding, refunded) orders
+	// of the voucher cancelled before before whose unit is not yet marked
+	// returned to the cache (Order.Returned false).
+	Unreturned(ctx context.Context, voucherID int64, before time.Time, limit int) ([]*Order, error)
+	// MarkReturned marks the units of the orders returned to the cache.
+	MarkReturned(ctx context.Context, ids []int64) error
+	// RefundOrder records that a refunding order's payment was given back:
+	// refunding → refunded. Any other status is left as it is. It returns
+	// the order as it then stands, or ErrOrderNotFound.
+	RefundOrder(ctx context.Context, id int64, at time.Time) (*Order, error)
+	// RecordPaymentEvent records a payment provider's event by its id, and
+	// reports whether it is new (false: seen already, a replay).
+	RecordPaymentEvent(ctx context.Context, eventID string, orderID int64, at time.Time) (bool, error)
+	// DeadlineVouchers returns the vouchers with a pay-by deadline
+	// (PayWithin > 0): those the sweeper looks at.
+	DeadlineVouchers(ctx context.Context) ([]*Voucher, error)
+	// LifecycleCounts counts the voucher's orders in the database by what
+	// they did with their unit.
+	LifecycleCounts(ctx context.Context, voucherID int64) (*LifecycleCounts, error)
+}
+
+// LifecycleCounts are a voucher's orders in the database by status.
+type LifecycleCounts struct {
+	// Created orders await payment (or never need it: no deadline).
+	Created int64
+	Paid    int64
+	// Cancelled counts every cancelled order: cancelled, refunding and
+	// refunded. Their units went back to the database's stock.
+	Cancelled int64
+	// Unreturned counts the cancelled orders whose unit is not yet marked
+	// returned to the cache: the cache may still count it held.
+	Unreturned int64
+	Refunding  int64
+	Refunded   int64
+}
+
+// UnitReturner is the cache's side of a cancellation.
+type UnitReturner interface {
+	// ReturnUnit gives the unit of the buyer's cancelled order orderID back
+	// to the voucher's stock in the cache, on the buyer's home shard, if the
+	// buyer's slot still holds that order: the slot then keeps the order as
+	// cancelled (the buyer cannot buy again) unless v.RebuyAfterCancel
+	// frees it. Calling it again for the same order finds the slot moved or
+	// freed and does nothing, so a unit goes back once per order id. It
+	// reports whether it gave the unit back.
+	ReturnUnit(ctx context.Context, v *Voucher, userID, orderID int64) (bool, error)
+}
+
+// PaymentProvider takes an order's payment.
+type PaymentProvider interface {
+	// Name names the provider: "fake", "webhook".
+	Name() string
+	// Charge starts the payment of an order. Paid says it is paid now
+	// (the fake provider); else the provider confirms it later
+	// (PaymentService.Confirm), and Ref, and URL where the provider gives
+	// one, are where the buyer pays.
+	Charge(ctx context.Context, o *Order) (Charge, error)
+}
+
+// Charge is what PaymentProvider.Charge started.
+type Charge struct {
+	Paid bool
+	// Ref is the provider's reference of the payment.
+	Ref string
+	// URL is where the buyer pays, if the provider gives one.
+	URL string
+}
+
+// PaymentEvent is a payment provider's word about an order's payment,
+// signed (PaymentService.Confirm).
+type PaymentEvent struct {
+	// ID is the provider's id of the event: each is acted on once.
+	ID string
+	// Type is PaymentSucceeded or RefundSucceeded.
+	Type    string
+	OrderID int64
+	// Ref is the provider's reference of the payment.
+	Ref string
+	// At is when the provider signed it.
+	At time.Time
+}
+
+// The types of PaymentEvent.
+const (
+	PaymentSucceeded = "payment.succeeded"
+	RefundSucceeded  = "refund.succeeded"
+)
