@@ -123,6 +123,16 @@ func TestReturnUnitOnce(t *testing.T) {
 			t.Errorf("changes (-want +got):\n%s", diff)
 		}
 
+		// What reconcile compares with the database's holding orders:
+		// the cancelled slot is not a buyer.
+		st, err := c.State(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Loaded || st.Remaining != 2 || st.Buyers != 1 {
+			t.Errorf("State: loaded %v, remaining %d, buyers %d; want loaded, 2, 1 (the cancelled slot is no buyer)", st.Loaded, st.Remaining, st.Buyers)
+		}
+
 		mustReturn(t, c, v, 7, 1001, false)
 		mustReturn(t, c, v, 8, 9999, false) // not the order the slot holds
 		if got := stock(t, c, 1); got != 2 {
