@@ -98,7 +98,7 @@ func stock(t *testing.T, c *Client, voucherID int64) int64 {
 // keyFirst are the commands do sends as keyed by their first argument.
 var keyFirst = map[string]bool{
 	"GET": true, "SET": true, "DEL": true, "EXISTS": true, "DECRBY": true, "PTTL": true,
-	"HGET": true, "HSET": true, "HDEL": true, "HLEN": true, "HGETALL": true, "HEXISTS": true,
+	"HGET": true, "HSET": true, "LRANGE": true, "HDEL": true, "HLEN": true, "HGETALL": true, "HEXISTS": true,
 	"XADD": true, "XLEN": true, "XDEL": true, "XRANGE": true, "XPENDING": true, "XCLAIM": true,
 }
 

@@ -25,8 +25,13 @@ type voucherKeys struct {
 	// (dropped, gen, epoch) for a while (see DropVoucher).
 	Meta   string
 	Buyers string // hash: user id -> order id
-	Orders string // stream: admitted orders, read by the workers' group
-	DLQ    string // stream: order messages that could not be persisted
+	// Cancelled is a hash: user id -> the id of the buyer's order that was
+	// cancelled and whose unit went back (return_unit.lua), of a voucher
+	// whose buyers may not buy again: admission answers such a buyer with
+	// that order. It lives and dies with Buyers.
+	Cancelled string
+	Orders    string // stream: admitted orders, read by the workers' group
+	DLQ       string // stream: order messages that could not be persisted
 	// Changes is a list: "ver:user,…", the buyers whose slots each bump of
 	// meta's ver changed, for the copies of the buyers (soldout.go).
 	Changes string
@@ -54,16 +59,17 @@ func (k keyspace) voucher(id int64) voucherKeys {
 func (k keyspace) shard(id int64, tag string) voucherKeys {
 	t := k.prefix + ":{" + tag + "}:"
 	return voucherKeys{
-		ID:      strconv.FormatInt(id, 10),
-		Tag:     tag,
-		Stock:   t + "stock",
-		Meta:    t + "meta",
-		Buyers:  t + "buyers",
-		Orders:  t + "orders",
-		DLQ:     t + "dlq",
-		Changes: t + "changes",
-		Xout:    t + "xout",
-		Xin:     t + "xin",
+		ID:        strconv.FormatInt(id, 10),
+		Tag:       tag,
+		Stock:     t + "stock",
+		Meta:      t + "meta",
+		Buyers:    t + "buyers",
+		Cancelled: t + "cancelled",
+		Orders:    t + "orders",
+		DLQ:       t + "dlq",
+		Changes:   t + "changes",
+		Xout:      t + "xout",
+		Xin:       t + "xin",
 	}
 }
 

@@ -112,7 +112,7 @@ func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool
 	if c.waitReplicas > 0 {
 		b = c.confirm.B() // run on its connections (admitReplicated)
 	}
-	cmd := b.Evalsha().Sha1(c.admitLua.sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).Arg(argv[:]...).Build()
+	cmd := b.Evalsha().Sha1(c.admitLua.sha).Numkeys(5).Key(k.Stock, k.Meta, k.Buyers, k.Orders, k.Cancelled).Arg(argv[:]...).Build()
 	var res []rueidis.RedisMessage
 	if c.waitReplicas > 0 {
 		res, err = c.admitReplicated(ctx, cmd)

@@ -42,6 +42,7 @@ var (
 	redeemCodeScript     = newScript[args]("redeem_code")
 	refundGuessScript    = newScript[args]("refund_guess")
 	releaseScript        = newScript[releaseArgs]("release")
+	returnUnitScript     = newScript[returnUnitArgs]("return_unit")
 	spendGuessScript     = newScript[args]("spend_guess")
 	stageBuyersScript    = newScript[args]("stage_buyers")
 	stageQueuedScript    = newScript[args]("stage_queued")

@@ -181,6 +181,8 @@ func TestScriptArgs(t *testing.T) {
 			map[int]string{1: "t1", 2: "3", 3: "5", 4: "2", 5: "0"}},
 		{"release", releaseArgs{UserID: 7, OrderID: 1001, Keep: "1002"}.argv(),
 			map[int]string{1: "7", 2: "1001", 3: "1002", 4: holdMillis, 5: changeLogLen, 6: changeLogTTL}},
+		{"return_unit", returnUnitArgs{UserID: 7, OrderID: 1001, Rebuy: true, Generation: 2}.argv(),
+			map[int]string{1: "7", 2: "1001", 3: "1", 4: "2", 5: holdMillis, 6: changeLogLen, 7: changeLogTTL}},
 	}
 	argvLine := regexp.MustCompile(`(?m)^-- ARGV\[(\d+)\]`)
 	for _, tt := range tests {

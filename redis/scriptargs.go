@@ -220,6 +220,30 @@ func (a releaseArgs) argv() []string {
 	}
 }
 
+// returnUnitArgs are return_unit.lua's ARGV; the hold of a unit given back
+// is Hold, and the change log's bounds those of the copies of sold-out
+// vouchers' buyers (soldout.go).
+type returnUnitArgs struct {
+	UserID, OrderID int64
+	// Rebuy frees the slot (seckill.Voucher.RebuyAfterCancel); else it
+	// keeps the order as cancelled.
+	Rebuy bool
+	// Generation is the voucher's.
+	Generation int64
+}
+
+func (a returnUnitArgs) argv() []string {
+	return []string{
+		strconv.FormatInt(a.UserID, 10),     // ARGV[1]
+		strconv.FormatInt(a.OrderID, 10),    // ARGV[2]
+		flag(a.Rebuy),                       // ARGV[3]
+		strconv.FormatInt(a.Generation, 10), // ARGV[4]
+		holdMillis,                          // ARGV[5]
+		changeLogLen,                        // ARGV[6]
+		changeLogTTL,                        // ARGV[7]
+	}
+}
+
 // flag is a boolean as the scripts take it.
 func flag(b bool) string {
 	if b {

@@ -30,8 +30,9 @@ type lostShard struct {
 // buyers (those whose home it is), and the stock the others leave:
 //
 //  1. each lost shard begins (rebuild_begin) and stages its buyers: the
-//     database's orders of the buyers whose home it is, then those of its
-//     stream (stage_buyers, stage_queued), as an unsharded voucher does;
+//     database's orders of the buyers whose home it is (and its cancelled
+//     slots), then those of its stream (stage_buyers, stage_queued), as an
+//     unsharded voucher does;
 //  2. every shard is frozen with a new transfer generation (shard_freeze),
 //     which reads each one's stock, buyers and transfers out at one
 //     instant; then the receivers' record of what they received: the
@@ -69,7 +70,7 @@ func (c *Client) rebuildShards(ctx context.Context, v *seckill.Voucher, orders s
 	for _, i := range lost {
 		k := shards[i]
 		op := fmt.Sprintf("rebuild shard %d of voucher %d", i, v.ID)
-		res, err := rebuildBeginScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ}, args{gen, Group, holdMillis}).ToArray()
+		res, err := rebuildBeginScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled}, args{gen, Group, holdMillis}).ToArray()
 		if err != nil {
 			return out, redisErr(op, err)
 		}
@@ -220,7 +221,7 @@ func (c *Client) resetTransfers(ctx context.Context, v *seckill.Voucher, shards 
 	return err
 }
 
-// stageShardOrders stages the database's created orders of v into the
+// stageShardOrders stages the database's orders of v (stageArgs) into the
 // lost shards that are their buyers' homes, reading them once, a page at a
 // time. It returns the shards still being rebuilt (another rebuild may
 // have finished some).
@@ -244,12 +245,8 @@ func (c *Client) stageShardOrders(ctx context.Context, v *seckill.Voucher, gen s
 		for i, os := range home {
 			s := byIndex[i]
 			for chunk := range chunks(os, stageChunk) {
-				a := make(args, 0, 2+2*len(chunk))
-				a = append(a, gen, s.epoch)
-				for _, o := range chunk {
-					a = append(a, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
-				}
-				n, err := stageBuyersScript.runInt(ctx, c, fmt.Sprintf("stage buyers of shard %d of voucher %d", i, v.ID), []string{s.k.Stock, s.k.Meta, s.k.Buyers}, a)
+				n, err := stageBuyersScript.runInt(ctx, c, fmt.Sprintf("stage buyers of shard %d of voucher %d", i, v.ID),
+					[]string{s.k.Stock, s.k.Meta, s.k.Buyers, s.k.Cancelled}, stageArgs(gen, s.epoch, chunk, v.RebuyAfterCancel))
 				if err != nil {
 					return nil, err
 				}

@@ -46,7 +46,7 @@ func loadShards(t *testing.T, c *Client, v *seckill.Voucher) {
 // returns its code (0 admitted, 2 sold out, 5 not loaded, 6 held...) and
 // what follows it.
 func admitOnce(c *Client, k *voucherKeys, v *seckill.Voucher, user, order int64) (int64, string, error) {
-	res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+	res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.Cancelled},
 		admitArgs{UserID: user, OrderID: order, VoucherID: k.ID, Append: true, Generation: v.Generation}).ToArray()
 	if err != nil {
 		return 0, "", err
@@ -99,7 +99,7 @@ func checkInvariant(t *testing.T, c *Client, v *seckill.Voucher) *seckill.ShardC
 func loseShard(t *testing.T, c *Client, v *seckill.Voucher, i int) {
 	t.Helper()
 	k := shardKeysOf(t, c, v, i)
-	for _, key := range []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Changes, k.Xout, k.Xin} {
+	for _, key := range []string{k.Stock, k.Meta, k.Buyers, k.Cancelled, k.Orders, k.DLQ, k.Changes, k.Xout, k.Xin} {
 		do(t, c, "DEL", key)
 	}
 }

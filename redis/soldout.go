@@ -62,7 +62,7 @@ func (c *Client) admitProbe(k *voucherKeys) rueidis.Completed {
 	if c.Kind() != KindCluster {
 		return c.rdb.B().ScriptExists().Sha1(sha).Build()
 	}
-	return c.rdb.B().Evalsha().Sha1(sha).Numkeys(4).Key(k.Stock, k.Meta, k.Buyers, k.Orders).
+	return c.rdb.B().Evalsha().Sha1(sha).Numkeys(5).Key(k.Stock, k.Meta, k.Buyers, k.Orders, k.Cancelled).
 		Arg("0", "0", k.ID, "0", "-", "0").Build()
 }
 

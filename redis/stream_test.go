@@ -1030,7 +1030,7 @@ func loadShardStreams(t *testing.T, c *Client, v *seckill.Voucher) {
 	c.Learn(v)
 	for i := range v.ShardCount() {
 		k := c.keys.shard(v.ID, v.ShardTag(i))
-		if _, err := loadVoucherScript.runInt(ctx, c, "load a shard", []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ},
+		if _, err := loadVoucherScript.runInt(ctx, c, "load a shard", []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled},
 			loadVoucherArgs{Stock: seckill.ShardStock(v.Stock, v.ShardCount(), i), Begin: v.BeginTime, End: v.EndTime, Generation: v.Generation}); err != nil {
 			t.Fatal(err)
 		}
@@ -1044,7 +1044,7 @@ func loadShardStreams(t *testing.T, c *Client, v *seckill.Voucher) {
 func admitOnShard(t *testing.T, c *Client, v *seckill.Voucher, user, order int64) {
 	t.Helper()
 	k := c.keys.shard(v.ID, v.ShardTag(seckill.HomeShard(user, v.ShardCount())))
-	res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
+	res, err := admitScript.run(context.Background(), c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.Cancelled},
 		admitArgs{UserID: user, OrderID: order, VoucherID: k.ID, Append: true, Generation: v.Generation}).AsIntSlice()
 	if err != nil || len(res) == 0 || res[0] != admitted {
 		t.Fatalf("admit user %d on shard %d: %v, %v", user, seckill.HomeShard(user, v.ShardCount()), res, err)

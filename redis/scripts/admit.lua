@@ -9,6 +9,8 @@
 --                 held (unix ms: units given back are not sold before it)
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the admitted orders, for the workers
+-- KEYS[5] cancelled hash: user id -> cancelled order id (return_unit.lua):
+--                 a buyer whose order was cancelled buys no more
 -- ARGV[1] user id
 -- ARGV[2] order id (made by the service, decimal)
 -- ARGV[3] voucher id
@@ -17,12 +19,14 @@
 -- ARGV[5] the voucher's generation in the database
 -- ARGV[6] '1' when the caller waits for replicas (WAIT) before answering: a
 --         duplicate then writes the buyer's slot again, unchanged, so that
---         the caller's WAIT covers the admission that made the order
+--         the caller's WAIT covers the admission that made the order (or
+--         the return of its unit, for a cancelled one)
 --
 -- Returns {code, order id}:
 --   {0, ARGV[2]}  admitted: stock taken, buyer recorded, order appended
 --                 (if ARGV[4] is '1')
---   {1, id}       duplicate: the buyer already has order id
+--   {1, id}       duplicate: the buyer already has order id, or had it
+--                 and it was cancelled (KEYS[5])
 --   {2, ''}       sold out
 --   {3, ''}       the sale has not started
 --   {4, ''}       the sale has ended
@@ -41,6 +45,13 @@ if existing then
     redis.call('HSET', KEYS[3], ARGV[1], existing)
   end
   return {1, existing}
+end
+local cancelled = redis.call('HGET', KEYS[5], ARGV[1])
+if cancelled then
+  if ARGV[6] == '1' then
+    redis.call('HSET', KEYS[5], ARGV[1], cancelled)
+  end
+  return {1, cancelled}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

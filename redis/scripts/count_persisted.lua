@@ -11,6 +11,9 @@
 -- KEYS[4] changes list: the log of ver, kept as release.lua keeps it; more
 --                 than 16 buyers recorded at once are logged as '*' (the
 --                 copies are then made again)
+-- KEYS[5] cancelled hash: user id -> cancelled order id: an order
+--                 cancelled since it was persisted, its unit given back
+--                 (return_unit.lua), is not recorded
 -- ARGV[1] how many entries KEYS[4] keeps
 -- ARGV[2] how long KEYS[4] is kept after its last entry, ms
 -- ARGV[3..] pairs of user id, order id
@@ -28,7 +31,7 @@ end
 local has_stock = redis.call('EXISTS', KEYS[1]) == 1
 local recorded = {}
 for i = 3, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+  if redis.call('HGET', KEYS[5], ARGV[i]) ~= ARGV[i + 1] and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
     recorded[#recorded + 1] = ARGV[i]
     if has_stock then
       redis.call('DECR', KEYS[1])

@@ -10,6 +10,9 @@
 -- KEYS[2] meta    hash: gen, epoch
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the order messages
+-- KEYS[5] cancelled hash: user id -> cancelled order id: an entry of a
+--                 cancelled order (acknowledged, not yet trimmed) is not
+--                 staged
 -- ARGV[1] the voucher's generation
 -- ARGV[2] the rebuild's epoch (from rebuild_begin)
 -- ARGV[3] the first entry id to read ('-' for the start)
@@ -32,7 +35,7 @@ for _, e in ipairs(entries) do
   for i = 1, #f, 2 do
     if f[i] == 'id' then id = f[i + 1] elseif f[i] == 'user' then user = f[i + 1] end
   end
-  if id and user then
+  if id and user and redis.call('HGET', KEYS[5], user) ~= id then
     redis.call('HSETNX', KEYS[3], user, id)
   end
 end

@@ -8,6 +8,9 @@
 -- KEYS[1] stock   string: units left to admit
 -- KEYS[2] meta    hash: epoch
 -- KEYS[3] buyers  hash: user id -> order id
+-- KEYS[4] cancelled hash: user id -> cancelled order id, kept or deleted
+--                 with the buyers (the rebuild stages it again from the
+--                 database)
 -- ARGV[1] '1' to keep the buyers (the rebuild counts them with those it
 --         finds), '0' to delete them
 --
@@ -29,7 +32,7 @@ end
 if ARGV[1] == '1' then
   redis.call('UNLINK', KEYS[1])
 else
-  redis.call('UNLINK', KEYS[1], KEYS[3])
+  redis.call('UNLINK', KEYS[1], KEYS[3], KEYS[4])
 end
 local epoch = next_epoch()
 redis.call('HSET', KEYS[2], 'epoch', epoch)
