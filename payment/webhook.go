@@ -2,11 +2,17 @@ package payment
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
+
+	"github.com/seckill/seckill"
 )
 
 // Defaults and limits of a Webhook provider.
@@ -25,6 +31,10 @@ const (
 	// the provider, so that a store can keep them in a bounded column.
 	MaxRefLen = 255
 )
+
+// maxAnswer bounds the provider's answer to a charge that is read: it is a
+// small JSON object.
+const maxAnswer = 64 << 10
 
 // Config configures a Webhook provider.
 type Config struct {
@@ -93,6 +103,8 @@ type Webhook struct {
 	now       func() time.Time
 }
 
+var _ seckill.PaymentProvider = (*Webhook)(nil)
+
 // New returns a Webhook provider configured by c, or an error if c lacks
 // a BaseURL or a long enough Secret.
 func New(c Config) (*Webhook, error) {
@@ -110,6 +122,98 @@ func New(c Config) (*Webhook, error) {
 		client:    c.Client,
 		now:       c.Now,
 	}, nil
+}
+
+// Name returns "webhook".
+func (w *Webhook) Name() string { return "webhook" }
+
+// chargeRequest is the body of a charge. Ids are decimal strings: they do
+// not fit a JSON number's exact range.
+type chargeRequest struct {
+	OrderID   string `json:"orderId"`
+	UserID    string `json:"userId"`
+	VoucherID string `json:"voucherId"`
+}
+
+// chargeAnswer is the provider's answer to a charge.
+type chargeAnswer struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+}
+
+// errUnavailable is what a client is told when the provider fails: it is
+// not theirs to fix, and the order is still there to pay.
+var errUnavailable = &seckill.Error{
+	Kind:    seckill.ErrUnavailable,
+	Message: "the payment service cannot take the payment now; try again",
+}
+
+// Charge asks the provider to start the payment of o, and returns the
+// provider's reference and where the buyer pays. The order's id is the
+// request's Idempotency-Key, so a second charge of one order (a retry, a
+// buyer who pays twice) is answered with the first one's payment and
+// charges nothing more. Every failure (no answer, an answer other than 200
+// or 201, an answer that is not a payment) wraps seckill.ErrUnavailable:
+// the buyer may try again. Errors name the provider's host, not its URL.
+func (w *Webhook) Charge(ctx context.Context, o *seckill.Order) (seckill.Charge, error) {
+	id := strconv.FormatInt(o.ID, 10)
+	body, err := json.Marshal(chargeRequest{
+		OrderID:   id,
+		UserID:    strconv.FormatInt(o.UserID, 10),
+		VoucherID: strconv.FormatInt(o.VoucherID, 10),
+	})
+	if err != nil {
+		return seckill.Charge{}, w.fail(o, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return seckill.Charge{}, w.fail(o, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", id)
+	if w.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+w.apiKey)
+	}
+	res, err := w.client.Do(req)
+	if err != nil {
+		// A *url.Error names the whole URL, which may hold a token.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return seckill.Charge{}, w.fail(o, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer+1))
+	if err != nil {
+		return seckill.Charge{}, w.fail(o, fmt.Errorf("reading the answer: %w", err))
+	}
+	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated {
+		return seckill.Charge{}, w.fail(o, fmt.Errorf("answered %s", res.Status))
+	}
+	if len(raw) > maxAnswer {
+		return seckill.Charge{}, w.fail(o, fmt.Errorf("answered more than %d bytes", maxAnswer))
+	}
+	var a chargeAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return seckill.Charge{}, w.fail(o, fmt.Errorf("answered %s with a body that is not a payment: %w", res.Status, err))
+	}
+	if !validRef(a.ID) {
+		return seckill.Charge{}, w.fail(o, fmt.Errorf("answered %s with payment id %.64q: not 1 to %d printable ASCII bytes", res.Status, a.ID, MaxRefLen))
+	}
+	// The buyer's client is sent to the URL: only a web page will do.
+	if a.URL != "" {
+		if u, err := url.Parse(a.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return seckill.Charge{}, w.fail(o, fmt.Errorf("answered payment %s with a URL that is not an absolute http(s) URL", a.ID))
+		}
+	}
+	return seckill.Charge{Ref: a.ID, URL: a.URL}, nil
+}
+
+// fail wraps the cause of a failed charge of o.
+func (w *Webhook) fail(o *seckill.Order, cause error) error {
+	return fmt.Errorf("payment provider %s: charging order %d: %w: %w", w.host, o.ID, errUnavailable, cause)
 }
 
 // validRef reports whether s is an acceptable payment reference or event
