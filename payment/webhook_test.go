@@ -104,49 +104,55 @@ func TestChargeTwiceChargesOnce(t *testing.T) {
 // the provider, and a message for the log that names its host but not
 // the rest of its URL.
 func TestChargeFailures(t *testing.T) {
-	answers := map[string]http.HandlerFunc{
-		"500": func(w http.ResponseWriter, r *http.Request) {
+	answers := map[string]struct {
+		h http.HandlerFunc
+		// log is what the error says, for the log.
+		log string
+	}{
+		"500": {func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "oops", http.StatusInternalServerError)
-		},
-		"202": func(w http.ResponseWriter, r *http.Request) {
+		}, "answered 500 Internal Server Error"},
+		"202": {func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusAccepted)
 			io.WriteString(w, `{"id":"pay_1"}`)
-		},
-		"not JSON": func(w http.ResponseWriter, r *http.Request) {
+		}, "answered 202 Accepted"},
+		"not JSON": {func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `<html>maintenance</html>`)
-		},
-		"no id": func(w http.ResponseWriter, r *http.Request) {
+		}, "not a payment"},
+		"no id": {func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"url":"https://pay.example/checkout/1"}`)
-		},
-		"id too long": func(w http.ResponseWriter, r *http.Request) {
+		}, `payment id ""`},
+		"id too long": {func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, `{"id":%q}`, strings.Repeat("p", payment.MaxRefLen+1))
-		},
-		"a script for a URL": func(w http.ResponseWriter, r *http.Request) {
+		}, "not 1 to 255 printable ASCII bytes"},
+		"a script for a URL": {func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"id":"pay_1","url":"javascript:alert(1)"}`)
-		},
-		"a relative URL": func(w http.ResponseWriter, r *http.Request) {
+		}, "not an absolute http(s) URL"},
+		"a relative URL": {func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"id":"pay_1","url":"/checkout/1"}`)
-		},
-		"too long an answer": func(w http.ResponseWriter, r *http.Request) {
+		}, "not an absolute http(s) URL"},
+		"too long an answer": {func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, `{"id":"pay_1","x":%q}`, strings.Repeat("x", 64<<10))
-		},
-		"timeout": func(w http.ResponseWriter, r *http.Request) {
+		}, "more than 65536 bytes"},
+		"timeout": {func(w http.ResponseWriter, r *http.Request) {
 			// Once the body is read, the server watches the connection,
 			// and the request's context ends when the client gives up.
 			io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
-		},
+		}, "Client.Timeout exceeded"},
 	}
-	for name, h := range answers {
+	for name, a := range answers {
 		t.Run(name, func(t *testing.T) {
-			srv := httptest.NewServer(h)
+			srv := httptest.NewServer(a.h)
 			defer srv.Close()
-			client := &http.Client{
-				Timeout:       200 * time.Millisecond,
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			client := &http.Client{Timeout: payment.DefaultTimeout}
+			if name == "timeout" {
+				client.Timeout = 200 * time.Millisecond
 			}
 			w := newWebhook(t, srv.URL+"/v1?token=s3cret", payment.Config{Client: client})
-			checkUnavailable(t, w, srv.Listener.Addr().String())
+			if err := checkUnavailable(t, w, srv.Listener.Addr().String()); !strings.Contains(err.Error(), a.log) {
+				t.Errorf("Charge(): %v; want it to say %q", err, a.log)
+			}
 			client.CloseIdleConnections()
 		})
 	}
@@ -185,8 +191,8 @@ func TestChargeFailures(t *testing.T) {
 	})
 }
 
-// checkUnavailable charges order with w and checks the error.
-func checkUnavailable(t *testing.T, w *payment.Webhook, host string) {
+// checkUnavailable charges order with w, checks the error and returns it.
+func checkUnavailable(t *testing.T, w *payment.Webhook, host string) error {
 	t.Helper()
 	c, err := w.Charge(t.Context(), order)
 	if !errors.Is(err, seckill.ErrUnavailable) {
@@ -202,6 +208,7 @@ func checkUnavailable(t *testing.T, w *payment.Webhook, host string) {
 	if msg := err.Error(); !strings.Contains(msg, host) || strings.Contains(msg, "s3cret") {
 		t.Errorf("Charge(): %q; want the host %s and not the URL's token", msg, host)
 	}
+	return err
 }
 
 // receiver is a webhook route as the HTTP layer would write one: it
@@ -284,10 +291,8 @@ func TestWebhookFromTheProvider(t *testing.T) {
 	rc.mu.Unlock()
 	// At is the time of signing, now give or take the test's run.
 	ignoreAt := cmp.Comparer(func(a, b time.Time) bool { return a.Sub(b).Abs() < time.Minute })
-	for i := range got {
-		if want[i].At.IsZero() {
-			want[i].At = time.Now()
-		}
+	for i := range want {
+		want[i].At = time.Now()
 	}
 	if diff := cmp.Diff(want, got, ignoreAt); diff != "" {
 		t.Errorf("the route's events differ (-want +got):\n%s", diff)
