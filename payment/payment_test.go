@@ -1,0 +1,27 @@
+package payment_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/payment"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestFakePaysAtOnce(t *testing.T) {
+	var p seckill.PaymentProvider = payment.Fake{}
+	if got := p.Name(); got != "fake" {
+		t.Errorf("Name() = %q, want fake", got)
+	}
+	o := &seckill.Order{ID: 123456789012345678, UserID: 7, VoucherID: 9}
+	want := seckill.Charge{Paid: true, Ref: "fake_123456789012345678"}
+	for i := range 2 {
+		got, err := p.Charge(context.Background(), o)
+		if err != nil || got != want {
+			t.Errorf("charge %d: Charge() = %+v, %v; want %+v, nil", i+1, got, err, want)
+		}
+	}
+}
