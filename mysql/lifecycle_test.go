@@ -1,0 +1,66 @@
+package mysql
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/migrate"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// An order written before migration 0007 (its row then had none of the
+// lifecycle's columns), migrated, reads as created with nothing of the
+// lifecycle set, and still holds its buyer's slot: the migration gave it
+// slot 1.
+func TestOrderMadeBeforeLifecycle(t *testing.T) {
+	s, err := Open(t.Context(), testenv.MySQLURL(t), 2)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	ms, err := migrate.Load(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, createMigrationsTableSQL); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:6] {
+		for _, stmt := range m.Statements {
+			if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+				t.Fatalf("migration %d: %v", m.Version, err)
+			}
+		}
+		if _, err := s.db.ExecContext(ctx, insertVersionSQL, m.Version, m.Name, now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := &seckill.Voucher{Title: "v", Stock: 9, InitialStock: 10, BeginTime: now(), EndTime: now().Add(time.Hour), PayWithin: time.Minute}
+	if err := s.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	created := now()
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES (7, 1, ?, 'created', ?)`, v.ID, created); err != nil {
+		t.Fatalf("insert an order as before 0007: %v", err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate from 0006: %v", err)
+	}
+
+	want := &seckill.Order{ID: 7, UserID: 1, VoucherID: v.ID, Status: seckill.OrderCreated, CreatedAt: created, PayBy: created.Add(time.Minute)}
+	got, err := s.Order(ctx, 7)
+	if diff := cmp.Diff(want, got); err != nil || diff != "" {
+		t.Errorf("Order(7): %v (-want +got):\n%s", err, diff)
+	}
+	outcomes, err := s.SaveOrders(ctx, []*seckill.Order{{ID: 8, UserID: 1, VoucherID: v.ID}})
+	if err != nil || outcomes[0] != seckill.BuyerConflict {
+		t.Errorf("SaveOrders of another order of the buyer = %v, %v; want %v", outcomes, err, seckill.BuyerConflict)
+	}
+	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
+		t.Errorf("CancelOrder(7) = %+v, %v; want it cancelled", o, err)
+	}
+}
