@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -62,5 +63,52 @@ func TestOrderMadeBeforeLifecycle(t *testing.T) {
 	}
 	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
 		t.Errorf("CancelOrder(7) = %+v, %v; want it cancelled", o, err)
+	}
+}
+
+// A sweep skips a due order another transaction holds (a buyer's cancel
+// or payment in flight, another sweep), instead of waiting for it, and
+// takes the others; the next sweep takes it.
+func TestCancelDueSkipsLocked(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	v := &seckill.Voucher{Title: "v", Stock: 3, InitialStock: 3, BeginTime: now(), EndTime: now().Add(time.Hour), PayWithin: time.Minute}
+	if err := s.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	created := now().Add(-time.Hour)
+	os := []*seckill.Order{
+		{ID: 1, UserID: 1, VoucherID: v.ID, CreatedAt: created},
+		{ID: 2, UserID: 2, VoucherID: v.ID, CreatedAt: created.Add(time.Second)},
+		{ID: 3, UserID: 3, VoucherID: v.ID, CreatedAt: created.Add(2 * time.Second)},
+	}
+	if _, err := s.SaveOrders(ctx, os); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM orders WHERE id = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	// Waiting for the lock would take innodb_lock_wait_timeout (50 s).
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	due, err := s.CancelDue(wctx, v.ID, now(), now(), 10)
+	if err != nil {
+		t.Fatalf("CancelDue with order 1 locked: %v", err)
+	}
+	if len(due) != 2 || due[0].ID != 2 || due[1].ID != 3 {
+		t.Errorf("CancelDue with order 1 locked took %d orders; want 2 and 3", len(due))
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	due, err = s.CancelDue(ctx, v.ID, now(), now(), 10)
+	if err != nil || len(due) != 1 || due[0].ID != 1 {
+		t.Errorf("CancelDue once order 1 is free = %v, %v; want order 1", due, err)
 	}
 }
