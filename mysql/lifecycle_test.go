@@ -2,6 +2,8 @@ package mysql
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +112,93 @@ func TestCancelDueSkipsLocked(t *testing.T) {
 	due, err = s.CancelDue(ctx, v.ID, now(), now(), 10)
 	if err != nil || len(due) != 1 || due[0].ID != 1 {
 		t.Errorf("CancelDue once order 1 is free = %v, %v; want order 1", due, err)
+	}
+}
+
+// fillSweepSQL inserts orders 1 to 1,000,000 of users of the same ids:
+// 600,000 of voucher ?1, created an hour ago (another sale, as due as
+// can be); then of voucher ?2, the one swept, 1,000 created an hour ago
+// (due), 299,000 paid and 100,000 created an hour on (not due).
+var fillSweepSQL = fmt.Sprintf(`INSERT INTO orders (id, user_id, voucher_id, status, created_at)
+SELECT n, n, IF(n <= 600000, ?, ?),
+       IF(n > 601000 AND n <= 900000, 'paid', 'created'),
+       IF(n > 900000, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR + INTERVAL n MICROSECOND)
+FROM (SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d AS n
+      FROM %[1]s a, %[1]s b, %[1]s c, %[1]s e, %[1]s f, %[1]s g) AS seq`, digits)
+
+// resetDueSQL makes the 1,000 due orders of fillSweepSQL created again.
+const resetDueSQL = `UPDATE orders SET status = 'created', reason = '', cancelled_at = NULL, slot = 1
+WHERE id > 600000 AND id <= 601000`
+
+// BenchmarkCancelDue measures a sweep of 500 due orders of a voucher with
+// a million orders in the table (fillSweepSQL): the due ones are a range of
+// orders_voucher_status, read and locked in order, whatever the rest. It
+// logs the plan of the sweep's read.
+func BenchmarkCancelDue(b *testing.B) {
+	if testing.Short() {
+		b.Skip("fills a million orders")
+	}
+	s, err := Open(b.Context(), testenv.MySQLURL(b), 4)
+	if err != nil {
+		b.Fatalf("Open: %v", err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := b.Context()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var vs [2]*seckill.Voucher
+	for i := range vs {
+		vs[i] = &seckill.Voucher{Title: "v", BeginTime: now(), EndTime: now().Add(time.Hour), PayWithin: time.Minute}
+		if err := s.CreateVoucher(ctx, vs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, fillSweepSQL, vs[0].ID, vs[1].ID); err != nil {
+		b.Fatalf("fill orders: %v", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `ANALYZE TABLE orders`); err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM orders`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d orders in the table", n)
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN `+selectDueSQL, 60, vs[1].ID, now(), 500)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			b.Fatal(err)
+		}
+		var line []string
+		for i, c := range cols {
+			if bs, ok := vals[i].([]byte); ok {
+				vals[i] = string(bs)
+			}
+			line = append(line, fmt.Sprintf("%s=%v", c, vals[i]))
+		}
+		b.Log("EXPLAIN: " + strings.Join(line, " "))
+	}
+	rows.Close()
+
+	for b.Loop() {
+		b.StopTimer()
+		if _, err := s.db.ExecContext(ctx, resetDueSQL); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		due, err := s.CancelDue(ctx, vs[1].ID, now(), now(), 500)
+		if err != nil || len(due) != 500 {
+			b.Fatalf("CancelDue = %d orders, %v; want 500", len(due), err)
+		}
 	}
 }
