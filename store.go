@@ -8,6 +8,7 @@ type Store interface {
 	VoucherStore
 	UserStore
 	OrderStore
+	LifecycleStore
 
 	// Migrate applies the backend's embedded migrations that the database
 	// has not seen yet. Concurrent calls from several processes are safe.

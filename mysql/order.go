@@ -12,35 +12,45 @@ import (
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const orderColumns = `id, user_id, voucher_id, status, reason, created_at`
-
-// Created orders are the rows of orders, failed ones those of
-// failed_orders. An id can be in both (FailOrder and SaveOrders racing, or
-// a failed order saved later on a retry); it is created, so the reads take
-// a failed order only if it is notCreated. Each read is one statement, so
-// that it sees both tables at one instant.
+// orderColumns are an order's columns, of orders o joined to its voucher v
+// (fromOrders) for the pay-by deadline; scanOrder reads them.
 const (
-	// failedOrderColumns are orderColumns of failed_orders f.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at`
+	orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_within_seconds`
+	fromOrders = ` FROM orders o JOIN vouchers v ON v.id = o.voucher_id`
+)
+
+// Orders holding a unit are the rows of orders, created or paid, and so
+// are cancelled ones (cancelled, refunding, refunded); failed ones are
+// those of failed_orders. An id can be in both (FailOrder and SaveOrders
+// racing, or a failed order saved later on a retry); it is not failed, so
+// the reads take a failed order only if it is notCreated. Each read is one
+// statement, so that it sees both tables at one instant.
+const (
+	// failedOrderColumns are orderColumns of failed_orders f: no payment,
+	// no cancellation, no deadline.
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, '', FALSE, 0`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
-	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders WHERE id = ?
+	selectOrderSQL = `SELECT ` + orderColumns + fromOrders + ` WHERE o.id = ?
 UNION ALL
 SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.id = ? AND ` + notCreated
-	selectUserOrdersSQL = `SELECT ` + orderColumns + ` FROM orders WHERE user_id = ?
+	selectUserOrdersSQL = `SELECT ` + orderColumns + fromOrders + ` WHERE o.user_id = ?
 UNION ALL
 SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ? AND ` + notCreated + `
 ORDER BY id DESC LIMIT ?`
-	countOrdersSQL       = `SELECT COUNT(*) FROM orders WHERE voucher_id = ?`
+	countOrdersSQL       = `SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status IN ('created', 'paid')`
 	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
-	// selectVoucherOrdersSQL reads a page of a voucher's orders as a range
-	// of orders_voucher_id, which InnoDB ends with the primary key: one
-	// index entry read per order returned. Without the hint MariaDB 10.11
-	// prefers a lookup of voucher_id alone, and reads every order of the
-	// voucher below afterID to skip it (measured: 136,000 index entries
-	// for a page of 1,000 at 200,000 orders).
-	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders FORCE INDEX (orders_voucher_id)
-WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?`
+	// selectVoucherOrdersSQL reads a page of a voucher's orders that hold
+	// their buyer's slot as a range of orders_voucher_id, which InnoDB
+	// ends with the primary key: one index entry read per order returned
+	// (and per order of a rebuy voucher cancelled, skipped). Without the
+	// hint MariaDB 10.11 prefers a lookup of voucher_id alone, and reads
+	// every order of the voucher below afterID to skip it (measured:
+	// 136,000 index entries for a page of 1,000 at 200,000 orders).
+	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders o FORCE INDEX (orders_voucher_id)
+JOIN vouchers v ON v.id = o.voucher_id
+WHERE o.voucher_id = ? AND o.id > ? AND o.slot IS NOT NULL ORDER BY o.id LIMIT ?`
 	// selectOrderStatusesSQL reads the status of ids; %[1]s is one '?' per
 	// id, and the ids are passed twice.
 	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id IN (%[1]s)
@@ -48,7 +58,7 @@ UNION ALL
 SELECT f.id, 'failed' FROM failed_orders f WHERE f.id IN (%[1]s) AND ` + notCreated
 )
 
-// Order returns the order with the id, created or failed, or an error
+// Order returns the order with the id, in whatever status, or an error
 // wrapping [seckill.ErrOrderNotFound].
 func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
 	o, err := scanOrder(s.db.QueryRowContext(ctx, selectOrderSQL, id, id))
@@ -61,7 +71,7 @@ func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
 	return o, nil
 }
 
-// UserOrders returns up to limit of the user's orders, created and failed,
+// UserOrders returns up to limit of the user's orders, in every status,
 // newest first (order ids grow with time); limit <= 0 means 100.
 func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
@@ -74,9 +84,11 @@ func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*sec
 	return os, nil
 }
 
-// VoucherOrders returns up to limit created orders of the voucher with ids
-// above afterID, by id ascending; limit <= 0 means 1000. Each page costs
-// the same however far into the voucher's orders it is.
+// VoucherOrders returns up to limit orders of the voucher with ids above
+// afterID that hold their buyer's slot (slot not NULL: all but the
+// cancelled orders of a voucher with RebuyAfterCancel), by id ascending;
+// limit <= 0 means 1000. Each page costs the same however far into the
+// voucher's orders it is.
 func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultPageLimit
@@ -88,9 +100,9 @@ func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, lim
 	return os, nil
 }
 
-// CountOrders returns how many created orders of the voucher the database
-// holds: the rows of orders, the stock they took. Failed orders are in
-// failed_orders and do not count.
+// CountOrders returns how many orders of the voucher the database holds
+// that hold a unit (created and paid): the stock they took. Cancelled
+// orders gave theirs back, and failed ones, in failed_orders, took none.
 func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error) {
 	var n int64
 	if err := s.db.QueryRowContext(ctx, countOrdersSQL, voucherID).Scan(&n); err != nil {
@@ -109,8 +121,8 @@ func (s *Store) CountFailedOrders(ctx context.Context, voucherID int64) (int64, 
 	return n, nil
 }
 
-// OrderStatuses returns the status of each of ids that the database holds,
-// created or failed (created when both); ids it does not hold are absent.
+// OrderStatuses returns the status of each of ids that the database holds
+// (that of orders when an id is failed too); ids it does not hold are absent.
 // It reads batchChunk ids per statement.
 func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error) {
 	statuses := make(map[int64]seckill.OrderStatus, len(ids))
@@ -131,11 +143,25 @@ func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]secki
 
 // scanOrder reads the orderColumns of one row.
 func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
-	var o seckill.Order
-	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt); err != nil {
+	var (
+		o                   seckill.Order
+		paidAt, cancelledAt sql.NullTime
+		payWithin           int64
+	)
+	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt,
+		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin); err != nil {
 		return nil, err
 	}
 	o.CreatedAt = o.CreatedAt.UTC()
+	if paidAt.Valid {
+		o.PaidAt = paidAt.Time.UTC()
+	}
+	if cancelledAt.Valid {
+		o.CancelledAt = cancelledAt.Time.UTC()
+	}
+	if payWithin > 0 && o.Status != seckill.OrderFailed {
+		o.PayBy = o.CreatedAt.Add(time.Duration(payWithin) * time.Second)
+	}
 	return &o, nil
 }
 

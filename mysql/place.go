@@ -15,10 +15,12 @@ import (
 // The statements of PlaceOrder.
 const (
 	// selectSaleSQL reads a voucher's window and stock and the buyer's
-	// order of it. A plain read, which locks nothing: the refusals (most
-	// requests, once a sale is sold out) wait for no one.
+	// order of it that holds their slot (created, paid, or cancelled
+	// unless the voucher has rebuy_after_cancel). A plain read, which
+	// locks nothing: the refusals (most requests, once a sale is sold out)
+	// wait for no one.
 	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, o.id
-FROM vouchers v LEFT JOIN orders o ON o.user_id = ? AND o.voucher_id = v.id
+FROM vouchers v LEFT JOIN orders o ON o.user_id = ? AND o.voucher_id = v.id AND o.slot IS NOT NULL
 WHERE v.id = ?`
 	// placeOrderSQL inserts an order, locking its voucher row (FOR UPDATE)
 	// as it reads it; see PlaceOrder. Not INSERT IGNORE: a clash is an
@@ -26,8 +28,9 @@ WHERE v.id = ?`
 	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at)
 SELECT ?, ?, id, 'created', ? FROM vouchers WHERE id = ? FOR UPDATE`
 	// takeOneSQL is hm-dianping's: one from the stock, unless none is left.
-	takeOneSQL          = `UPDATE vouchers SET stock = stock - 1 WHERE id = ? AND stock > 0`
-	selectBuyerOrderSQL = `SELECT id FROM orders WHERE user_id = ? AND voucher_id = ?`
+	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = ? AND stock > 0`
+	// selectBuyerOrderSQL reads the buyer's order that holds their slot.
+	selectBuyerOrderSQL = `SELECT id FROM orders WHERE user_id = ? AND voucher_id = ? AND slot IS NOT NULL`
 )
 
 // placeRetry is when PlaceOrder runs its transaction again: when a

@@ -17,13 +17,15 @@ const (
 	// lockVouchersSQL locks a batch's vouchers, in id order, and reads their
 	// stock; %s is one '?' per voucher.
 	lockVouchersSQL = `SELECT id, stock FROM vouchers WHERE id IN (%s) ORDER BY id FOR UPDATE`
-	// selectClashingOrdersSQL finds the stored orders that share an id or a
-	// (user, voucher) pair with a batch; %[1]s is one '?' per order and
-	// %[2]s one '(?, ?)' per order. Both halves are range scans of an index
-	// (the row constructor IN too, on MySQL 5.7+ and MariaDB 10.3+).
+	// selectClashingOrdersSQL finds the stored orders that share an id or
+	// hold a (user, voucher) pair (slot not NULL: a cancelled order of a
+	// rebuy voucher has let its pair go) with a batch; %[1]s is one '?'
+	// per order and %[2]s one '(?, ?)' per order. Both halves are range
+	// scans of an index (the row constructor IN too, on MySQL 5.7+ and
+	// MariaDB 10.3+).
 	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id FROM orders WHERE id IN (%[1]s)
 UNION ALL
-SELECT id, user_id, voucher_id FROM orders WHERE (user_id, voucher_id) IN (%[2]s)`
+SELECT id, user_id, voucher_id FROM orders WHERE (user_id, voucher_id) IN (%[2]s) AND slot IS NOT NULL`
 	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
 	// order. A plain INSERT, not INSERT IGNORE: a clash is an error, never
 	// silently skipped.

@@ -16,23 +16,25 @@ import (
 // The statements of PlaceOrder.
 const (
 	// selectSaleSQL reads a voucher's window and stock and the buyer's
-	// order of it, at one instant.
+	// order of it that holds their slot (created, paid, or cancelled
+	// unless the voucher has rebuy_after_cancel), at one instant.
 	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, o.id
-FROM vouchers v LEFT JOIN orders o ON o.user_id = $1 AND o.voucher_id = v.id
+FROM vouchers v LEFT JOIN orders o ON o.user_id = $1 AND o.voucher_id = v.id AND o.slot IS NOT NULL
 WHERE v.id = $2`
-	// placeOrderSQL inserts an order unless its buyer has one of the
-	// voucher: then it returns no row. A concurrent insert of the buyer's
+	// placeOrderSQL inserts an order (slot 1) unless its buyer has one of
+	// the voucher holding that slot: then it returns no row. A concurrent insert of the buyer's
 	// is waited for: if it commits, nothing is inserted. An error would
 	// abort the transaction, and the order in the way could then be read
 	// only in another; DO NOTHING lets PlaceOrder read it at once, and
 	// tell the buyer (docs/design.md, Database). Any other clash, of the id, is an error.
 	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at)
 VALUES ($1, $2, $3, 'created', $4)
-ON CONFLICT (user_id, voucher_id) DO NOTHING
+ON CONFLICT (user_id, voucher_id, slot) DO NOTHING
 RETURNING id`
-	// selectBuyerOrderSQL reads the buyer's order of a voucher; in a
-	// statement of its own, it sees the orders committed before it began.
-	selectBuyerOrderSQL = `SELECT id FROM orders WHERE user_id = $1 AND voucher_id = $2`
+	// selectBuyerOrderSQL reads the buyer's order of a voucher that holds
+	// their slot; in a statement of its own, it sees the orders committed
+	// before it began.
+	selectBuyerOrderSQL = `SELECT id FROM orders WHERE user_id = $1 AND voucher_id = $2 AND slot IS NOT NULL`
 	// takeOneSQL is hm-dianping's: one from the stock, unless none is left.
 	// A concurrent transaction's change to the voucher is waited for, and
 	// the condition checked again on the changed row.

@@ -17,8 +17,10 @@ import (
 // The statements of SaveOrders take a batch as arrays, one per column, so
 // that their text is fixed whatever the batch's size.
 const (
-	// selectClashingOrdersSQL finds the stored orders that share an id or a
-	// (user, voucher) pair with a batch: $1 the ids, $2 and $3 the pairs.
+	// selectClashingOrdersSQL finds the stored orders that share an id or
+	// hold a (user, voucher) pair (slot not NULL: a cancelled order of a
+	// rebuy voucher has let its pair go) with a batch: $1 the ids, $2 and
+	// $3 the pairs.
 	// The LIMIT 1 (the pair is unique anyway) keeps the planner from
 	// turning the pairs' lookup into a hash join over a scan of the whole
 	// table, which it prefers up to a few hundred thousand orders: one
@@ -29,7 +31,7 @@ SELECT o.id, o.user_id, o.voucher_id
 FROM unnest($2::bigint[], $3::bigint[]) AS b(user_id, voucher_id)
 CROSS JOIN LATERAL (
     SELECT id, user_id, voucher_id FROM orders
-    WHERE orders.user_id = b.user_id AND orders.voucher_id = b.voucher_id
+    WHERE orders.user_id = b.user_id AND orders.voucher_id = b.voucher_id AND orders.slot IS NOT NULL
     LIMIT 1
 ) AS o`
 	// insertOrdersSQL inserts orders with status created. Not ON CONFLICT

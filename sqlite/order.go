@@ -12,36 +12,44 @@ import (
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const orderColumns = `id, user_id, voucher_id, status, reason, created_at`
+// orderColumns are an order's columns, of orders o; scanOrder reads them.
+// The voucher's pay_within_seconds, for the pay-by deadline, is a subquery
+// rather than a join, so that each read keeps the plan it had without it:
+// a probe of vouchers' primary key per order returned.
+const orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
+(SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id)`
 
-// Created orders are the rows of orders, failed ones those of
-// failed_orders. An id can be in both (a failed order saved later on a
-// retry); it is created, so the reads take a failed order only if it is
-// notCreated. Each read is one statement, so that it sees both tables at
-// one instant.
+// Orders holding a unit are the rows of orders, created or paid, and so
+// are cancelled ones (cancelled, refunding, refunded); failed ones are
+// those of failed_orders. An id can be in both (a failed order saved later
+// on a retry); it is not failed, so the reads take a failed order only if
+// it is notCreated. Each read is one statement, so that it sees both
+// tables at one instant.
 const (
-	// failedOrderColumns are orderColumns of failed_orders f.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at`
+	// failedOrderColumns are orderColumns of failed_orders f: no payment,
+	// no cancellation, no deadline.
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, '', 0, 0`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
-	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders WHERE id = ?1
+	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders o WHERE o.id = ?1
 UNION ALL
 SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.id = ?1 AND ` + notCreated
-	selectUserOrdersSQL = `SELECT ` + orderColumns + ` FROM orders WHERE user_id = ?1
+	selectUserOrdersSQL = `SELECT ` + orderColumns + ` FROM orders o WHERE o.user_id = ?1
 UNION ALL
 SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ?1 AND ` + notCreated + `
 ORDER BY id DESC LIMIT ?2`
-	countOrdersSQL       = `SELECT count(*) FROM orders WHERE voucher_id = ?`
+	countOrdersSQL       = `SELECT count(*) FROM orders WHERE voucher_id = ? AND status IN ('created', 'paid')`
 	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
-	// selectVoucherOrdersSQL reads a page of a voucher's orders as a range
-	// of orders_voucher_id, which ends with the rowid (id): just the page,
-	// wherever it is. With statistics (ANALYZE, PRAGMA optimize) SQLite may
-	// walk the primary key instead, filtering out other vouchers' orders:
-	// the first page of a sale then reads every order of the sales before
-	// it. INDEXED BY rules that out, and fails the statement if the index
-	// is gone.
-	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders INDEXED BY orders_voucher_id
-WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?`
+	// selectVoucherOrdersSQL reads a page of a voucher's orders that hold
+	// their buyer's slot (slot not NULL) as a range of orders_voucher_id,
+	// which ends with the rowid (id): just the page, wherever it is. With
+	// statistics (ANALYZE, PRAGMA optimize) SQLite may walk the primary key
+	// instead, filtering out other vouchers' orders: the first page of a
+	// sale then reads every order of the sales before it. INDEXED BY rules
+	// that out, and fails the statement if the index is gone.
+	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders AS o INDEXED BY orders_voucher_id
+WHERE o.voucher_id = ? AND o.id > ? AND o.slot IS NOT NULL ORDER BY o.id LIMIT ?`
 	// selectOrderStatusesSQL reads the status of ids; %[1]s is one '?' per
 	// id, and the ids are passed twice.
 	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id IN (%[1]s)
@@ -49,7 +57,7 @@ UNION ALL
 SELECT f.id, 'failed' FROM failed_orders f WHERE f.id IN (%[1]s) AND ` + notCreated
 )
 
-// Order returns the order with the id, created or failed, or an error
+// Order returns the order with the id, in whatever status, or an error
 // wrapping [seckill.ErrOrderNotFound].
 func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
 	o, err := scanOrder(s.db.QueryRowContext(ctx, selectOrderSQL, id))
@@ -62,7 +70,7 @@ func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
 	return o, nil
 }
 
-// UserOrders returns up to limit of the user's orders, created and failed,
+// UserOrders returns up to limit of the user's orders, in every status,
 // newest first (order ids grow with time); limit <= 0 means 100.
 func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
@@ -75,9 +83,11 @@ func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*sec
 	return os, nil
 }
 
-// VoucherOrders returns up to limit created orders of the voucher with ids
-// above afterID, by id ascending; limit <= 0 means 1000. Each page costs
-// the same however far into the voucher's orders it is.
+// VoucherOrders returns up to limit orders of the voucher with ids above
+// afterID that hold their buyer's slot (slot not NULL: all but the
+// cancelled orders of a voucher with RebuyAfterCancel), by id ascending;
+// limit <= 0 means 1000. Each page costs the same however far into the
+// voucher's orders it is.
 func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultPageLimit
@@ -89,9 +99,9 @@ func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, lim
 	return os, nil
 }
 
-// CountOrders returns how many created orders of the voucher the database
-// holds: the rows of orders, the stock they took. Failed orders are in
-// failed_orders and do not count.
+// CountOrders returns how many orders of the voucher the database holds
+// that hold a unit (created and paid): the stock they took. Cancelled
+// orders gave theirs back, and failed ones, in failed_orders, took none.
 func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error) {
 	var n int64
 	if err := s.db.QueryRowContext(ctx, countOrdersSQL, voucherID).Scan(&n); err != nil {
@@ -110,8 +120,8 @@ func (s *Store) CountFailedOrders(ctx context.Context, voucherID int64) (int64, 
 	return n, nil
 }
 
-// OrderStatuses returns the status of each of ids that the database holds,
-// created or failed (created when both); ids it does not hold are absent.
+// OrderStatuses returns the status of each of ids that the database holds
+// (that of orders when an id is failed too); ids it does not hold are absent.
 // It reads batchChunk ids per statement.
 func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error) {
 	statuses := make(map[int64]seckill.OrderStatus, len(ids))
@@ -133,13 +143,25 @@ func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]secki
 // scanOrder reads the orderColumns of one row.
 func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 	var (
-		o         seckill.Order
-		createdAt int64
+		o                   seckill.Order
+		createdAt           int64
+		paidAt, cancelledAt sql.NullInt64
+		payWithin           int64
 	)
-	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &createdAt); err != nil {
+	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &createdAt,
+		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin); err != nil {
 		return nil, err
 	}
 	o.CreatedAt = fromMicros(createdAt)
+	if paidAt.Valid {
+		o.PaidAt = fromMicros(paidAt.Int64)
+	}
+	if cancelledAt.Valid {
+		o.CancelledAt = fromMicros(cancelledAt.Int64)
+	}
+	if payWithin > 0 && o.Status != seckill.OrderFailed {
+		o.PayBy = o.CreatedAt.Add(time.Duration(payWithin) * time.Second)
+	}
 	return &o, nil
 }
 

@@ -14,9 +14,10 @@ import (
 // The statements of PlaceOrder.
 const (
 	// selectSaleSQL reads a voucher's window and stock and the buyer's
-	// order of it.
+	// order of it that holds their slot (created, paid, or cancelled
+	// unless the voucher has rebuy_after_cancel).
 	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, o.id
-FROM vouchers v LEFT JOIN orders o ON o.user_id = ?1 AND o.voucher_id = v.id
+FROM vouchers v LEFT JOIN orders o ON o.user_id = ?1 AND o.voucher_id = v.id AND o.slot IS NOT NULL
 WHERE v.id = ?2`
 	// placeOrderSQL inserts an order. A plain INSERT: a clash is an error.
 	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES (?, ?, ?, 'created', ?)`

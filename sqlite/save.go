@@ -15,12 +15,13 @@ import (
 
 // The statements of SaveOrders.
 const (
-	// selectClashingOrdersSQL finds the stored orders that share an id or a
-	// (user, voucher) pair with a batch; %[1]s is one '?' per order and
-	// %[2]s one '(?, ?)' per order.
+	// selectClashingOrdersSQL finds the stored orders that share an id or
+	// hold a (user, voucher) pair (slot not NULL: a cancelled order of a
+	// rebuy voucher has let its pair go) with a batch; %[1]s is one '?'
+	// per order and %[2]s one '(?, ?)' per order.
 	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id FROM orders WHERE id IN (%[1]s)
 UNION ALL
-SELECT id, user_id, voucher_id FROM orders WHERE (user_id, voucher_id) IN (VALUES %[2]s)`
+SELECT id, user_id, voucher_id FROM orders WHERE (user_id, voucher_id) IN (VALUES %[2]s) AND slot IS NOT NULL`
 	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
 	// order. A plain INSERT: a clash is an error, never silently skipped.
 	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES %s`

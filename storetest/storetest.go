@@ -108,6 +108,18 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"OrderStatuses/Mixed", s.testOrderStatuses},
 		{"OrderStatuses/EmptyNeedsNoQuery", s.testOrderStatusesEmpty},
 		{"OrderStatuses/Large", s.testOrderStatusesLarge},
+		{"Lifecycle/Pay", s.testLifecyclePay},
+		{"Lifecycle/Cancel", s.testLifecycleCancel},
+		{"Lifecycle/NotFound", s.testLifecycleNotFound},
+		{"Lifecycle/PayBy", s.testLifecyclePayBy},
+		{"Lifecycle/CountOrders", s.testLifecycleCountOrders},
+		{"Lifecycle/NoRebuy", s.testLifecycleNoRebuy},
+		{"Lifecycle/Rebuy", s.testLifecycleRebuy},
+		{"Lifecycle/PayCancelRace", s.testPayCancelRace},
+		{"CancelDue/Limit", s.testCancelDue},
+		{"CancelDue/Concurrent", s.testCancelDueConcurrent},
+		{"Unreturned", s.testUnreturned},
+		{"RecordPaymentEvent", s.testPaymentEvents},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,204 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/migrate"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// An order written before migration 0007 (its row then had none of the
+// lifecycle's columns), migrated, reads as created with nothing of the
+// lifecycle set, and still holds its buyer's slot: the migration gave it
+// slot 1.
+func TestOrderMadeBeforeLifecycle(t *testing.T) {
+	s, err := Open(t.Context(), testenv.MySQLURL(t), 2)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	ms, err := migrate.Load(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, createMigrationsTableSQL); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:6] {
+		for _, stmt := range m.Statements {
+			if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+				t.Fatalf("migration %d: %v", m.Version, err)
+			}
+		}
+		if _, err := s.db.ExecContext(ctx, insertVersionSQL, m.Version, m.Name, now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := &seckill.Voucher{Title: "v", Stock: 9, InitialStock: 10, BeginTime: now(), EndTime: now().Add(time.Hour), PayWithin: time.Minute}
+	if err := s.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	created := now()
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES (7, 1, ?, 'created', ?)`, v.ID, created); err != nil {
+		t.Fatalf("insert an order as before 0007: %v", err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate from 0006: %v", err)
+	}
+
+	want := &seckill.Order{ID: 7, UserID: 1, VoucherID: v.ID, Status: seckill.OrderCreated, CreatedAt: created, PayBy: created.Add(time.Minute)}
+	got, err := s.Order(ctx, 7)
+	if diff := cmp.Diff(want, got); err != nil || diff != "" {
+		t.Errorf("Order(7): %v (-want +got):\n%s", err, diff)
+	}
+	outcomes, err := s.SaveOrders(ctx, []*seckill.Order{{ID: 8, UserID: 1, VoucherID: v.ID}})
+	if err != nil || outcomes[0] != seckill.BuyerConflict {
+		t.Errorf("SaveOrders of another order of the buyer = %v, %v; want %v", outcomes, err, seckill.BuyerConflict)
+	}
+	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
+		t.Errorf("CancelOrder(7) = %+v, %v; want it cancelled", o, err)
+	}
+}
+
+// A sweep skips a due order another transaction holds (a buyer's cancel
+// or payment in flight, another sweep), instead of waiting for it, and
+// takes the others; the next sweep takes it.
+func TestCancelDueSkipsLocked(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	v := &seckill.Voucher{Title: "v", Stock: 3, InitialStock: 3, BeginTime: now(), EndTime: now().Add(time.Hour), PayWithin: time.Minute}
+	if err := s.CreateVoucher(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	created := now().Add(-time.Hour)
+	os := []*seckill.Order{
+		{ID: 1, UserID: 1, VoucherID: v.ID, CreatedAt: created},
+		{ID: 2, UserID: 2, VoucherID: v.ID, CreatedAt: created.Add(time.Second)},
+		{ID: 3, UserID: 3, VoucherID: v.ID, CreatedAt: created.Add(2 * time.Second)},
+	}
+	if _, err := s.SaveOrders(ctx, os); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM orders WHERE id = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	// Waiting for the lock would take innodb_lock_wait_timeout (50 s).
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	due, err := s.CancelDue(wctx, v.ID, now(), now(), 10)
+	if err != nil {
+		t.Fatalf("CancelDue with order 1 locked: %v", err)
+	}
+	if len(due) != 2 || due[0].ID != 2 || due[1].ID != 3 {
+		t.Errorf("CancelDue with order 1 locked took %d orders; want 2 and 3", len(due))
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	due, err = s.CancelDue(ctx, v.ID, now(), now(), 10)
+	if err != nil || len(due) != 1 || due[0].ID != 1 {
+		t.Errorf("CancelDue once order 1 is free = %v, %v; want order 1", due, err)
+	}
+}
+
+// fillSweepSQL inserts orders 1 to 1,000,000 of users of the same ids:
+// 600,000 of voucher ?1, created an hour ago (another sale, as due as
+// can be); then of voucher ?2, the one swept, 1,000 created an hour ago
+// (due), 299,000 paid and 100,000 created an hour on (not due).
+var fillSweepSQL = fmt.Sprintf(`INSERT INTO orders (id, user_id, voucher_id, status, created_at)
+SELECT n, n, IF(n <= 600000, ?, ?),
+       IF(n > 601000 AND n <= 900000, 'paid', 'created'),
+       IF(n > 900000, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR + INTERVAL n MICROSECOND)
+FROM (SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d AS n
+      FROM %[1]s a, %[1]s b, %[1]s c, %[1]s e, %[1]s f, %[1]s g) AS seq`, digits)
+
+// resetDueSQL makes the 1,000 due orders of fillSweepSQL created again.
+const resetDueSQL = `UPDATE orders SET status = 'created', reason = '', cancelled_at = NULL, slot = 1
+WHERE id > 600000 AND id <= 601000`
+
+// BenchmarkCancelDue measures a sweep of 500 due orders of a voucher with
+// a million orders in the table (fillSweepSQL): the due ones are a range of
+// orders_voucher_status, read and locked in order, whatever the rest. It
+// logs the plan of the sweep's read.
+func BenchmarkCancelDue(b *testing.B) {
+	if testing.Short() {
+		b.Skip("fills a million orders")
+	}
+	s, err := Open(b.Context(), testenv.MySQLURL(b), 4)
+	if err != nil {
+		b.Fatalf("Open: %v", err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := b.Context()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var vs [2]*seckill.Voucher
+	for i := range vs {
+		vs[i] = &seckill.Voucher{Title: "v", BeginTime: now(), EndTime: now().Add(time.Hour), PayWithin: time.Minute}
+		if err := s.CreateVoucher(ctx, vs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, fillSweepSQL, vs[0].ID, vs[1].ID); err != nil {
+		b.Fatalf("fill orders: %v", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `ANALYZE TABLE orders`); err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM orders`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d orders in the table", n)
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN `+selectDueSQL, 60, vs[1].ID, now(), 500)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			b.Fatal(err)
+		}
+		var line []string
+		for i, c := range cols {
+			if bs, ok := vals[i].([]byte); ok {
+				vals[i] = string(bs)
+			}
+			line = append(line, fmt.Sprintf("%s=%v", c, vals[i]))
+		}
+		b.Log("EXPLAIN: " + strings.Join(line, " "))
+	}
+	rows.Close()
+
+	for b.Loop() {
+		b.StopTimer()
+		if _, err := s.db.ExecContext(ctx, resetDueSQL); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		due, err := s.CancelDue(ctx, vs[1].ID, now(), now(), 500)
+		if err != nil || len(due) != 500 {
+			b.Fatalf("CancelDue = %d orders, %v; want 500", len(due), err)
+		}
+	}
+}

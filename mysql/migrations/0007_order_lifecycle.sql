@@ -1,0 +1,46 @@
+-- An order's life after admission (issue 22): paid, cancelled (by its
+-- buyer or its pay-by deadline), and refunding/refunded when a payment
+-- came after the cancellation. paid_at and cancelled_at say when; payment_ref
+-- is the payment provider's reference; returned_at is when the unit of a
+-- cancelled order was marked back on sale in the cache (the database's
+-- stock takes it back with the cancellation). NULL and '' for orders made
+-- before: created orders, as they always were.
+--
+-- slot keeps the buyer's (user_id, voucher_id) pair: 1 for every order but
+-- a cancelled one of a voucher with rebuy_after_cancel, whose slot is NULL
+-- (set by the UPDATE that cancels it). NULLs are distinct in a unique key,
+-- so such an order frees the pair for the buyer's next order, and any
+-- other order keeps it.
+--
+-- orders_voucher_status serves the sweeper (voucher_id = ? AND status =
+-- 'created' AND returned_at IS NULL AND created_at < ? ORDER BY
+-- created_at), the cancelled orders whose unit is not yet back in the cache
+-- (status IN (…) AND returned_at IS NULL), and the counts by status.
+--
+-- payment_events keeps the ids of the payment provider's events acted on,
+-- so that a replayed event is seen as one; the ids compare exactly
+-- (utf8mb4_bin): providers' ids are case-sensitive.
+--
+-- Two statements: MySQL commits each DDL statement on its own. The table
+-- comes first, IF NOT EXISTS, so that after a failure of the ALTER the
+-- migration can run again whole; the ALTER is one statement, so that it
+-- applies whole or not at all.
+
+CREATE TABLE IF NOT EXISTS payment_events (
+    event_id    VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    order_id    BIGINT       NOT NULL,
+    received_at DATETIME(6)  NOT NULL,
+    PRIMARY KEY (event_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+ALTER TABLE orders
+    DROP CONSTRAINT orders_status_check,
+    ADD CONSTRAINT orders_status_check CHECK (status IN ('created', 'paid', 'cancelled', 'refunding', 'refunded')),
+    ADD COLUMN paid_at      DATETIME(6)  NULL,
+    ADD COLUMN cancelled_at DATETIME(6)  NULL,
+    ADD COLUMN payment_ref  VARCHAR(200) NOT NULL DEFAULT '',
+    ADD COLUMN returned_at  DATETIME(6)  NULL,
+    ADD COLUMN slot         SMALLINT     NULL DEFAULT 1,
+    DROP INDEX orders_user_voucher,
+    ADD UNIQUE KEY orders_user_voucher_slot (user_id, voucher_id, slot),
+    ADD KEY orders_voucher_status (voucher_id, status, returned_at, created_at);

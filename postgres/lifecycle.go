@@ -1,0 +1,300 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/retry"
+)
+
+// The statements of the order lifecycle ([seckill.LifecycleStore]). Each
+// transition is one UPDATE guarded by the status it leaves, so that of two
+// racing for an order exactly one changes it; a cancellation and its unit
+// back to the stock are one statement, which PostgreSQL runs atomically.
+const (
+	payOrderSQL = `UPDATE orders SET status = 'paid', paid_at = $2, payment_ref = $3
+WHERE id = $1 AND status = 'created'`
+	// payCancelledSQL records a payment that came after its order was
+	// cancelled: to be given back.
+	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = $2, payment_ref = $3
+WHERE id = $1 AND status = 'cancelled'`
+	refundOrderSQL = `UPDATE orders SET status = 'refunded' WHERE id = $1 AND status = 'refunding'`
+	// cancelOrderSQL cancels order $1 with reason $2 at $3 if it is
+	// created, freeing the buyer's pair (slot NULL) if its voucher allows a
+	// rebuy, and gives its unit back to the voucher's stock. The vouchers
+	// joined in c are not locked; the voucher's row is locked after the
+	// order's, as every cancellation does.
+	cancelOrderSQL = `WITH c AS (
+    UPDATE orders o
+    SET status = 'cancelled', reason = $2, cancelled_at = $3,
+        slot = CASE WHEN v.rebuy_after_cancel THEN NULL ELSE o.slot END
+    FROM vouchers v
+    WHERE o.id = $1 AND o.status = 'created' AND v.id = o.voucher_id
+    RETURNING o.voucher_id
+)
+UPDATE vouchers SET stock = stock + 1 FROM c WHERE vouchers.id = c.voucher_id`
+	selectVoucherRuleSQL = `SELECT pay_within_seconds, rebuy_after_cancel FROM vouchers WHERE id = $1`
+	// cancelDueSQL cancels up to $3 created orders of voucher $1 made
+	// before $2, oldest first, with reason $4 at $5 ($6: the voucher allows
+	// a rebuy), gives their units back, and returns them. due locks them
+	// as it reads them, a range of orders_voucher_status_idx in its order,
+	// skipping those another transaction holds (a concurrent sweep, a
+	// buyer's cancel or payment); a row changed since the statement began
+	// is checked again, and skipped if no longer created. $7 is the
+	// voucher's pay_within_seconds, for the orders returned.
+	cancelDueSQL = `WITH due AS (
+    SELECT id FROM orders
+    WHERE voucher_id = $1 AND status = 'created' AND returned_at IS NULL AND created_at < $2
+    ORDER BY created_at LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), c AS (
+    UPDATE orders o
+    SET status = 'cancelled', reason = $4, cancelled_at = $5,
+        slot = CASE WHEN $6::boolean THEN NULL ELSE o.slot END
+    FROM due
+    WHERE o.id = due.id AND o.status = 'created'
+    RETURNING o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+        o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, $7::integer
+), back AS (
+    UPDATE vouchers SET stock = stock + (SELECT count(*) FROM c)
+    WHERE id = $1 AND EXISTS (SELECT 1 FROM c)
+)
+SELECT * FROM c`
+	selectUnreturnedSQL = `SELECT ` + orderColumns + ` FROM orders o
+WHERE o.voucher_id = $1 AND o.status IN ('cancelled', 'refunding', 'refunded') AND o.returned_at IS NULL
+AND o.cancelled_at < $2
+ORDER BY o.cancelled_at, o.id LIMIT $3`
+	// markReturnedSQL marks the units of the cancelled orders among $2
+	// back in the cache at $1.
+	markReturnedSQL = `UPDATE orders SET returned_at = $1
+WHERE id = ANY($2::bigint[]) AND returned_at IS NULL AND status IN ('cancelled', 'refunding', 'refunded')`
+	insertPaymentEventSQL = `INSERT INTO payment_events (event_id, order_id, received_at) VALUES ($1, $2, $3)
+ON CONFLICT (event_id) DO NOTHING`
+	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE pay_within_seconds > 0 ORDER BY id`
+	countLifecycleSQL         = `SELECT status, returned_at IS NULL, count(*) FROM orders
+WHERE voucher_id = $1 GROUP BY status, returned_at IS NULL`
+)
+
+// cancelRetry is when a cancellation runs again: when PostgreSQL chose it
+// as a deadlock's victim, up to 5 times.
+var cancelRetry = retry.Policy{Attempts: 5, Retryable: lostToConcurrent, Wait: retry.Jitter}
+
+// PayOrder records a payment of the order; see [seckill.LifecycleStore].
+// Each guarded update is a statement of its own: an order cancelled
+// between the two is caught by the second.
+func (s *Store) PayOrder(ctx context.Context, id int64, p seckill.Payment) (*seckill.Order, error) {
+	at := now()
+	if !p.At.IsZero() {
+		at = utc(p.At)
+	}
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		for _, stmt := range []string{payOrderSQL, payCancelledSQL} {
+			tag, err := conn.Exec(ctx, stmt, id, at, p.Ref)
+			if err != nil || tag.RowsAffected() > 0 {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pay order %d: %w", id, dbErr(err))
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
+// CancelOrder cancels the order if it is created, and gives its unit back
+// to the voucher's stock, in one statement; see [seckill.LifecycleStore].
+func (s *Store) CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (*seckill.Order, error) {
+	err := retry.Do(ctx, cancelRetry, func() error {
+		return s.with(ctx, func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, cancelOrderSQL, id, reason, utc(at))
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: cancel order %d: %w", id, dbErr(err))
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
+// CancelDue cancels up to limit created orders of the voucher created
+// before before, oldest first, in one statement; see
+// [seckill.LifecycleStore]. limit <= 0 means 1000.
+func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) ([]*seckill.Order, error) {
+	if limit <= 0 {
+		limit = defaultPageLimit
+	}
+	var due []*seckill.Order
+	err := retry.Do(ctx, cancelRetry, func() error {
+		return s.with(ctx, func(conn *pgx.Conn) error {
+			var (
+				payWithin int32
+				rebuy     bool
+			)
+			err := conn.QueryRow(ctx, selectVoucherRuleSQL, voucherID).Scan(&payWithin, &rebuy)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // no voucher, no orders
+			} else if err != nil {
+				return err
+			}
+			rows, err := conn.Query(ctx, cancelDueSQL, planned,
+				voucherID, utc(before), limit, seckill.ReasonNotPaid, utc(at), rebuy, payWithin)
+			if err != nil {
+				return err
+			}
+			due, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*seckill.Order, error) { return scanOrder(row) })
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: cancel due orders of voucher %d: %w", voucherID, dbErr(err))
+	}
+	slices.SortFunc(due, func(a, b *seckill.Order) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return due, nil
+}
+
+// Unreturned returns up to limit cancelled orders of the voucher, cancelled
+// before before, whose unit is not marked back in the cache, the earliest
+// cancelled first; limit <= 0 means 1000.
+func (s *Store) Unreturned(ctx context.Context, voucherID int64, before time.Time, limit int) ([]*seckill.Order, error) {
+	if limit <= 0 {
+		limit = defaultPageLimit
+	}
+	os, err := s.queryOrders(ctx, selectUnreturnedSQL, voucherID, utc(before), limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: unreturned orders of voucher %d: %w", voucherID, dbErr(err))
+	}
+	return os, nil
+}
+
+// MarkReturned marks the units of the cancelled orders among ids returned
+// to the cache, now; an order marked already keeps its time. The ids go
+// as one array, whatever their number.
+func (s *Store) MarkReturned(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, markReturnedSQL, now(), ids)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: mark units returned: %w", dbErr(err))
+	}
+	return nil
+}
+
+// RefundOrder records that a refunding order's payment was given back;
+// see [seckill.LifecycleStore]. The store keeps no time of it: at is not
+// stored.
+func (s *Store) RefundOrder(ctx context.Context, id int64, at time.Time) (*seckill.Order, error) {
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, refundOrderSQL, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: refund order %d: %w", id, dbErr(err))
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
+// RecordPaymentEvent records a payment provider's event by its id, and
+// reports whether it is new.
+func (s *Store) RecordPaymentEvent(ctx context.Context, eventID string, orderID int64, at time.Time) (bool, error) {
+	var inserted bool
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		tag, err := conn.Exec(ctx, insertPaymentEventSQL, eventID, orderID, utc(at))
+		inserted = tag.RowsAffected() == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("postgres: record payment event %q: %w", eventID, dbErr(err))
+	}
+	return inserted, nil
+}
+
+// DeadlineVouchers returns the vouchers with a pay-by deadline, by id.
+func (s *Store) DeadlineVouchers(ctx context.Context) ([]*seckill.Voucher, error) {
+	var vs []*seckill.Voucher
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, selectDeadlineVouchersSQL)
+		if err != nil {
+			return err
+		}
+		vs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*seckill.Voucher, error) { return scanVoucher(row) })
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: vouchers with a deadline: %w", dbErr(err))
+	}
+	return vs, nil
+}
+
+// LifecycleCounts counts the voucher's orders by status, in one statement
+// that reads orders_voucher_status_idx alone.
+func (s *Store) LifecycleCounts(ctx context.Context, voucherID int64) (*seckill.LifecycleCounts, error) {
+	var c seckill.LifecycleCounts
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, countLifecycleSQL, voucherID)
+		if err != nil {
+			return err
+		}
+		var (
+			status     seckill.OrderStatus
+			unreturned bool
+			n          int64
+		)
+		_, err = pgx.ForEachRow(rows, []any{&status, &unreturned, &n}, func() error {
+			addCount(&c, status, unreturned, n)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count orders of voucher %d: %w", voucherID, dbErr(err))
+	}
+	return &c, nil
+}
+
+// addCount adds n orders of the status, unreturned or not, to c.
+func addCount(c *seckill.LifecycleCounts, status seckill.OrderStatus, unreturned bool, n int64) {
+	switch status {
+	case seckill.OrderCreated:
+		c.Created += n
+	case seckill.OrderPaid:
+		c.Paid += n
+	case seckill.OrderRefunding:
+		c.Refunding += n
+	case seckill.OrderRefunded:
+		c.Refunded += n
+	}
+	if status.Cancelled() {
+		c.Cancelled += n
+		if unreturned {
+			c.Unreturned += n
+		}
+	}
+}
+
+// lifecycleOrder returns the order with the id after a step of its life,
+// read in a statement of its own: as it stands once the step committed. A
+// failed order has no life after admission: it is not found.
+func (s *Store) lifecycleOrder(ctx context.Context, id int64) (*seckill.Order, error) {
+	o, err := s.Order(ctx, id)
+	switch {
+	case err != nil:
+		return nil, err
+	case o.Status == seckill.OrderFailed:
+		return nil, seckill.Errorf(seckill.ErrOrderNotFound, "order %d not found: it failed", id)
+	}
+	return o, nil
+}
