@@ -23,9 +23,9 @@ const (
 	// per order and %[2]s one '(?, ?)' per order. Both halves are range
 	// scans of an index (the row constructor IN too, on MySQL 5.7+ and
 	// MariaDB 10.3+).
-	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id FROM orders WHERE id IN (%[1]s)
+	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id, slot IS NOT NULL FROM orders WHERE id IN (%[1]s)
 UNION ALL
-SELECT id, user_id, voucher_id FROM orders WHERE (user_id, voucher_id) IN (%[2]s) AND slot IS NOT NULL`
+SELECT id, user_id, voucher_id, 1 FROM orders WHERE (user_id, voucher_id) IN (%[2]s) AND slot IS NOT NULL`
 	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
 	// order. A plain INSERT, not INSERT IGNORE: a clash is an error, never
 	// silently skipped.
@@ -266,9 +266,10 @@ func appendClashingOrders(ctx context.Context, q sqlrows.Querier, stored []order
 	return append(stored, keys...), nil
 }
 
-// scanKey reads the id, user_id and voucher_id of one row.
+// scanKey reads the id, user_id, voucher_id and whether it holds the
+// pair, of one row.
 func scanKey(row sqlrows.Scanner) (orderbatch.Key, error) {
 	var k orderbatch.Key
-	err := row.Scan(&k.ID, &k.UserID, &k.VoucherID)
+	err := row.Scan(&k.ID, &k.UserID, &k.VoucherID, &k.Holds)
 	return k, err
 }

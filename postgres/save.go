@@ -25,9 +25,9 @@ const (
 	// turning the pairs' lookup into a hash join over a scan of the whole
 	// table, which it prefers up to a few hundred thousand orders: one
 	// index probe per order instead.
-	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id FROM orders WHERE id = ANY($1::bigint[])
+	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id, slot IS NOT NULL FROM orders WHERE id = ANY($1::bigint[])
 UNION ALL
-SELECT o.id, o.user_id, o.voucher_id
+SELECT o.id, o.user_id, o.voucher_id, true
 FROM unnest($2::bigint[], $3::bigint[]) AS b(user_id, voucher_id)
 CROSS JOIN LATERAL (
     SELECT id, user_id, voucher_id FROM orders
@@ -177,7 +177,7 @@ func saveOrders(ctx context.Context, conn *pgx.Conn, orders []*seckill.Order) ([
 		}
 		stored, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (orderbatch.Key, error) {
 			var o orderbatch.Key
-			err := row.Scan(&o.ID, &o.UserID, &o.VoucherID)
+			err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Holds)
 			return o, err
 		})
 		if err != nil {

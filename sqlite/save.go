@@ -19,9 +19,9 @@ const (
 	// hold a (user, voucher) pair (slot not NULL: a cancelled order of a
 	// rebuy voucher has let its pair go) with a batch; %[1]s is one '?'
 	// per order and %[2]s one '(?, ?)' per order.
-	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id FROM orders WHERE id IN (%[1]s)
+	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id, slot IS NOT NULL FROM orders WHERE id IN (%[1]s)
 UNION ALL
-SELECT id, user_id, voucher_id FROM orders WHERE (user_id, voucher_id) IN (VALUES %[2]s) AND slot IS NOT NULL`
+SELECT id, user_id, voucher_id, 1 FROM orders WHERE (user_id, voucher_id) IN (VALUES %[2]s) AND slot IS NOT NULL`
 	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
 	// order. A plain INSERT: a clash is an error, never silently skipped.
 	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES %s`
@@ -139,10 +139,11 @@ func appendClashingOrders(ctx context.Context, q sqlrows.Querier, stored []order
 	return append(stored, keys...), nil
 }
 
-// scanKey reads the id, user_id and voucher_id of one row.
+// scanKey reads the id, user_id, voucher_id and whether it holds the
+// pair, of one row.
 func scanKey(row sqlrows.Scanner) (orderbatch.Key, error) {
 	var k orderbatch.Key
-	err := row.Scan(&k.ID, &k.UserID, &k.VoucherID)
+	err := row.Scan(&k.ID, &k.UserID, &k.VoucherID, &k.Holds)
 	return k, err
 }
 

@@ -315,6 +315,14 @@ func (s suite) testLifecycleRebuy(t *testing.T) {
 	if got := save(t, st, a); got[0] != seckill.AlreadySaved {
 		t.Errorf("SaveOrders of the cancelled order again = %v; want %v", got[0], seckill.AlreadySaved)
 	}
+	// Nor in one batch with the buyer's next order, which goes in: the
+	// cancelled order no longer holds the buyer (an admitted order lost,
+	// else).
+	mustCancel(t, st, d.ID)
+	c := order(2, v.ID)
+	if diff := cmp.Diff([]seckill.SaveOutcome{seckill.AlreadySaved, seckill.Saved}, save(t, st, d, c)); diff != "" {
+		t.Errorf("SaveOrders of a redelivered cancelled order and its buyer's next order (-want +got):\n%s", diff)
+	}
 	cancelled := cancelledAs(created(a), seckill.ReasonBuyerCancelled, base.Add(time.Minute))
 	checkOrder(t, st, cancelled)
 	checkOrder(t, st, created(b))
@@ -325,7 +333,7 @@ func (s suite) testLifecycleRebuy(t *testing.T) {
 
 	// The deadline frees the slot too, and the sync mode places an order.
 	if due, err := st.CancelDue(ctx, v.ID, base.Add(time.Second), base.Add(time.Hour), 10); err != nil || len(due) != 2 {
-		t.Fatalf("CancelDue = %v, %v; want orders %d and %d", orderIDs(due), err, d.ID, b.ID)
+		t.Fatalf("CancelDue = %v, %v; want orders %d and %d", orderIDs(due), err, b.ID, c.ID)
 	}
 	e := order(2, v.ID)
 	checkRefusal(t, "PlaceOrder of a buyer whose order was cancelled", st.PlaceOrder(ctx, e, base.Add(time.Minute)), nil)
@@ -334,7 +342,7 @@ func (s suite) testLifecycleRebuy(t *testing.T) {
 	if got := walkVoucherOrders(t, st, v.ID, 10); len(got) != 1 || got[0].ID != e.ID {
 		t.Errorf("VoucherOrders = %v; want the new order %d alone", orderIDs(got), e.ID)
 	}
-	checkCounts(t, st, v.ID, seckill.LifecycleCounts{Created: 1, Cancelled: 3, Unreturned: 3})
+	checkCounts(t, st, v.ID, seckill.LifecycleCounts{Created: 1, Cancelled: 4, Unreturned: 4})
 }
 
 // testCancelDue: a sweep cancels the voucher's created orders made before

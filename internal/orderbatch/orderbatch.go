@@ -13,7 +13,13 @@ import (
 )
 
 // Key identifies a stored order by its id, buyer and voucher.
-type Key struct{ ID, UserID, VoucherID int64 }
+type Key struct {
+	ID, UserID, VoucherID int64
+	// Holds says the order holds its buyer's (user, voucher) pair: every
+	// order but one cancelled on a voucher that lets its buyer buy again
+	// (its slot is NULL).
+	Holds bool
+}
 
 // buyer is who bought what: at most one order each (G2).
 type buyer struct{ userID, voucherID int64 }
@@ -27,7 +33,9 @@ func Classify(orders []*seckill.Order, stored []Key) ([]seckill.SaveOutcome, []*
 	for _, k := range stored {
 		b := buyer{k.UserID, k.VoucherID}
 		byID[k.ID] = b
-		byBuyer[b] = true
+		// A redelivery of an order cancelled on a rebuy voucher is
+		// AlreadySaved, and leaves its buyer's next order free to go in.
+		byBuyer[b] = byBuyer[b] || k.Holds
 	}
 	outcomes := make([]seckill.SaveOutcome, len(orders))
 	var inserts []*seckill.Order

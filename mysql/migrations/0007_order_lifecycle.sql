@@ -38,7 +38,7 @@ ALTER TABLE orders
     ADD CONSTRAINT orders_status_check CHECK (status IN ('created', 'paid', 'cancelled', 'refunding', 'refunded')),
     ADD COLUMN paid_at      DATETIME(6)  NULL,
     ADD COLUMN cancelled_at DATETIME(6)  NULL,
-    ADD COLUMN payment_ref  VARCHAR(200) NOT NULL DEFAULT '',
+    ADD COLUMN payment_ref  VARCHAR(255) NOT NULL DEFAULT '',
     ADD COLUMN returned_at  DATETIME(6)  NULL,
     ADD COLUMN slot         SMALLINT     NULL DEFAULT 1,
     DROP INDEX orders_user_voucher,

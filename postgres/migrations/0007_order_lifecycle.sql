@@ -25,7 +25,7 @@ ALTER TABLE orders
     ADD CONSTRAINT orders_status_check CHECK (status IN ('created', 'paid', 'cancelled', 'refunding', 'refunded')),
     ADD COLUMN paid_at      TIMESTAMPTZ,
     ADD COLUMN cancelled_at TIMESTAMPTZ,
-    ADD COLUMN payment_ref  VARCHAR(200) NOT NULL DEFAULT '',
+    ADD COLUMN payment_ref  VARCHAR(255) NOT NULL DEFAULT '',
     ADD COLUMN returned_at  TIMESTAMPTZ,
     ADD COLUMN slot         SMALLINT DEFAULT 1,
     DROP CONSTRAINT orders_user_voucher_key,

@@ -36,7 +36,7 @@ CREATE TABLE orders_0007 (
     created_at   INTEGER NOT NULL,
     paid_at      INTEGER,
     cancelled_at INTEGER,
-    payment_ref  TEXT    NOT NULL DEFAULT '' CHECK (length(payment_ref) <= 200),
+    payment_ref  TEXT    NOT NULL DEFAULT '' CHECK (length(payment_ref) <= 255),
     returned_at  INTEGER,
     slot         INTEGER DEFAULT 1,
     UNIQUE (user_id, voucher_id, slot)
