@@ -9,11 +9,21 @@ import (
 )
 
 // Reconciliation compares a voucher in the database and in the cache
-// (G6): remaining (cache) + orders (database) + pending == initial stock.
+// (G6): remaining (cache) + orders (database) + returning (database) +
+// pending == initial stock.
 type Reconciliation struct {
 	Voucher *Voucher
-	// Orders counts the voucher's created orders in the database.
+	// Orders counts the voucher's orders in the database that hold a unit:
+	// created and paid.
 	Orders int64
+	// Returning counts the voucher's cancelled orders whose unit the
+	// database took back and has not yet seen given back in the cache
+	// (LifecycleCounts.Unreturned): the cache holds it still, as the
+	// buyer's slot, until the canceller or the sweeper gives it back.
+	Returning int64
+	// Lifecycle counts the voucher's orders by status; nil when the store
+	// was not asked (Compare's callers that do not).
+	Lifecycle *LifecycleCounts
 	// Loaded, Remaining and Buyers are the cache's.
 	Loaded    bool
 	Remaining int64
@@ -24,10 +34,11 @@ type Reconciliation struct {
 	Pending int64
 	// DeadLetters counts the messages in the voucher's dead-letter stream.
 	DeadLetters int64
-	// Drift is InitialStock − (Remaining + Orders + Pending): stock the
-	// cache and the database disagree about. Zero when they agree.
+	// Drift is InitialStock − (Remaining + Orders + Returning + Pending):
+	// stock the cache and the database disagree about. Zero when they
+	// agree.
 	Drift int64
-	// BuyerDrift is Buyers − (Orders + Pending): buyers the cache records
+	// BuyerDrift is Buyers − (Orders + Returning + Pending): buyers the cache records
 	// without an order in the database or the queue (lost orders, when
 	// positive), or orders without a buyer (when negative).
 	BuyerDrift int64
@@ -60,8 +71,15 @@ type Reconciler struct {
 		VoucherStore
 		OrderCounter
 		OrderStatuses(ctx context.Context, ids []int64) (map[int64]OrderStatus, error)
+		LifecycleCounts(ctx context.Context, voucherID int64) (*LifecycleCounts, error)
 	}
 	Cache VoucherCache
+	// Returns gives back the units of cancelled orders left unreturned in
+	// the cache (a crash between the cancellation and the cache): the
+	// repair's first step; nil, no such step (the Sweeper is one).
+	Returns interface {
+		FinishReturns(ctx context.Context, v *Voucher) (int, error)
+	}
 	// Shards counts a sharded voucher's shards and finishes the transfers
 	// between them left half done; nil: shards are not counted (the sync
 	// mode, or a cache without shards).
@@ -90,6 +108,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, voucherID int64, repair bool
 	rec, err := r.compare(ctx, voucherID)
 	if err != nil || !repair || rec.Estimated {
 		return rec, err
+	}
+	if r.Returns != nil && rec.Returning > 0 {
+		// Every unreturned unit, however young: ReturnUnit gives a unit
+		// back once per order, so one its canceller is giving back now is
+		// harmless.
+		if _, err := r.Returns.FinishReturns(ctx, rec.Voucher); err != nil {
+			return nil, fmt.Errorf("repair voucher %d: %w", voucherID, err)
+		}
+		ok := rec.OK()
+		if rec, err = r.compare(ctx, voucherID); err != nil {
+			return nil, err
+		}
+		rec.Repaired = !ok && rec.OK()
 	}
 	if r.Shards != nil && rec.Shards != nil && rec.Shards.InFlight > 0 {
 		// Every transfer, however young: each step is idempotent, so
@@ -140,6 +171,12 @@ func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliat
 	if err != nil {
 		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
+	// The cancellations' counts first: an order cancelled in between then
+	// counts in neither, a passing drift, never in both.
+	lc, err := r.Store.LifecycleCounts(ctx, voucherID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
 	orders, err := r.Store.CountOrders(ctx, voucherID)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
@@ -154,6 +191,10 @@ func (r *Reconciler) compare(ctx context.Context, voucherID int64) (*Reconciliat
 		maps.Copy(stored, got)
 	}
 	rec := Compare(v, st, orders, stored)
+	rec.Lifecycle = lc
+	rec.Returning = lc.Unreturned
+	rec.Drift -= rec.Returning
+	rec.BuyerDrift -= rec.Returning
 	if r.Shards != nil && v.ShardCount() > 1 {
 		if rec.Shards, err = r.Shards.CountShards(ctx, v); err != nil {
 			return nil, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
@@ -199,10 +240,11 @@ func Compare(v *Voucher, st *CacheState, orders int64, stored map[int64]OrderSta
 	rec.Pending += st.Unlisted
 	seen := make(map[int64]bool, len(st.PendingOrders))
 	for _, id := range st.PendingOrders {
-		// Only a created order is counted among Orders: a failed one (a
+		// Only an order stored and not failed is counted among Orders
+		// (or, cancelled since, Returning, or given back): a failed one (a
 		// dead letter retried, or failed and not yet dead-lettered) still
 		// holds its unit and its buyer in the cache, so it is pending.
-		if stored[id] != OrderCreated && !seen[id] {
+		if st, ok := stored[id]; (!ok || st == OrderFailed) && !seen[id] {
 			rec.Pending++
 		}
 		seen[id] = true

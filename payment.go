@@ -1,0 +1,313 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// PaymentStore is what PaymentService and Sweeper need of the database.
+type PaymentStore interface {
+	LifecycleStore
+	// Order is OrderStore.Order.
+	Order(ctx context.Context, id int64) (*Order, error)
+}
+
+// PaymentService is an order's life after admission (docs/design.md, Order
+// lifecycle): its buyer pays or cancels it, a payment provider confirms a
+// payment, and a cancelled order's unit goes back on sale.
+type PaymentService struct {
+	Store PaymentStore
+	// Cache takes a cancelled order's unit back in the cache; nil in the
+	// sync mode, where the database's stock, which the cancellation gives
+	// the unit back to, is the only one.
+	Cache UnitReturner
+	// Orders tells a pending order (in the cache, not yet in the database)
+	// from an unknown one.
+	Orders   *OrderService
+	Vouchers *VoucherService
+	Provider PaymentProvider
+	Logger   *slog.Logger
+	// Now returns the current time. Default time.Now.
+	Now func() time.Time
+	// Crash, if set, is called at each crash point of a cancellation
+	// (CrashBeforeReturn, CrashBeforeMark): the crash tests' failpoint,
+	// which kills the process there. Nil in service.
+	Crash func(point string)
+}
+
+// The crash points of a cancellation, between its three writes: the
+// database's cancellation, the cache's return of the unit, and the
+// database's mark that the cache has it.
+const (
+	CrashBeforeReturn = "before-return"
+	CrashBeforeMark   = "before-mark"
+)
+
+// Refunder is a PaymentProvider that gives back a payment that came after
+// its order was cancelled (refunding). Done says it is given back now (the
+// fake provider); else the provider confirms it later with a
+// RefundSucceeded event.
+type Refunder interface {
+	Refund(ctx context.Context, o *Order) (done bool, err error)
+}
+
+// PayResult is what Pay did.
+type PayResult struct {
+	Order *Order
+	// Started says the payment is started and the provider confirms it
+	// later (Charge.Paid false): Order is still created, and Charge says
+	// where the buyer pays.
+	Started bool
+	Charge  Charge
+}
+
+// Pay pays the user's order: created → paid with the fake provider, or the
+// payment started with the provider, which confirms it later (Confirm). A
+// paid order is answered as it is: nothing is charged twice. An order past
+// its PayBy is cancelled now, as the sweeper would, and refused.
+func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayResult, error) {
+	o, v, err := s.payable(ctx, userID, orderID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case o.Status == OrderPaid:
+		return &PayResult{Order: o}, nil
+	case o.Status.Cancelled():
+		return nil, cancelledErr(o)
+	}
+	now := s.now()
+	if !o.PayBy.IsZero() && !now.Before(o.PayBy) {
+		c, err := s.cancel(ctx, v, o.ID, ReasonNotPaid, now)
+		if err != nil {
+			return nil, err
+		}
+		if c.Status == OrderPaid { // paid meanwhile, by the provider
+			return &PayResult{Order: c}, nil
+		}
+		return nil, cancelledErr(c)
+	}
+	ch, err := s.Provider.Charge(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("pay order %d: %w", o.ID, err)
+	}
+	if !ch.Paid {
+		return &PayResult{Order: o, Started: true, Charge: ch}, nil
+	}
+	p, err := s.record(ctx, o.ID, Payment{Ref: ch.Ref, At: now})
+	if err != nil {
+		return nil, err
+	}
+	if p.Status != OrderPaid {
+		// Cancelled between the read and the payment (the deadline, or the
+		// buyer in another request): the payment is recorded to be given
+		// back, never lost.
+		return nil, cancelledErr(p)
+	}
+	return &PayResult{Order: p}, nil
+}
+
+// record records a payment of the order, and, with a provider that takes
+// its payments at once (fake), gives back at once one that came after the
+// order's cancellation.
+func (s *PaymentService) record(ctx context.Context, id int64, p Payment) (*Order, error) {
+	o, err := s.Store.PayOrder(ctx, id, p)
+	if err != nil {
+		return nil, fmt.Errorf("pay order %d: %w", id, err)
+	}
+	if o.Status == OrderRefunding {
+		s.Logger.Warn("a payment came after its order was cancelled; it is to be refunded", "order", id, "ref", p.Ref, "provider", s.Provider.Name())
+		if r, ok := s.Provider.(Refunder); ok {
+			done, err := r.Refund(ctx, o)
+			if err != nil {
+				s.Logger.Error("could not start the refund of a late payment; the order stays refunding", "order", id, "err", err)
+			} else if done {
+				if o2, err := s.Store.RefundOrder(ctx, id, s.now()); err == nil {
+					o = o2
+				}
+			}
+		}
+	}
+	return o, nil
+}
+
+// Cancel cancels the user's unpaid order, and puts its unit back on sale.
+// A cancelled order is answered as it is; a paid one is refused.
+func (s *PaymentService) Cancel(ctx context.Context, userID, orderID int64) (*Order, error) {
+	o, v, err := s.payable(ctx, userID, orderID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case o.Status == OrderPaid:
+		return nil, paidErr(o)
+	case o.Status.Cancelled():
+		if !o.Returned {
+			s.returnUnits(ctx, v, []*Order{o})
+		}
+		return o, nil
+	}
+	c, err := s.cancel(ctx, v, o.ID, ReasonBuyerCancelled, s.now())
+	if err != nil {
+		return nil, err
+	}
+	if c.Status == OrderPaid {
+		return nil, paidErr(c)
+	}
+	return c, nil
+}
+
+// cancel cancels the order in the database, then gives its unit back to
+// the cache, and returns the order as it then stands.
+func (s *PaymentService) cancel(ctx context.Context, v *Voucher, id int64, reason string, now time.Time) (*Order, error) {
+	o, err := s.Store.CancelOrder(ctx, id, reason, now)
+	if err != nil {
+		return nil, fmt.Errorf("cancel order %d: %w", id, err)
+	}
+	if o.Status.Cancelled() && !o.Returned {
+		s.returnUnits(ctx, v, []*Order{o})
+	}
+	return o, nil
+}
+
+// returnUnits gives the units of cancelled orders of v back to the cache,
+// then marks them returned. A failure is logged: the unit stays marked
+// unreturned, and the sweeper gives it back later (ReturnUnit does nothing
+// for an order whose unit is back already).
+func (s *PaymentService) returnUnits(ctx context.Context, v *Voucher, os []*Order) {
+	if _, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash); err != nil {
+		s.Logger.Warn("could not give cancelled orders' units back; the sweeper will", "voucher", v.ID, "orders", len(os), "err", err)
+	}
+}
+
+// returnUnits gives the units of cancelled orders of v back to cache (nil:
+// none to give, the sync mode), marks them returned in the database, and
+// sets their Returned. It returns how many the cache took back now (0 for
+// those it had taken already). The order matters: marked after the cache
+// took them, so that a crash in between leaves them unreturned and given
+// again, which the cache finds done.
+func returnUnits(ctx context.Context, store LifecycleStore, cache UnitReturner, v *Voucher, os []*Order, crash func(string)) (int, error) {
+	ctx = context.WithoutCancel(ctx) // half done is only finished later
+	if crash != nil && len(os) > 0 {
+		crash(CrashBeforeReturn)
+	}
+	n := 0
+	ids := make([]int64, 0, len(os))
+	var errs []error
+	for _, o := range os {
+		if cache != nil {
+			did, err := cache.ReturnUnit(ctx, v, o.UserID, o.ID)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("return the unit of order %d: %w", o.ID, err))
+				continue
+			}
+			if did {
+				n++
+			}
+		}
+		ids = append(ids, o.ID)
+	}
+	if len(ids) > 0 {
+		if crash != nil {
+			crash(CrashBeforeMark)
+		}
+		if err := store.MarkReturned(ctx, ids); err != nil {
+			return n, errors.Join(append(errs, fmt.Errorf("mark %d units returned: %w", len(ids), err))...)
+		}
+		for _, o := range os {
+			o.Returned = o.Returned || containsID(ids, o.ID)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+func containsID(ids []int64, id int64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// payable returns the user's order and its voucher, for a payment or a
+// cancellation: ErrOrderNotFound for another user's, ErrOrderPending for
+// one not yet in the database, ErrOrderFailed for a failed one, and
+// ErrNoDeadline for one of a voucher without a deadline.
+func (s *PaymentService) payable(ctx context.Context, userID, orderID int64) (*Order, *Voucher, error) {
+	o, err := s.Orders.Order(ctx, userID, orderID)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch o.Status {
+	case OrderPending:
+		return nil, nil, &Error{Kind: ErrOrderPending, Message: "order " + strconv.FormatInt(o.ID, 10) + " is not confirmed yet; try again shortly", RetryAfter: time.Second}
+	case OrderFailed:
+		return nil, nil, Errorf(ErrOrderFailed, "order %d failed: %s", o.ID, o.Reason)
+	}
+	v, err := s.Vouchers.rows.get(ctx, s.Vouchers.Store, o.VoucherID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v.PayWithin <= 0 {
+		return nil, nil, Errorf(ErrNoDeadline, "voucher %d takes no payment: its orders need none", v.ID)
+	}
+	return o, v, nil
+}
+
+// Confirm acts on a payment provider's signed event, once per event id: a
+// payment succeeded (created → paid; a cancelled order → refunding, the
+// payment recorded to be given back), or a refund did (refunding →
+// refunded). It returns the order as it then stands. An event for an order
+// the database does not hold is ErrOrderNotFound: the provider sends it
+// again later, when a pending order is written.
+func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, error) {
+	var (
+		o   *Order
+		err error
+	)
+	// Acted on first and recorded after: a crash in between acts again on
+	// the provider's retry, which the guarded transitions make harmless;
+	// recorded first, it would be lost.
+	switch ev.Type {
+	case PaymentSucceeded:
+		o, err = s.record(ctx, ev.OrderID, Payment{Ref: ev.Ref, At: s.now()})
+	case RefundSucceeded:
+		o, err = s.Store.RefundOrder(ctx, ev.OrderID, s.now())
+	default:
+		return nil, Errorf(ErrInvalidArgument, "event type %q: want %s or %s", ev.Type, PaymentSucceeded, RefundSucceeded)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
+	}
+	if _, err := s.Store.RecordPaymentEvent(ctx, ev.ID, ev.OrderID, s.now()); err != nil {
+		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
+	}
+	return o, nil
+}
+
+func cancelledErr(o *Order) error {
+	msg := "order " + strconv.FormatInt(o.ID, 10) + " was cancelled (" + o.Reason + ")"
+	switch o.Status {
+	case OrderRefunding:
+		msg += "; your payment is being refunded"
+	case OrderRefunded:
+		msg += "; your payment was refunded"
+	}
+	return &Error{Kind: ErrOrderCancelled, Message: msg, OrderID: o.ID}
+}
+
+func paidErr(o *Order) error {
+	return &Error{Kind: ErrOrderPaid, Message: "order " + strconv.FormatInt(o.ID, 10) + " is paid and cannot be cancelled", OrderID: o.ID}
+}
+
+func (s *PaymentService) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}

@@ -1,0 +1,246 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Sweeper cancels the orders whose buyers did not pay by their PayBy, and
+// puts their units back on sale; and it finishes giving back the units of
+// cancelled orders that a crash left unreturned in the cache. Any number of
+// instances may sweep at once: the database hands each order to one
+// (LifecycleStore.CancelDue), and a unit goes back to the cache once per
+// order id (UnitReturner.ReturnUnit).
+type Sweeper struct {
+	Store LifecycleStore
+	// Cache takes the units back in the cache; nil in the sync mode.
+	Cache  UnitReturner
+	Logger *slog.Logger
+	// Every is how often it sweeps. Default 1s: a unit is back on sale
+	// within about that long after its order's PayBy.
+	Every time.Duration
+	// Batch is how many orders one transaction cancels. Default 500.
+	Batch int
+	// ReturnAfter is how long a cancelled order's unit may stay unreturned
+	// before the sweeper gives it back itself: longer than the request that
+	// cancelled it takes to. Default 5s.
+	ReturnAfter time.Duration
+	// Now returns the current time. Default time.Now.
+	Now func() time.Time
+	// Crash is PaymentService.Crash, for the sweeper's cancellations.
+	Crash func(point string)
+
+	stats sweepStats
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	loop   sync.WaitGroup
+}
+
+// sweepStats are the sweeper's counts since it started, for metrics.
+type sweepStats struct {
+	sweeps, failures, cancelled, returned atomic.Int64
+	// lastOK is when the last sweep that failed nowhere began, Unix ns.
+	lastOK atomic.Int64
+}
+
+// SweepStats are a Sweeper's counts since it started.
+type SweepStats struct {
+	Sweeps, Failures int64
+	// Cancelled counts the orders it cancelled, Returned the units it gave
+	// back to the cache (its own cancellations' and unreturned ones').
+	Cancelled, Returned int64
+	// LastSuccess is when the last sweep that failed nowhere began; zero
+	// before one did. A sweeper that falls behind shows here first.
+	LastSuccess time.Time
+}
+
+// Stats returns the sweeper's counts.
+func (s *Sweeper) Stats() SweepStats {
+	st := SweepStats{
+		Sweeps:    s.stats.sweeps.Load(),
+		Failures:  s.stats.failures.Load(),
+		Cancelled: s.stats.cancelled.Load(),
+		Returned:  s.stats.returned.Load(),
+	}
+	if ns := s.stats.lastOK.Load(); ns != 0 {
+		st.LastSuccess = time.Unix(0, ns)
+	}
+	return st
+}
+
+// Sweep is one sweep: every voucher with a deadline, its due orders
+// cancelled a batch at a time, and then its unreturned units given back.
+// It returns how many orders it cancelled and units it gave back.
+func (s *Sweeper) Sweep(ctx context.Context) (cancelled, returned int, err error) {
+	now := s.now()
+	vs, err := s.Store.DeadlineVouchers(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sweep: %w", err)
+	}
+	var errs []error
+	for _, v := range vs {
+		c, r, err := s.sweepVoucher(ctx, v, now)
+		cancelled += c
+		returned += r
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep voucher %d: %w", v.ID, err))
+		}
+	}
+	s.stats.sweeps.Add(1)
+	s.stats.cancelled.Add(int64(cancelled))
+	s.stats.returned.Add(int64(returned))
+	if err := errors.Join(errs...); err != nil {
+		s.stats.failures.Add(1)
+		return cancelled, returned, err
+	}
+	s.stats.lastOK.Store(now.UnixNano())
+	return cancelled, returned, nil
+}
+
+func (s *Sweeper) sweepVoucher(ctx context.Context, v *Voucher, now time.Time) (cancelled, returned int, err error) {
+	batch := s.batch()
+	for {
+		os, err := s.Store.CancelDue(ctx, v.ID, now.Add(-v.PayWithin), now, batch)
+		if err != nil {
+			return cancelled, returned, err
+		}
+		cancelled += len(os)
+		n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
+		returned += n
+		if err != nil {
+			// Left unreturned: given back below, or by the next sweep.
+			s.Logger.Warn("could not give the units of cancelled orders back; trying again", "voucher", v.ID, "orders", len(os), "err", err)
+		}
+		if len(os) < batch || ctx.Err() != nil {
+			break
+		}
+	}
+	for {
+		os, err := s.Store.Unreturned(ctx, v.ID, now.Add(-s.returnAfter()), batch)
+		if err != nil || len(os) == 0 {
+			return cancelled, returned, err
+		}
+		n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
+		returned += n
+		if err != nil {
+			return cancelled, returned, err
+		}
+		if n > 0 {
+			s.Logger.Info("gave back the units of cancelled orders a crash left unreturned", "voucher", v.ID, "units", n, "orders", len(os))
+		}
+		if len(os) < batch {
+			return cancelled, returned, nil
+		}
+	}
+}
+
+// FinishReturns gives back every unreturned unit of the voucher's
+// cancelled orders at once, however young: reconcile's repair. A unit the
+// request that cancelled it is giving back now is given once all the same.
+func (s *Sweeper) FinishReturns(ctx context.Context, v *Voucher) (int, error) {
+	returned := 0
+	for {
+		os, err := s.Store.Unreturned(ctx, v.ID, s.now().Add(time.Second), s.batch())
+		if err != nil || len(os) == 0 {
+			return returned, err
+		}
+		n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
+		returned += n
+		if err != nil {
+			return returned, err
+		}
+		if len(os) < s.batch() {
+			return returned, nil
+		}
+	}
+}
+
+// Start begins sweeping every Every. It returns at once.
+func (s *Sweeper) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return nil
+	}
+	every := s.Every
+	if every <= 0 {
+		every = time.Second
+	}
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.loop.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		failing := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := s.guard(func() error {
+				_, _, err := s.Sweep(ctx)
+				return err
+			})
+			switch {
+			case ctx.Err() != nil:
+			case err != nil && !failing:
+				s.Logger.Warn("could not sweep the orders past their payment deadline; trying again", "every", every.String(), "err", err)
+			case err == nil && failing:
+				s.Logger.Info("sweeping the orders past their payment deadline again")
+			}
+			failing = err != nil
+		}
+	})
+	return nil
+}
+
+// guard runs fn; a panic in it is logged and counts as a failure, and the
+// sweeper goes on.
+func (s *Sweeper) guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.Logger.Error("panic while sweeping", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return fn()
+}
+
+// Stop stops sweeping and waits for a sweep in flight. Safe to call twice.
+func (s *Sweeper) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.loop.Wait()
+}
+
+func (s *Sweeper) batch() int {
+	if s.Batch > 0 {
+		return s.Batch
+	}
+	return 500
+}
+
+func (s *Sweeper) returnAfter() time.Duration {
+	if s.ReturnAfter > 0 {
+		return s.ReturnAfter
+	}
+	return 5 * time.Second
+}
+
+func (s *Sweeper) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
