@@ -33,7 +33,13 @@ type VoucherStats struct {
 	Created   int64 // orders in the database
 	Failed    int64 // failed orders in the database
 	Pending   int64 // queued orders the database does not hold yet
-	Drift     int64 // initial stock − (remaining + created + pending)
+	Drift     int64 // initial stock − (remaining + created + returning + pending)
+	// The orders' lives after admission, of a voucher with a deadline
+	// (PayWithin): created orders awaiting payment, paid ones, cancelled
+	// ones (by their buyers or the deadline; refunding and refunded too),
+	// and those of them whose unit is back on sale in the cache. Zero for a
+	// voucher without a deadline.
+	AwaitingPayment, Paid, Cancelled, Returned int64
 	// RedisNode is the Redis master that holds the voucher
 	// (CacheState.Node); "" in the sync mode or when unknown.
 	RedisNode string

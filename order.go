@@ -133,10 +133,12 @@ type OrderStore interface {
 	// Failed orders are kept apart from created ones, so they neither take
 	// stock nor hold the buyer's (user, voucher) slot.
 	FailOrder(ctx context.Context, o *Order) error
-	// Order returns the order with the id, created or failed, or
-	// ErrOrderNotFound. An id both created and failed is created.
+	// Order returns the order with the id, in whatever status the database
+	// holds it (created, paid, cancelled, refunding, refunded, or failed),
+	// with PayBy filled in from its voucher, or ErrOrderNotFound. An id
+	// both written and failed is the written one.
 	Order(ctx context.Context, id int64) (*Order, error)
-	// UserOrders returns up to limit of the user's orders, created and
+	// UserOrders returns up to limit of the user's orders, written and
 	// failed, newest (highest id) first.
 	UserOrders(ctx context.Context, userID int64, limit int) ([]*Order, error)
 	// VoucherOrders returns up to limit orders of the voucher whose id is
@@ -462,8 +464,8 @@ func (s *OrderService) pending(id, userID, voucherID int64) *Order {
 	return &Order{ID: id, UserID: userID, VoucherID: voucherID, Status: OrderPending, CreatedAt: s.OrderTime(id)}
 }
 
-// Order returns the user's order with the id: created or failed from the
-// database, else pending if Redis holds it as the user's. Another user's
+// Order returns the user's order with the id: as the database holds it,
+// else pending if Redis holds it as the user's. Another user's
 // order is ErrOrderNotFound, as is an unknown one (G8).
 func (s *OrderService) Order(ctx context.Context, userID, id int64) (*Order, error) {
 	o, err := s.Store.Order(ctx, id)

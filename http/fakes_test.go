@@ -393,6 +393,18 @@ func (e *fakeEnv) do(method, path, token string, body any) response {
 // doHeader is do with an Authorization header as given.
 func (e *fakeEnv) doHeader(method, path, authorization string, body any) response {
 	e.t.Helper()
+	return e.send(method, path, map[string]string{"Authorization": authorization}, body)
+}
+
+// doSigned posts body to path with a payment provider's signature header.
+func (e *fakeEnv) doSigned(path, signature, body string) response {
+	e.t.Helper()
+	return e.send(http.MethodPost, path, map[string]string{"Payment-Signature": signature}, body)
+}
+
+// send is do with the headers given (an empty one is not sent).
+func (e *fakeEnv) send(method, path string, headers map[string]string, body any) response {
+	e.t.Helper()
 	var raw []byte
 	switch b := body.(type) {
 	case nil:
@@ -409,8 +421,10 @@ func (e *fakeEnv) doHeader(method, path, authorization string, body any) respons
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
+	for k, v := range headers {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
 	}
 	w := httptest.NewRecorder()
 	e.handler.ServeHTTP(w, req)

@@ -30,16 +30,26 @@ type orderJSON struct {
 	Status    string    `json:"status"`
 	CreatedAt time.Time `json:"createdAt"`
 	Reason    string    `json:"reason,omitempty"`
+	// PayBy is when a created order is cancelled unless paid; absent when
+	// its voucher has no deadline.
+	PayBy       *time.Time `json:"payBy,omitempty"`
+	PaidAt      *time.Time `json:"paidAt,omitempty"`
+	CancelledAt *time.Time `json:"cancelledAt,omitempty"`
+	PaymentRef  string     `json:"paymentRef,omitempty"`
 }
 
 func newOrderJSON(o *seckill.Order) orderJSON {
 	return orderJSON{
-		OrderID:   o.ID,
-		VoucherID: o.VoucherID,
-		UserID:    o.UserID,
-		Status:    string(o.Status),
-		CreatedAt: o.CreatedAt.UTC(),
-		Reason:    o.Reason,
+		OrderID:     o.ID,
+		VoucherID:   o.VoucherID,
+		UserID:      o.UserID,
+		Status:      string(o.Status),
+		CreatedAt:   o.CreatedAt.UTC(),
+		Reason:      o.Reason,
+		PayBy:       optTime(o.PayBy),
+		PaidAt:      optTime(o.PaidAt),
+		CancelledAt: optTime(o.CancelledAt),
+		PaymentRef:  o.PaymentRef,
 	}
 }
 

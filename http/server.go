@@ -128,6 +128,11 @@ type Services struct {
 	DeadLetters DeadLetterAdmin
 	Stats       StatsSource
 	Reconciler  Reconciler
+	// Payments serves the pay and cancel routes and the payment webhook,
+	// Webhook checks the webhook's signatures; a nil one turns its routes
+	// off: they answer 503.
+	Payments PaymentService
+	Webhook  PaymentWebhook
 }
 
 // Server is the HTTP server.
@@ -135,6 +140,8 @@ type Server struct {
 	cfg        Config
 	vouchers   VoucherService
 	orders     OrderService
+	payments   PaymentService
+	webhook    PaymentWebhook
 	ops        adminServices
 	login      *auth.Login
 	tokens     *auth.Tokens
@@ -172,6 +179,8 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 		cfg:        cfg.withDefaults(),
 		vouchers:   svc.Vouchers,
 		orders:     svc.Orders,
+		payments:   svc.Payments,
+		webhook:    svc.Webhook,
 		ops:        adminServices{deadLetters: svc.DeadLetters, stats: svc.Stats, reconciler: svc.Reconciler},
 		login:      svc.Login,
 		tokens:     svc.Tokens,
@@ -218,6 +227,9 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"POST /api/vouchers/{id}/seckill", s.user(s.limitRate(s.seckill))},
 		{"GET /api/orders/{id}", s.user(reads(s.getOrder))},
 		{"GET /api/orders", s.user(reads(s.listOrders))},
+		{"POST /api/orders/{id}/pay", s.user(reads(s.payOrder))},
+		{"POST /api/orders/{id}/cancel", s.user(reads(s.cancelOrder))},
+		{"POST /api/payments/webhook", http.HandlerFunc(s.paymentWebhook)},
 		{"GET /api/admin/stats", s.admin(s.adminStats)},
 		{"GET /api/admin/dlq", s.admin(s.adminDeadLetters)},
 		{"POST /api/admin/dlq/{id}/retry", s.admin(s.adminRetryDeadLetter)},

@@ -32,14 +32,20 @@ type VoucherStatsJSON struct {
 	Stock        int64  `json:"stock"`
 	InitialStock int64  `json:"initialStock"`
 	// Remaining is null when Redis does not hold the voucher.
-	Remaining *int64          `json:"remaining"`
-	Created   int64           `json:"created"`
-	Failed    int64           `json:"failed"`
-	Pending   int64           `json:"pending"`
-	Drift     int64           `json:"drift"`
-	BeginTime time.Time       `json:"beginTime"`
-	EndTime   time.Time       `json:"endTime"`
-	Stream    StreamStatsJSON `json:"stream"`
+	Remaining *int64 `json:"remaining"`
+	Created   int64  `json:"created"`
+	Failed    int64  `json:"failed"`
+	Pending   int64  `json:"pending"`
+	Drift     int64  `json:"drift"`
+	// AwaitingPayment, Paid, Cancelled and Returned are the orders' lives
+	// after admission, of a voucher with a deadline; 0 without one.
+	AwaitingPayment int64           `json:"awaitingPayment"`
+	Paid            int64           `json:"paid"`
+	Cancelled       int64           `json:"cancelled"`
+	Returned        int64           `json:"returned"`
+	BeginTime       time.Time       `json:"beginTime"`
+	EndTime         time.Time       `json:"endTime"`
+	Stream          StreamStatsJSON `json:"stream"`
 	// RedisNode is the Redis master holding the voucher; "" when unknown,
 	// and for a sharded voucher, whose shards each name theirs.
 	RedisNode string `json:"redisNode"`
@@ -114,20 +120,24 @@ func NewStatsJSON(st *seckill.Stats) StatsJSON {
 	for _, vs := range st.Vouchers {
 		v := vs.Voucher
 		out.Vouchers = append(out.Vouchers, VoucherStatsJSON{
-			ID:           v.ID,
-			Title:        v.Title,
-			Stock:        v.Stock,
-			InitialStock: v.InitialStock,
-			Remaining:    vs.Remaining,
-			Created:      vs.Created,
-			Failed:       vs.Failed,
-			Pending:      vs.Pending,
-			Drift:        vs.Drift,
-			BeginTime:    v.BeginTime.UTC(),
-			EndTime:      v.EndTime.UTC(),
-			RedisNode:    vs.RedisNode,
-			Shards:       v.ShardCount(),
-			ShardStats:   newShardStatsJSON(vs.Shards),
+			ID:              v.ID,
+			Title:           v.Title,
+			Stock:           v.Stock,
+			InitialStock:    v.InitialStock,
+			Remaining:       vs.Remaining,
+			Created:         vs.Created,
+			Failed:          vs.Failed,
+			Pending:         vs.Pending,
+			Drift:           vs.Drift,
+			AwaitingPayment: vs.AwaitingPayment,
+			Paid:            vs.Paid,
+			Cancelled:       vs.Cancelled,
+			Returned:        vs.Returned,
+			BeginTime:       v.BeginTime.UTC(),
+			EndTime:         v.EndTime.UTC(),
+			RedisNode:       vs.RedisNode,
+			Shards:          v.ShardCount(),
+			ShardStats:      newShardStatsJSON(vs.Shards),
 			Stream: StreamStatsJSON{
 				Length:               vs.Stream.Length,
 				Pending:              vs.Stream.Pending,
@@ -185,6 +195,7 @@ func (j *StatsJSON) Stats() *seckill.Stats {
 				Shards: v.Shards},
 			Shards:    shards,
 			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift, RedisNode: v.RedisNode,
+			AwaitingPayment: v.AwaitingPayment, Paid: v.Paid, Cancelled: v.Cancelled, Returned: v.Returned,
 			Stream: seckill.StreamStats{
 				Length: v.Stream.Length, Pending: v.Stream.Pending, Lag: v.Stream.Lag,
 				OldestAge: time.Duration(v.Stream.OldestPendingSeconds * float64(time.Second)), Consumers: v.Stream.Consumers, DeadLetters: v.Stream.DeadLetters,

@@ -35,6 +35,11 @@ type voucherJSON struct {
 	// Shards is how many shards the voucher's stock is split into in the
 	// cache: 1 for an unsharded voucher.
 	Shards int `json:"shards"`
+	// PayWithinSeconds is how long a buyer has to pay an order; 0, no
+	// deadline: orders end created.
+	PayWithinSeconds int64 `json:"payWithinSeconds"`
+	// RebuyAfterCancel lets a buyer whose order was cancelled buy again.
+	RebuyAfterCancel bool `json:"rebuyAfterCancel"`
 }
 
 func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
@@ -46,6 +51,9 @@ func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
 		BeginTime: v.BeginTime.UTC(),
 		EndTime:   v.EndTime.UTC(),
 		Shards:    v.ShardCount(),
+
+		PayWithinSeconds: int64(v.PayWithin / time.Second),
+		RebuyAfterCancel: v.RebuyAfterCancel,
 	}
 }
 
@@ -58,6 +66,10 @@ type createVoucherRequest struct {
 	EndTime   *string `json:"endTime"`
 	// Shards is optional: 1, an unsharded voucher, when absent.
 	Shards *int `json:"shards"`
+	// PayWithinSeconds is optional: 0, no deadline, when absent.
+	PayWithinSeconds *int64 `json:"payWithinSeconds"`
+	// RebuyAfterCancel is optional: false when absent.
+	RebuyAfterCancel *bool `json:"rebuyAfterCancel"`
 }
 
 // decodeVoucher reads a voucher to create from body: every field present
@@ -97,7 +109,19 @@ func decodeVoucher(body io.Reader) (*seckill.Voucher, error) {
 		}
 		shards = *req.Shards
 	}
-	return &seckill.Voucher{Title: *req.Title, Stock: *req.Stock, BeginTime: begin, EndTime: end, Shards: shards}, nil
+	v := &seckill.Voucher{Title: *req.Title, Stock: *req.Stock, BeginTime: begin, EndTime: end, Shards: shards}
+	if p := req.PayWithinSeconds; p != nil {
+		// Bounded here, before the multiplication can overflow; Validate
+		// checks the bound again, on the Voucher.
+		if *p < 0 || *p > int64(seckill.MaxPayWithin/time.Second) {
+			return nil, seckill.Errorf(seckill.ErrInvalidArgument, "payWithinSeconds: must be between 0 and %d, got %d", int64(seckill.MaxPayWithin/time.Second), *p)
+		}
+		v.PayWithin = time.Duration(*p) * time.Second
+	}
+	if req.RebuyAfterCancel != nil {
+		v.RebuyAfterCancel = *req.RebuyAfterCancel
+	}
+	return v, nil
 }
 
 // parseTime reads an RFC 3339 time, kept to the microsecond that every

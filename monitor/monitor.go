@@ -37,6 +37,7 @@ type Store interface {
 	CountOrders(ctx context.Context, voucherID int64) (int64, error)
 	CountFailedOrders(ctx context.Context, voucherID int64) (int64, error)
 	OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error)
+	LifecycleCounts(ctx context.Context, voucherID int64) (*seckill.LifecycleCounts, error)
 }
 
 // Streams reads what Redis holds of a voucher's sale: its stock and order
@@ -322,11 +323,27 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 			return nil, err
 		}
 	}
+	// Before the orders, as the reconciler counts: an order cancelled in
+	// between counts in neither, never in both.
+	var lc seckill.LifecycleCounts
+	if v.PayWithin > 0 {
+		c, err := m.cfg.Store.LifecycleCounts(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		lc = *c
+	}
 	created, err := m.cfg.Store.CountOrders(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	m.fill(vs, st, seckill.Compare(v, st, created, stored))
+	rec := seckill.Compare(v, st, created, stored)
+	if m.cfg.Mode != seckill.ModeSync {
+		// A cancelled order's unit the cache has not taken back yet.
+		rec.Drift -= lc.Unreturned
+	}
+	m.fill(vs, st, rec)
+	vs.AwaitingPayment, vs.Paid, vs.Cancelled, vs.Returned = lc.Created, lc.Paid, lc.Cancelled, lc.Cancelled-lc.Unreturned
 	return vs, nil
 }
 

@@ -71,6 +71,10 @@ func (f *fakes) CountOrders(_ context.Context, id int64) (int64, error) {
 	return f.created[id], nil
 }
 
+func (f *fakes) LifecycleCounts(context.Context, int64) (*seckill.LifecycleCounts, error) {
+	return &seckill.LifecycleCounts{}, nil
+}
+
 func (f *fakes) CountFailedOrders(_ context.Context, id int64) (int64, error) {
 	return f.failed[id], nil
 }

@@ -273,7 +273,7 @@
 
   function renderVouchers(vouchers, now) {
     $("#vouchers-empty").hidden = vouchers.length > 0;
-    const numbers = ["initialStock", "stock", "remaining", "pending", "created", "failed", "drift"];
+    const numbers = ["initialStock", "stock", "remaining", "pending", "created", "failed", "awaitingPayment", "paid", "cancelled", "returned", "drift"];
     syncRows($("#vouchers tbody"), vouchers, "data-voucher", (v) => v.id, (v, key) => {
       const tr = el("tr", {}, titleCell(v, key), el("td", { "data-voucher": key, "data-field": "window" }));
       for (const n of numbers) tr.append(el("td", { class: "num", "data-voucher": key, "data-field": n }));
