@@ -63,6 +63,12 @@ type Config struct {
 	MetricsToken       string        // the bearer token /metrics requires
 	MetricsCache       time.Duration // how long a read of the gauges serves scrapes
 
+	PaymentProvider      string        // fake or webhook
+	PaymentURL           string        // the webhook provider's API
+	PaymentAPIKey        string        // its bearer token
+	PaymentWebhookSecret string        // HMAC-SHA256 key of its signatures
+	SweepEvery           time.Duration // how often unpaid orders past their deadline are cancelled
+
 	LoginWebhookURL      string        // where login codes are posted
 	LoginWebhookSecret   string        // HMAC-SHA256 key of the webhook's signature
 	LoginWebhookTimeout  time.Duration // bound on one webhook request

@@ -69,11 +69,14 @@ What happened, in %v:
 The books:
 %s`, time.Since(start).Round(100*time.Millisecond), report.Requests, report.Seconds, report.Rate, report.P50, report.P99,
 		report.Admitted, a["duplicate_order"], a["sold_out"], report.Drain.Round(time.Millisecond), bench.Verdict(report))
-	if err := svc.Shutdown(ctx); err != nil {
-		return err
-	}
 	if !report.OK() {
 		return fmt.Errorf("the books do not balance")
+	}
+	if err := demoLifecycle(ctx, svc, 20, stdout); err != nil {
+		return fmt.Errorf("act two: %w", err)
+	}
+	if err := svc.Shutdown(ctx); err != nil {
+		return err
 	}
 	fmt.Fprintln(stdout, "\nNext: go run ./cmd/seckill serve, and the README's walk-through; seckill bench --compare sync,queue,stream to see why the stream design wins.")
 	return nil

@@ -249,13 +249,13 @@ func (s *server) consumer(names []string) string {
 	return ""
 }
 
-// execReconcile runs `seckill reconcile` with env and returns its exit code
-// and what it printed.
-func execReconcile(t *testing.T, env environ) (int, string) {
+// execReconcile runs `seckill reconcile` with env and args and returns its
+// exit code and what it printed.
+func execReconcile(t *testing.T, env environ, args ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, seckillBinary(t), "reconcile")
+	cmd := exec.CommandContext(ctx, seckillBinary(t), append([]string{"reconcile"}, args...)...)
 	cmd.Env = childEnv(env)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -46,3 +46,10 @@ func lockDataDir(dir string) (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// killSelf kills this process with SIGKILL, as kill -9 does: the crash
+// tests' failpoint.
+func killSelf() {
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
+}

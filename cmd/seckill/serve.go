@@ -166,6 +166,10 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 	if err != nil {
 		return nil, err
 	}
+	payments, webhook, err := newPayments(c)
+	if err != nil {
+		return nil, err
+	}
 	consumer := c.Consumer
 	if consumer == "" {
 		consumer = consumerName()
@@ -181,6 +185,11 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		Login:    login,
 		Logger:   logger,
 		Registry: reg,
+
+		Payments:   payments,
+		Webhook:    webhook,
+		SweepEvery: c.SweepEvery,
+		Test:       app.TestConfig{Crash: failpoint(logger)},
 		HTTP: sechttp.Config{
 			Addr:                 c.Addr,
 			ReadHeaderTimeout:    c.ReadHeaderTimeout,
@@ -289,6 +298,7 @@ func serveFlags(fs *flag.FlagSet, c *Config) {
 	c.workerFlags(fs)
 	c.limitFlags(fs)
 	c.loginFlags(fs)
+	c.paymentFlags(fs)
 	fs.StringVar(&c.Mode, "mode", "stream", "how orders are taken: stream (Redis admission, a Redis Stream, workers), queue (Redis admission, an in-memory queue: a crash loses it), sync (a database transaction in the request)")
 	fs.IntVar(&c.QueueCapacity, "queue-capacity", 10_000, "the queue mode's queue size; a full queue answers 503")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")

@@ -24,6 +24,7 @@ import (
 	sechttp "github.com/seckill/seckill/http"
 	"github.com/seckill/seckill/monitor"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/soldout"
 	"github.com/seckill/seckill/worker"
@@ -80,6 +81,16 @@ type Config struct {
 	// monitor's (10s).
 	MetricsCacheFor time.Duration
 
+	// Payments is the payment provider. Default the fake one
+	// (payment.Fake), which pays at once.
+	Payments seckill.PaymentProvider
+	// Webhook checks the payment provider's signed events; nil: the
+	// webhook route answers 503 (the fake provider sends none).
+	Webhook sechttp.PaymentWebhook
+	// SweepEvery is how often the sweeper cancels the orders not paid by
+	// their deadline. Default the sweeper's (1s).
+	SweepEvery time.Duration
+
 	// Test holds what only tests set.
 	Test TestConfig
 }
@@ -99,6 +110,10 @@ type TestConfig struct {
 	// NoStatsCache makes every read of the admin stats read Redis and the
 	// database again (monitor.Config.CacheFor negative).
 	NoStatsCache bool
+	// Crash is the cancellations' failpoint (seckill.PaymentService.Crash):
+	// the crash tests kill the process at a point between a cancellation's
+	// writes.
+	Crash func(point string)
 }
 
 // statsCacheFor is the monitor's CacheFor: its default unless a test turns
@@ -127,6 +142,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Queue.DrainTimeout <= 0 {
 		c.Queue.DrainTimeout = c.ShutdownTimeout
+	}
+	if c.Payments == nil {
+		c.Payments = payment.Fake{}
 	}
 	if c.StatsActiveWithin <= 0 {
 		// Zero when the lease is the workers' default: the monitor's own
@@ -182,7 +200,11 @@ type App struct {
 	Orders      *seckill.OrderService
 	DeadLetters *seckill.DeadLetterService
 	Reconciler  *seckill.Reconciler
-	Monitor     *monitor.Monitor
+	Payments    *seckill.PaymentService
+	// Sweeper cancels the orders not paid by their deadline; started with
+	// the workers.
+	Sweeper *seckill.Sweeper
+	Monitor *monitor.Monitor
 	// Pool is the stream mode's workers, Queue the queue mode's; nil in
 	// the other modes.
 	Pool   *worker.Pool
@@ -214,7 +236,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}()
 
 	ops := NewOps(cfg.Mode, cfg.Retention, cfg.Store, cfg.Cache, logger)
-	a.Vouchers, a.DeadLetters, a.Reconciler = ops.Vouchers, ops.DeadLetters, ops.Reconciler
+	a.Vouchers, a.DeadLetters, a.Reconciler, a.Sweeper = ops.Vouchers, ops.DeadLetters, ops.Reconciler, ops.Sweeper
+	a.Sweeper.Every = cfg.SweepEvery
+	a.Sweeper.Crash = cfg.Test.Crash
+	a.closers = append(a.closers, a.Sweeper.Stop) // started with the workers
+	if err := registerSweeper(cfg.Registry, a.Sweeper); err != nil {
+		return nil, err
+	}
 	if err := a.Vouchers.Restore(ctx); err != nil {
 		// Not fatal: the vouchers that could be loaded are on sale, and
 		// admission checks Redis again before it admits.
@@ -262,6 +290,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.Orders = &seckill.OrderService{Mode: cfg.Mode, Cache: cfg.Cache, Store: cfg.Store, Admitter: ops.Admitter,
 		Vouchers: a.Vouchers, SoldOut: copies, IDs: ids, Logger: logger, Now: time.Now, OrderTime: orderid.Time,
 		Confirmed: cfg.Cache.WaitReplicas() > 0}
+	a.Payments = &seckill.PaymentService{Store: cfg.Store, Cache: ops.Sweeper.Cache, Orders: a.Orders, Vouchers: a.Vouchers,
+		Provider: cfg.Payments, Logger: logger, Now: time.Now, Crash: cfg.Test.Crash}
 
 	var workers monitor.WorkerInfo
 	switch cfg.Mode {
@@ -303,6 +333,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Reconciler:  a.Reconciler,
 		Stats:       a.Monitor,
 		DeadLetters: a.DeadLetters,
+		Payments:    a.Payments,
+		Webhook:     cfg.Webhook,
 	}, cfg.Registry, logger); err != nil {
 		return nil, err
 	}
@@ -320,6 +352,10 @@ type Ops struct {
 	Admitter    *seckill.Admitter
 	DeadLetters *seckill.DeadLetterService
 	Reconciler  *seckill.Reconciler
+	// Sweeper cancels the orders not paid by their deadline (not started:
+	// App.StartWorkers starts the service's), and finishes the returns of
+	// the units of cancelled orders for the reconciler's repair.
+	Sweeper *seckill.Sweeper
 }
 
 // NewOps builds the services of Ops for mode and retention (0: the
@@ -343,10 +379,13 @@ func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cac
 	}
 	o.DeadLetters = &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
 		Admitter: o.Admitter, Logger: logger, Now: time.Now, OrderTime: orderid.Time}
-	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache}
+	o.Sweeper = &seckill.Sweeper{Store: store, Logger: logger, Now: time.Now}
+	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache, Returns: o.Sweeper}
 	if cache != nil && mode != seckill.ModeSync {
 		o.Vouchers.Placer = cache
 		o.Reconciler.Shards = cache
+		// The sync mode has no stock in the cache to give units back to.
+		o.Sweeper.Cache = cache
 	}
 	return o
 }
@@ -362,6 +401,9 @@ func (a *App) StartWorkers(ctx context.Context) error {
 			a.startErr = a.Pool.Start(ctx)
 		case a.Queue != nil:
 			a.startErr = a.Queue.Start(ctx)
+		}
+		if a.startErr == nil {
+			a.startErr = a.Sweeper.Start(ctx)
 		}
 	})
 	return a.startErr
@@ -394,6 +436,7 @@ func (a *App) stopWorkers() {
 	if a.Queue != nil {
 		a.Queue.Stop()
 	}
+	a.Sweeper.Stop()
 }
 
 // Close stops everything New started, last first: the server if still
@@ -408,4 +451,37 @@ func (a *App) Close() {
 			a.closers[i]()
 		}
 	})
+}
+
+// registerSweeper registers the sweeper's metrics on reg, read at scrape
+// time.
+func registerSweeper(reg *prometheus.Registry, s *seckill.Sweeper) error {
+	counter := func(name, help string, get func(seckill.SweepStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(get(s.Stats())) })
+	}
+	for _, c := range []prometheus.Collector{
+		counter("seckill_sweeps_total", "Sweeps of the orders past their payment deadline.",
+			func(st seckill.SweepStats) int64 { return st.Sweeps }),
+		counter("seckill_sweep_failures_total", "Sweeps that failed somewhere (and are tried again).",
+			func(st seckill.SweepStats) int64 { return st.Failures }),
+		counter("seckill_sweep_cancelled_total", "Orders the sweeper cancelled: not paid by their deadline.",
+			func(st seckill.SweepStats) int64 { return st.Cancelled }),
+		counter("seckill_sweep_returned_total", "Units of cancelled orders the sweeper gave back to the cache.",
+			func(st seckill.SweepStats) int64 { return st.Returned }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_sweep_last_success_timestamp_seconds",
+			Help: "When the last sweep that failed nowhere began (Unix seconds); 0 before one did. Alert when it falls behind."},
+			func() float64 {
+				t := s.Stats().LastSuccess
+				if t.IsZero() {
+					return 0
+				}
+				return float64(t.UnixNano()) / 1e9
+			}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register the sweeper's metrics: %w", err)
+		}
+	}
+	return nil
 }
