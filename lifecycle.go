@@ -104,6 +104,27 @@ type LifecycleCounts struct {
 	Refunded   int64
 }
 
+// Add counts n orders of the status, whose units are unreturned or not,
+// in c: the stores count by (status, unreturned) and add each group.
+func (c *LifecycleCounts) Add(status OrderStatus, unreturned bool, n int64) {
+	switch status {
+	case OrderCreated:
+		c.Created += n
+	case OrderPaid:
+		c.Paid += n
+	case OrderRefunding:
+		c.Refunding += n
+	case OrderRefunded:
+		c.Refunded += n
+	}
+	if status.Cancelled() {
+		c.Cancelled += n
+		if unreturned {
+			c.Unreturned += n
+		}
+	}
+}
+
 // UnitReturner is the cache's side of a cancellation.
 type UnitReturner interface {
 	// ReturnUnit gives the unit of the buyer's cancelled order orderID back

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/orderbatch"
 	"github.com/seckill/seckill/internal/retry"
 	"github.com/seckill/seckill/internal/sqlrows"
 )
@@ -313,7 +314,7 @@ func (s *Store) LifecycleCounts(ctx context.Context, voucherID int64) (*seckill.
 		if err := rows.Scan(&status, &unreturned, &n); err != nil {
 			return nil, fmt.Errorf("mysql: count orders of voucher %d: %w", voucherID, dbErr(err))
 		}
-		addCount(&c, status, unreturned, n)
+		c.Add(status, unreturned, n)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("mysql: count orders of voucher %d: %w", voucherID, dbErr(err))
@@ -321,36 +322,8 @@ func (s *Store) LifecycleCounts(ctx context.Context, voucherID int64) (*seckill.
 	return &c, nil
 }
 
-// addCount adds n orders of the status, unreturned or not, to c.
-func addCount(c *seckill.LifecycleCounts, status seckill.OrderStatus, unreturned bool, n int64) {
-	switch status {
-	case seckill.OrderCreated:
-		c.Created += n
-	case seckill.OrderPaid:
-		c.Paid += n
-	case seckill.OrderRefunding:
-		c.Refunding += n
-	case seckill.OrderRefunded:
-		c.Refunded += n
-	}
-	if status.Cancelled() {
-		c.Cancelled += n
-		if unreturned {
-			c.Unreturned += n
-		}
-	}
-}
-
 // lifecycleOrder returns the order with the id after a step of its life,
-// read in a statement of its own: as it stands once the step committed. A
-// failed order has no life after admission: it is not found.
+// read in a statement of its own: as it stands once the step committed.
 func (s *Store) lifecycleOrder(ctx context.Context, id int64) (*seckill.Order, error) {
-	o, err := s.Order(ctx, id)
-	switch {
-	case err != nil:
-		return nil, err
-	case o.Status == seckill.OrderFailed:
-		return nil, seckill.Errorf(seckill.ErrOrderNotFound, "order %d not found: it failed", id)
-	}
-	return o, nil
+	return orderbatch.Living(s.Order(ctx, id))
 }

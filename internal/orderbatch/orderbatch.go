@@ -77,3 +77,15 @@ func Takes(inserts []*seckill.Order) []Take {
 	}
 	return ts
 }
+
+// Living is a store's Order read back after a step of the order's life
+// (o, err): a failed order has no life after admission, and is not found.
+func Living(o *seckill.Order, err error) (*seckill.Order, error) {
+	switch {
+	case err != nil:
+		return nil, err
+	case o.Status == seckill.OrderFailed:
+		return nil, seckill.Errorf(seckill.ErrOrderNotFound, "order %d not found: it failed", o.ID)
+	}
+	return o, nil
+}
