@@ -73,7 +73,7 @@ func TestValidate(t *testing.T) {
 // services returns a VoucherService on a store of the test's own and on
 // the Redis at redisURL (if empty: the test Redis under a fresh prefix, or
 // the embedded backend where no service answers; see internal/apptest).
-func services(t *testing.T, redisURL string) (*seckill.VoucherService, seckill.Store, *logBuffer) {
+func services(t testing.TB, redisURL string) (*seckill.VoucherService, seckill.Store, *logBuffer) {
 	t.Helper()
 	ctx := context.Background()
 	store := apptest.Store(t)
