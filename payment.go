@@ -119,6 +119,13 @@ func (s *PaymentService) record(ctx context.Context, id int64, p Payment) (*Orde
 	if err != nil {
 		return nil, fmt.Errorf("pay order %d: %w", id, err)
 	}
+	if o.PaymentRef != "" && o.PaymentRef != p.Ref {
+		// The provider took a second payment of one order (the
+		// idempotency key should have stopped it): recorded nowhere but
+		// here, so said loudly.
+		s.Logger.Error("ALERT: a second payment of an order already paid; refund it at the provider", "order", id, "status", o.Status,
+			"kept_ref", o.PaymentRef, "second_ref", p.Ref, "provider", s.Provider.Name())
+	}
 	if o.Status == OrderRefunding {
 		s.Logger.Warn("a payment came after its order was cancelled; it is to be refunded", "order", id, "ref", p.Ref, "provider", s.Provider.Name())
 		if r, ok := s.Provider.(Refunder); ok {

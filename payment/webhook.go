@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill"
@@ -228,4 +229,47 @@ func validRef(s string) bool {
 		}
 	}
 	return true
+}
+
+var _ seckill.Refunder = (*Webhook)(nil)
+
+// Refund asks the provider to give back o's payment (o.PaymentRef): one
+// that came after o was cancelled. It POSTs to the payment's refunds, with
+// an Idempotency-Key of "refund_" and the order's id, so that asking again
+// refunds once. The provider confirms with a RefundSucceeded event: done is
+// false. A failure wraps seckill.ErrUnavailable; the order stays
+// refunding, visible, for an operator or a later payment event to retry.
+func (w *Webhook) Refund(ctx context.Context, o *seckill.Order) (bool, error) {
+	if !validRef(o.PaymentRef) {
+		return false, fmt.Errorf("payment provider %s: refunding order %d: no payment reference to refund", w.host, o.ID)
+	}
+	u := strings.TrimSuffix(w.url, "/") + "/" + url.PathEscape(o.PaymentRef) + "/refunds"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(`{"orderId":"`+strconv.FormatInt(o.ID, 10)+`"}`))
+	if err != nil {
+		return false, w.refundFailed(o, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "refund_"+strconv.FormatInt(o.ID, 10))
+	if w.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+w.apiKey)
+	}
+	res, err := w.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return false, w.refundFailed(o, err)
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(res.Body, maxAnswer))
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return false, w.refundFailed(o, fmt.Errorf("answered %s", res.Status))
+	}
+	return false, nil
+}
+
+// refundFailed wraps the cause of a failed refund of o.
+func (w *Webhook) refundFailed(o *seckill.Order, cause error) error {
+	return fmt.Errorf("payment provider %s: refunding order %d: %w: %w", w.host, o.ID, errUnavailable, cause)
 }

@@ -298,3 +298,29 @@ func TestWebhookFromTheProvider(t *testing.T) {
 		t.Errorf("the route's events differ (-want +got):\n%s", diff)
 	}
 }
+
+// TestRefundAsksOnce: a late payment's refund is asked of the provider
+// under one idempotency key however often, is confirmed later (done
+// false), and a provider that does not answer leaves it to be asked again.
+func TestRefundAsksOnce(t *testing.T) {
+	srv := paymenttest.NewServer(t, secret)
+	w := newWebhook(t, srv.URL, payment.Config{})
+	late := *order
+	late.PaymentRef = "pay_late"
+	for range 3 {
+		done, err := w.Refund(t.Context(), &late)
+		if err != nil || done {
+			t.Fatalf("Refund = %v, %v; want asked, not done", done, err)
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"refund_123456789012345678": "pay_late"}, srv.Refunds()); diff != "" {
+		t.Errorf("the provider's refunds (-want +got):\n%s", diff)
+	}
+	if _, err := w.Refund(t.Context(), order); err == nil {
+		t.Error("Refund of an order without a payment reference: no error")
+	}
+	srv.Close()
+	if _, err := w.Refund(t.Context(), &late); !errors.Is(err, seckill.ErrUnavailable) {
+		t.Errorf("Refund with the provider gone = %v, want ErrUnavailable", err)
+	}
+}

@@ -339,8 +339,8 @@ func (p *Pool) applyOutcomes(ctx context.Context, msgs []seckill.OrderMessage, o
 	p.ack(ctx, msgs[0].Stream(), ack, saved)
 }
 
-// buyerOrder returns the id of the buyer's created order of the voucher in
-// the database, or 0.
+// buyerOrder returns the id of the buyer's order of the voucher in the
+// database that holds a unit (created or paid), or 0.
 func (p *Pool) buyerOrder(ctx context.Context, o seckill.Order) int64 {
 	var id int64
 	p.retryDB(ctx, "read the buyer's orders", func() (err error) {
@@ -350,15 +350,17 @@ func (p *Pool) buyerOrder(ctx context.Context, o seckill.Order) int64 {
 	return id
 }
 
-// findBuyerOrder returns the id of o's buyer's created order of o's
-// voucher in the database, or 0 if there is none.
+// findBuyerOrder returns the id of o's buyer's order of o's voucher in
+// the database that holds a unit (created, or paid since), or 0 if there
+// is none. A cancelled one holds none: its unit went back with the
+// cancellation.
 func findBuyerOrder(ctx context.Context, store Store, o *seckill.Order) (int64, error) {
 	orders, err := store.UserOrders(ctx, o.UserID, 1000)
 	if err != nil {
 		return 0, err
 	}
 	for _, s := range orders {
-		if s.VoucherID == o.VoucherID && s.Status == seckill.OrderCreated {
+		if s.VoucherID == o.VoucherID && s.Status.HoldsUnit() {
 			return s.ID, nil
 		}
 	}
@@ -420,9 +422,16 @@ func (p *Pool) deadLetter(ctx context.Context, m seckill.OrderMessage, dl seckil
 			log.Error("could not read the order's status; the message stays pending", "err", err)
 			return
 		}
-		if st[o.ID] == seckill.OrderCreated {
-			created := m.Order
-			p.ack(ctx, m.Stream(), []string{m.EntryID}, []*seckill.Order{&created})
+		// Written, and perhaps paid or cancelled since (its unit given
+		// back, or being given back, by the cancellation): done either
+		// way, never dead-lettered, which would give its unit back again.
+		if s, ok := st[o.ID]; ok && s != seckill.OrderFailed {
+			var holding []*seckill.Order
+			if s.HoldsUnit() {
+				written := m.Order
+				holding = append(holding, &written)
+			}
+			p.ack(ctx, m.Stream(), []string{m.EntryID}, holding)
 			return
 		}
 	}

@@ -553,6 +553,9 @@ func TestPaymentWebhook(t *testing.T) {
 	if o := send("a payment after the cancellation", paymenttest.Event{ID: "evt_late", OrderID: orderOf[canceller], Ref: "pay_late"}, 200, ""); o["status"] != "refunding" {
 		t.Errorf("a late payment left the order %v, want refunding", o["status"])
 	}
+	if refunds := provider.Refunds(); len(refunds) != 1 || refunds[fmt.Sprintf("refund_%d", orderOf[canceller])] != "pay_late" {
+		t.Errorf("the provider was asked for refunds %v, want one of pay_late", refunds)
+	}
 	if got := apiRemaining(t, client, s.url, voucher); got != 1 {
 		t.Errorf("remaining after the late payment = %d, want the cancelled unit still on sale: 1", got)
 	}

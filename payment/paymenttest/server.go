@@ -9,9 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +35,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	byKey    map[string]*Charge
+	refunds  map[string]string // Idempotency-Key → payment refunded
 	charges  []*Charge
 	requests int
 	events   int
@@ -61,7 +64,7 @@ type Charge struct {
 // is closed when tb's test ends.
 func NewServer(tb testing.TB, secret []byte) *Server {
 	tb.Helper()
-	s := &Server{secret: bytes.Clone(secret), byKey: make(map[string]*Charge)}
+	s := &Server{secret: bytes.Clone(secret), byKey: make(map[string]*Charge), refunds: map[string]string{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	s.URL = s.srv.URL
 	// A transport of its own, whose idle connections Close closes, so that
@@ -114,6 +117,10 @@ type chargeBody struct {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if ref, ok := strings.CutPrefix(r.URL.Path, "/payments/"); ok && strings.HasSuffix(ref, "/refunds") && r.Method == http.MethodPost {
+		s.refund(w, r, strings.TrimSuffix(ref, "/refunds"))
+		return
+	}
 	if r.URL.Path != "/payments" {
 		http.NotFound(w, r)
 		return
@@ -174,6 +181,34 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]string{"id": c.ID, "url": c.URL})
+}
+
+// refund takes a refund of the payment ref (any reference: a late
+// payment's was made elsewhere), once per Idempotency-Key.
+func (s *Server) refund(w http.ResponseWriter, r *http.Request, ref string) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		http.Error(w, "an Idempotency-Key header is required", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	status := http.StatusOK
+	if _, seen := s.refunds[key]; !seen {
+		s.refunds[key] = ref
+		status = http.StatusCreated
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"id": "re_" + ref, "payment": ref})
+}
+
+// Refunds returns the refunds the server took: Idempotency-Key → the
+// payment refunded.
+func (s *Server) Refunds() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.refunds)
 }
 
 // Event is a webhook event to send.
