@@ -56,8 +56,9 @@ func soldLifecycleTB(t testing.TB, stock int64, rebuy bool) *lifecycle {
 	l := &lifecycle{vs: vs, store: store, cache: cache, v: view.Voucher, orders: map[int64]*seckill.Order{}}
 	var batch []*seckill.Order
 	// A second apart, so that a sweeper's clock can make one order due at
-	// a time (dueAt).
-	l.base = time.Now().Add(-time.Hour / 2).Truncate(time.Second)
+	// a time (dueAt); in the future, so that each is due from its
+	// CreatedAt, not from when it is written (the later of the two).
+	l.base = time.Now().Add(time.Hour).Truncate(time.Second)
 	for i := range stock {
 		o := &seckill.Order{ID: 50_000 + i, UserID: 1001 + i, VoucherID: l.v.ID, CreatedAt: l.base.Add(time.Duration(i) * time.Second)}
 		// Reserve: admitted without a stream entry, as the queue mode
