@@ -44,13 +44,15 @@
 --
 -- While the voucher has no stock (unloaded, or being rebuilt), the slot
 -- alone changes: the rebuild sets the stock from the buyers it finds. A
--- slot a rebuild has not staged yet (its page of the database may have
--- been read before the cancellation) is marked cancelled all the same (or
--- the order returned, KEYS[6]), so that stage_buyers.lua and
--- stage_queued.lua do not stage the order as a buyer's: the rebuild then
--- leaves its unit in the stock. State of
--- another generation, a dropped voucher, or none at all is left alone:
--- the rebuild reads the database, where the order is cancelled already.
+-- free slot is marked cancelled all the same (or the order returned,
+-- KEYS[6]), with or without a stock: one a rebuild has not staged yet (its
+-- page of the database may have been read before the cancellation), or
+-- one Redis never held (the order persisted after Redis lost data and the
+-- voucher was rebuilt), so that stage_buyers.lua, stage_queued.lua and a
+-- late count_persisted.lua do not count the order as a buyer's: its unit
+-- stays in the stock. State of another generation, a dropped voucher, or
+-- none at all is left alone: the rebuild reads the database, where the
+-- order is cancelled already.
 --
 -- Returns 1 if the unit was given back (to the stock, or to the rebuild's
 -- count), 0 if the slot does not hold that order (given back before, or
@@ -68,7 +70,7 @@ if ARGV[3] == '1' then
   redis.call('SADD', KEYS[6], ARGV[2])
 end
 if slot ~= ARGV[2] then
-  if not slot and not stock and ARGV[3] ~= '1' then
+  if not slot and ARGV[3] ~= '1' then
     redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2])
   end
   return 0
