@@ -100,6 +100,7 @@ var keyFirst = map[string]bool{
 	"GET": true, "SET": true, "DEL": true, "EXISTS": true, "DECRBY": true, "PTTL": true,
 	"HGET": true, "HSET": true, "LRANGE": true, "HDEL": true, "HLEN": true, "HGETALL": true, "HEXISTS": true,
 	"XADD": true, "XLEN": true, "XDEL": true, "XRANGE": true, "XPENDING": true, "XCLAIM": true,
+	"SMEMBERS": true,
 }
 
 // hash returns a hash's fields; empty when it is absent.

@@ -30,8 +30,16 @@ type voucherKeys struct {
 	// whose buyers may not buy again: admission answers such a buyer with
 	// that order. It lives and dies with Buyers.
 	Cancelled string
-	Orders    string // stream: admitted orders, read by the workers' group
-	DLQ       string // stream: order messages that could not be persisted
+	// Returned is a set: the ids of the orders of a voucher whose buyers
+	// may buy again that were cancelled and whose unit went back
+	// (return_unit.lua), or that a rebuild read cancelled from the
+	// database. Admission never reads it; the rebuild (stage_buyers.lua,
+	// stage_queued.lua) and count_persisted.lua do, so that such an order
+	// never holds a unit again. One entry per cancelled order; it lives and
+	// dies with Cancelled.
+	Returned string
+	Orders   string // stream: admitted orders, read by the workers' group
+	DLQ      string // stream: order messages that could not be persisted
 	// Changes is a list: "ver:user,…", the buyers whose slots each bump of
 	// meta's ver changed, for the copies of the buyers (soldout.go).
 	Changes string
@@ -65,6 +73,7 @@ func (k keyspace) shard(id int64, tag string) voucherKeys {
 		Meta:      t + "meta",
 		Buyers:    t + "buyers",
 		Cancelled: t + "cancelled",
+		Returned:  t + "returned",
 		Orders:    t + "orders",
 		DLQ:       t + "dlq",
 		Changes:   t + "changes",

@@ -14,8 +14,11 @@ var _ seckill.UnitReturner = (*Client)(nil)
 // slot still holds that order, and reports whether it did. The slot is
 // freed, and the order kept as the buyer's cancelled one unless
 // v.RebuyAfterCancel: admission then answers the buyer with it, as a
-// duplicate. A second call, or one racing it, finds the slot freed: a unit
-// goes back once per order id, however many callers try.
+// duplicate. With v.RebuyAfterCancel the order id is recorded as returned
+// instead (whether or not the slot held it), which admission ignores and
+// a rebuild and CountPersisted heed: the order never holds a unit again.
+// A second call, or one racing it, finds the slot freed: a unit goes back
+// once per order id, however many callers try.
 //
 // False also when the voucher is not in Redis in v's generation, or was
 // rebuilt since the cancellation without the order: the rebuild counted
@@ -25,7 +28,7 @@ func (c *Client) ReturnUnit(ctx context.Context, v *seckill.Voucher, userID, ord
 	shards := c.Learn(v).shards
 	k := shards[seckill.HomeShard(userID, len(shards))]
 	n, err := returnUnitScript.runInt(ctx, c, fmt.Sprintf("return the unit of order %d", orderID),
-		[]string{k.Stock, k.Buyers, k.Cancelled, k.Meta, k.Changes},
+		[]string{k.Stock, k.Buyers, k.Cancelled, k.Meta, k.Changes, k.Returned},
 		returnUnitArgs{UserID: userID, OrderID: orderID, Rebuy: v.RebuyAfterCancel, Generation: v.Generation})
 	return n == 1, err
 }

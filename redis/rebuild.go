@@ -34,7 +34,8 @@ var errSuperseded = errors.New("rebuild superseded")
 // Rebuild puts v back in Redis from the database, unless Redis holds it:
 // rebuild_begin, then its orders read through orders and staged a chunk at
 // a time (stage_buyers: those that hold a unit as buyers, the cancelled
-// ones as cancelled slots, which hold none), then the buyers of the orders
+// ones as cancelled slots or, for a voucher whose buyers may buy again,
+// returned orders, which hold none), then the buyers of the orders
 // still in its stream a page at a time (stage_queued), then its window and
 // the stock the buyers leave (finish_rebuild). Every step checks the epoch rebuild_begin
 // returned: an Unload meanwhile makes the rebuild start over. A voucher
@@ -68,7 +69,7 @@ func (c *Client) rebuildOnce(ctx context.Context, v *seckill.Voucher, orders sec
 	k := c.keys.voucher(v.ID)
 	op := fmt.Sprintf("rebuild voucher %d", v.ID)
 	gen := strconv.FormatInt(v.Generation, 10)
-	res, err := rebuildBeginScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled}, args{gen, Group, holdMillis}).ToArray()
+	res, err := rebuildBeginScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled, k.Returned}, args{gen, Group, holdMillis}).ToArray()
 	if err != nil {
 		return seckill.Rebuilt{}, redisErr(op, err)
 	}
@@ -131,7 +132,7 @@ func (c *Client) stageOrders(ctx context.Context, v *seckill.Voucher, gen, epoch
 			return false, fmt.Errorf("rebuild voucher %d: read its orders: %w", v.ID, err)
 		}
 		for chunk := range chunks(page, stageChunk) {
-			n, err := stageBuyersScript.runInt(ctx, c, fmt.Sprintf("stage buyers of voucher %d", v.ID), []string{k.Stock, k.Meta, k.Buyers, k.Cancelled},
+			n, err := stageBuyersScript.runInt(ctx, c, fmt.Sprintf("stage buyers of voucher %d", v.ID), []string{k.Stock, k.Meta, k.Buyers, k.Cancelled, k.Returned},
 				stageArgs(gen, epoch, chunk, v.RebuyAfterCancel))
 			switch {
 			case err != nil:
@@ -150,25 +151,23 @@ func (c *Client) stageOrders(ctx context.Context, v *seckill.Voucher, gen, epoch
 }
 
 // stageArgs are stage_buyers.lua's ARGV for a chunk of the database's
-// orders: those that hold a unit first, as buyers; then the cancelled ones,
-// whose slot the buyer keeps unless rebuy (seckill.Voucher.RebuyAfterCancel:
-// then the database does not list them, and they are left out anyway). An
-// order of no status, as a store from before cancellations read it, holds a
-// unit.
+// orders: those that hold a unit first, as buyers; then the cancelled ones
+// (cancelled, refunding, refunded), as cancelled slots their buyer keeps,
+// or, if rebuy (seckill.Voucher.RebuyAfterCancel), as returned orders. An
+// order of no status, as a store from before cancellations read it, holds
+// a unit.
 func stageArgs(gen, epoch string, chunk []*seckill.Order, rebuy bool) args {
-	a := make(args, 3, 3+2*len(chunk))
-	a[0], a[1] = gen, epoch
+	a := make(args, 4, 4+2*len(chunk))
+	a[0], a[1], a[2] = gen, epoch, flag(rebuy)
 	var cancelled []*seckill.Order
 	for _, o := range chunk {
 		if o.Status.Cancelled() {
-			if !rebuy {
-				cancelled = append(cancelled, o)
-			}
+			cancelled = append(cancelled, o)
 			continue
 		}
 		a = append(a, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 	}
-	a[2] = strconv.Itoa((len(a) - 3) / 2)
+	a[3] = strconv.Itoa((len(a) - 4) / 2)
 	for _, o := range cancelled {
 		a = append(a, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 	}
@@ -181,7 +180,7 @@ func stageArgs(gen, epoch string, chunk []*seckill.Order, rebuy bool) args {
 func (c *Client) stageQueued(ctx context.Context, k voucherKeys, op, gen, epoch string) (bool, error) {
 	start := "-"
 	for {
-		res, err := stageQueuedScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.Cancelled},
+		res, err := stageQueuedScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.Cancelled, k.Returned},
 			args{gen, epoch, start, strconv.Itoa(queuedPage)}).ToArray()
 		if err != nil {
 			return false, redisErr(op, err)
@@ -238,7 +237,7 @@ func (c *Client) unload(ctx context.Context, voucherID int64, keepBuyers string)
 		return err
 	}
 	for i, k := range l.shards {
-		if err := unloadScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Cancelled}, args{keepBuyers}).Error(); err != nil {
+		if err := unloadScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Cancelled, k.Returned}, args{keepBuyers}).Error(); err != nil {
 			if len(l.shards) > 1 {
 				return redisErr(fmt.Sprintf("unload shard %d of voucher %d", i, voucherID), err)
 			}

@@ -55,7 +55,7 @@ func (c *Client) DropVoucher(ctx context.Context, voucherID int64) (bool, error)
 	dropped := true
 	for i, k := range l.shards {
 		op := "drop " + streamName(seckill.Shard{VoucherID: voucherID, Index: i})
-		n, err := dropVoucherScript.runInt(ctx, c, op, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled},
+		n, err := dropVoucherScript.runInt(ctx, c, op, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled, k.Returned},
 			args{Group, ms(tombstoneFor)})
 		if err != nil {
 			return false, err

@@ -31,8 +31,8 @@ type lostShard struct {
 //
 //  1. each lost shard begins (rebuild_begin) and stages its buyers: the
 //     database's orders of the buyers whose home it is (and its cancelled
-//     slots), then those of its stream (stage_buyers, stage_queued), as an
-//     unsharded voucher does;
+//     slots, or returned orders), then those of its stream (stage_buyers,
+//     stage_queued), as an unsharded voucher does;
 //  2. every shard is frozen with a new transfer generation (shard_freeze),
 //     which reads each one's stock, buyers and transfers out at one
 //     instant; then the receivers' record of what they received: the
@@ -70,7 +70,7 @@ func (c *Client) rebuildShards(ctx context.Context, v *seckill.Voucher, orders s
 	for _, i := range lost {
 		k := shards[i]
 		op := fmt.Sprintf("rebuild shard %d of voucher %d", i, v.ID)
-		res, err := rebuildBeginScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled}, args{gen, Group, holdMillis}).ToArray()
+		res, err := rebuildBeginScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled, k.Returned}, args{gen, Group, holdMillis}).ToArray()
 		if err != nil {
 			return out, redisErr(op, err)
 		}
@@ -246,7 +246,7 @@ func (c *Client) stageShardOrders(ctx context.Context, v *seckill.Voucher, gen s
 			s := byIndex[i]
 			for chunk := range chunks(os, stageChunk) {
 				n, err := stageBuyersScript.runInt(ctx, c, fmt.Sprintf("stage buyers of shard %d of voucher %d", i, v.ID),
-					[]string{s.k.Stock, s.k.Meta, s.k.Buyers, s.k.Cancelled}, stageArgs(gen, s.epoch, chunk, v.RebuyAfterCancel))
+					[]string{s.k.Stock, s.k.Meta, s.k.Buyers, s.k.Cancelled, s.k.Returned}, stageArgs(gen, s.epoch, chunk, v.RebuyAfterCancel))
 				if err != nil {
 					return nil, err
 				}

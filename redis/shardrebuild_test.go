@@ -99,7 +99,7 @@ func checkInvariant(t *testing.T, c *Client, v *seckill.Voucher) *seckill.ShardC
 func loseShard(t *testing.T, c *Client, v *seckill.Voucher, i int) {
 	t.Helper()
 	k := shardKeysOf(t, c, v, i)
-	for _, key := range []string{k.Stock, k.Meta, k.Buyers, k.Cancelled, k.Orders, k.DLQ, k.Changes, k.Xout, k.Xin} {
+	for _, key := range []string{k.Stock, k.Meta, k.Buyers, k.Cancelled, k.Returned, k.Orders, k.DLQ, k.Changes, k.Xout, k.Xin} {
 		do(t, c, "DEL", key)
 	}
 }

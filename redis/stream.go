@@ -171,7 +171,7 @@ func (c *Client) CountPersisted(ctx context.Context, voucherID int64, orders []*
 		for _, o := range orders {
 			a = append(a, strconv.FormatInt(o.UserID, 10), strconv.FormatInt(o.ID, 10))
 		}
-		n, err := countPersistedScript.runInt(ctx, c, "count persisted orders of "+streamName(s), []string{k.Stock, k.Buyers, k.Meta, k.Changes, k.Cancelled}, a)
+		n, err := countPersistedScript.runInt(ctx, c, "count persisted orders of "+streamName(s), []string{k.Stock, k.Buyers, k.Meta, k.Changes, k.Cancelled, k.Returned}, a)
 		if err != nil {
 			return err
 		}

@@ -1030,7 +1030,7 @@ func loadShardStreams(t *testing.T, c *Client, v *seckill.Voucher) {
 	c.Learn(v)
 	for i := range v.ShardCount() {
 		k := c.keys.shard(v.ID, v.ShardTag(i))
-		if _, err := loadVoucherScript.runInt(ctx, c, "load a shard", []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled},
+		if _, err := loadVoucherScript.runInt(ctx, c, "load a shard", []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled, k.Returned},
 			loadVoucherArgs{Stock: seckill.ShardStock(v.Stock, v.ShardCount(), i), Begin: v.BeginTime, End: v.EndTime, Generation: v.Generation}); err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ func (c *Client) LoadVoucher(ctx context.Context, v *seckill.Voucher) (bool, err
 	shards := len(l.shards)
 	var replaced, kept bool
 	for i, k := range l.shards {
-		keys := []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled}
+		keys := []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.DLQ, k.Cancelled, k.Returned}
 		if shards > 1 {
 			// Only a sharded voucher's shards have transfers.
 			keys = append(keys, k.Xout, k.Xin)

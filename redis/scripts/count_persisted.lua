@@ -14,6 +14,9 @@
 -- KEYS[5] cancelled hash: user id -> cancelled order id: an order
 --                 cancelled since it was persisted, its unit given back
 --                 (return_unit.lua), is not recorded
+-- KEYS[6] returned set: order ids of cancelled orders of a voucher whose
+--                 buyers may buy again (return_unit.lua): not recorded
+--                 either
 -- ARGV[1] how many entries KEYS[4] keeps
 -- ARGV[2] how long KEYS[4] is kept after its last entry, ms
 -- ARGV[3..] pairs of user id, order id
@@ -31,7 +34,8 @@ end
 local has_stock = redis.call('EXISTS', KEYS[1]) == 1
 local recorded = {}
 for i = 3, #ARGV, 2 do
-  if redis.call('HGET', KEYS[5], ARGV[i]) ~= ARGV[i + 1] and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+  if redis.call('HGET', KEYS[5], ARGV[i]) ~= ARGV[i + 1] and redis.call('SISMEMBER', KEYS[6], ARGV[i + 1]) == 0
+      and redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
     recorded[#recorded + 1] = ARGV[i]
     if has_stock then
       redis.call('DECR', KEYS[1])

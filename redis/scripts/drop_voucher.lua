@@ -18,6 +18,8 @@
 -- KEYS[4] orders  stream: the order messages
 -- KEYS[5] dlq     stream: the dead letters
 -- KEYS[6] cancelled hash: user id -> cancelled order id
+-- KEYS[7] returned set: order ids of cancelled orders of a voucher whose
+--                 buyers may buy again
 -- ARGV[1] consumer group
 -- ARGV[2] how long the tombstone stays, ms
 --
@@ -63,7 +65,7 @@ local function next_epoch()
 end
 local gen = redis.call('HGET', KEYS[2], 'gen') or '0'
 local epoch = next_epoch()
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 redis.call('HSET', KEYS[2], 'dropped', '1', 'gen', gen, 'epoch', epoch)
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1

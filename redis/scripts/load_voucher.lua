@@ -16,8 +16,10 @@
 -- KEYS[5] dlq     stream: the dead letters
 -- KEYS[6] cancelled hash: user id -> cancelled order id, replaced with
 --                 the buyers
--- KEYS[7] xout    hash: a shard's transfers out (transfer_take.lua)
--- KEYS[8] xin     hash: a shard's transfers in (transfer_give.lua)
+-- KEYS[7] returned set: order ids of cancelled orders of a voucher whose
+--                 buyers may buy again, replaced with the buyers
+-- KEYS[8] xout    hash: a shard's transfers out (transfer_take.lua)
+-- KEYS[9] xin     hash: a shard's transfers in (transfer_give.lua)
 -- ARGV[1] stock
 -- ARGV[2] begin of the sale window, unix milliseconds
 -- ARGV[3] end of the sale window, unix milliseconds
@@ -45,14 +47,14 @@ end
 if redis.call('HGET', KEYS[2], 'gen') == ARGV[5] and redis.call('HEXISTS', KEYS[2], 'dropped') == 0 then
   return -1
 end
-local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 -- A new epoch: a rebuild in flight for the state replaced stops.
 local epoch = next_epoch()
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[4], '0', 'MKSTREAM')
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'gen', ARGV[5], 'epoch', epoch)
 if ARGV[6] ~= '' then
-  redis.call('UNLINK', KEYS[7], KEYS[8])
+  redis.call('UNLINK', KEYS[8], KEYS[9])
   redis.call('HSET', KEYS[2], 'shards', ARGV[6], 'index', ARGV[7], 'xgen', '0')
 end
 redis.call('SET', KEYS[1], ARGV[1])

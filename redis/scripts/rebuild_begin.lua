@@ -13,6 +13,8 @@
 -- KEYS[5] dlq     stream: the dead letters
 -- KEYS[6] cancelled hash: user id -> cancelled order id, deleted with the
 --                 buyers
+-- KEYS[7] returned set: order ids of cancelled orders of a voucher whose
+--                 buyers may buy again, deleted with the buyers
 -- ARGV[1] the voucher's generation in the database
 -- ARGV[2] consumer group
 -- ARGV[3] how long the stock is held (meta 'held', see release.lua) after
@@ -54,9 +56,9 @@ if gen == ARGV[1] and redis.call('HEXISTS', KEYS[2], 'dropped') == 1 then
   return {-1, '', 0}
 end
 if gen ~= ARGV[1] then
-  local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+  local stale = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
   local epoch = next_epoch()
-  redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+  redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
   redis.call('HSET', KEYS[2], 'gen', ARGV[1], 'epoch', epoch)
   hold()
   local replaced = 0
@@ -70,7 +72,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     ensure_group()
     return {0, redis.call('HGET', KEYS[2], 'epoch') or '0', 0}
   end
-  redis.call('UNLINK', KEYS[1], KEYS[3], KEYS[6])
+  redis.call('UNLINK', KEYS[1], KEYS[3], KEYS[6], KEYS[7])
   redis.call('HSET', KEYS[2], 'epoch', next_epoch())
 end
 hold()

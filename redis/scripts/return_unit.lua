@@ -13,6 +13,9 @@
 -- KEYS[4] meta      hash: gen, dropped; ver, held and drained, kept as
 --                   release.lua and transfer_give.lua keep them
 -- KEYS[5] changes   list: the log of ver, kept as release.lua keeps it
+-- KEYS[6] returned  set: order ids of a rebuy voucher's cancelled orders
+--                   (stage_buyers.lua, stage_queued.lua and
+--                   count_persisted.lua skip them; admit.lua never reads it)
 -- ARGV[1] user id
 -- ARGV[2] order id
 -- ARGV[3] '1' if the voucher lets a buyer buy again after a cancellation
@@ -24,7 +27,13 @@
 --
 -- The slot keeps the order as cancelled (KEYS[3]) unless ARGV[3] frees it:
 -- a cancelled buyer buying again would be a scripted hoarder's way to hold
--- a unit for ever, one deadline after another.
+-- a unit for ever, one deadline after another. A freed slot records
+-- nothing a buyer's next admission would find, so the order id goes into
+-- KEYS[6] instead, whatever the slot holds (the order is cancelled in the
+-- database, for good): a rebuild that finds the order's stream entry
+-- (acknowledged, not yet trimmed) or a page of the database read before
+-- the cancellation, or a late count of persisted orders, would otherwise
+-- count it as holding a unit again, and lock its buyer out with it.
 --
 -- ver, changes and held are kept as release.lua keeps them, for the same
 -- reason (the instances' copies of a sold-out voucher's buyers must drop
@@ -35,12 +44,15 @@
 --
 -- While the voucher has no stock (unloaded, or being rebuilt), the slot
 -- alone changes: the rebuild sets the stock from the buyers it finds. A
--- slot a rebuild has not staged yet (its page of the database may have
--- been read before the cancellation) is marked cancelled all the same,
--- so that stage_buyers.lua and stage_queued.lua do not stage the order as
--- a buyer's: the rebuild then leaves its unit in the stock. State of
--- another generation, a dropped voucher, or none at all is left alone:
--- the rebuild reads the database, where the order is cancelled already.
+-- free slot is marked cancelled all the same (or the order returned,
+-- KEYS[6]), with or without a stock: one a rebuild has not staged yet (its
+-- page of the database may have been read before the cancellation), or
+-- one Redis never held (the order persisted after Redis lost data and the
+-- voucher was rebuilt), so that stage_buyers.lua, stage_queued.lua and a
+-- late count_persisted.lua do not count the order as a buyer's: its unit
+-- stays in the stock. State of another generation, a dropped voucher, or
+-- none at all is left alone: the rebuild reads the database, where the
+-- order is cancelled already.
 --
 -- Returns 1 if the unit was given back (to the stock, or to the rebuild's
 -- count), 0 if the slot does not hold that order (given back before, or
@@ -54,8 +66,11 @@ if (meta[1] or '0') ~= ARGV[4] or meta[2] then
 end
 local slot = redis.call('HGET', KEYS[2], ARGV[1])
 local stock = redis.call('GET', KEYS[1])
+if ARGV[3] == '1' then
+  redis.call('SADD', KEYS[6], ARGV[2])
+end
 if slot ~= ARGV[2] then
-  if not slot and not stock and ARGV[3] ~= '1' then
+  if not slot and ARGV[3] ~= '1' then
     redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2])
   end
   return 0

@@ -13,6 +13,8 @@
 -- KEYS[5] cancelled hash: user id -> cancelled order id: an entry of a
 --                 cancelled order (acknowledged, not yet trimmed) is not
 --                 staged
+-- KEYS[6] returned set: order ids of cancelled orders of a voucher whose
+--                 buyers may buy again: their entries are not staged either
 -- ARGV[1] the voucher's generation
 -- ARGV[2] the rebuild's epoch (from rebuild_begin)
 -- ARGV[3] the first entry id to read ('-' for the start)
@@ -35,7 +37,7 @@ for _, e in ipairs(entries) do
   for i = 1, #f, 2 do
     if f[i] == 'id' then id = f[i + 1] elseif f[i] == 'user' then user = f[i + 1] end
   end
-  if id and user and redis.call('HGET', KEYS[5], user) ~= id then
+  if id and user and redis.call('HGET', KEYS[5], user) ~= id and redis.call('SISMEMBER', KEYS[6], id) == 0 then
     redis.call('HSETNX', KEYS[3], user, id)
   end
 end

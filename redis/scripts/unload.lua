@@ -11,6 +11,8 @@
 -- KEYS[4] cancelled hash: user id -> cancelled order id, kept or deleted
 --                 with the buyers (the rebuild stages it again from the
 --                 database)
+-- KEYS[5] returned set: order ids of cancelled orders of a voucher whose
+--                 buyers may buy again, kept or deleted as KEYS[4]
 -- ARGV[1] '1' to keep the buyers (the rebuild counts them with those it
 --         finds), '0' to delete them
 --
@@ -32,7 +34,7 @@ end
 if ARGV[1] == '1' then
   redis.call('UNLINK', KEYS[1])
 else
-  redis.call('UNLINK', KEYS[1], KEYS[3], KEYS[4])
+  redis.call('UNLINK', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
 end
 local epoch = next_epoch()
 redis.call('HSET', KEYS[2], 'epoch', epoch)
