@@ -102,6 +102,13 @@ func runLifecycle(t *testing.T, mode, dbURL string) {
 		id := orderOf[user]
 		for range 2 {
 			status, body, err := do(ctx, client, "POST", fmt.Sprintf("%s/api/orders/%d/%s", base, id, verb), l.tokens[user], "")
+			for try := 0; try < 5 && (status == 0 || status == http.StatusServiceUnavailable); try++ {
+				// No answer (a connection the server closed as it was
+				// reused) or "try again": the buyer presses again, which
+				// pay and cancel allow.
+				time.Sleep(100 * time.Millisecond)
+				status, body, err = do(ctx, client, "POST", fmt.Sprintf("%s/api/orders/%d/%s", base, id, verb), l.tokens[user], "")
+			}
 			if err != nil || status != http.StatusOK || body["status"] != want {
 				mu.Lock()
 				problems = append(problems, fmt.Sprintf("%s order %d of buyer %d = %d %v %v", verb, id, user, status, body, err))
