@@ -112,6 +112,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Lifecycle/Cancel", s.testLifecycleCancel},
 		{"Lifecycle/NotFound", s.testLifecycleNotFound},
 		{"Lifecycle/PayBy", s.testLifecyclePayBy},
+		{"Lifecycle/PayByFromWrite", s.testPayByFromWrite},
 		{"Lifecycle/CountOrders", s.testLifecycleCountOrders},
 		{"Lifecycle/NoRebuy", s.testLifecycleNoRebuy},
 		{"Lifecycle/Rebuy", s.testLifecycleRebuy},
