@@ -41,16 +41,15 @@ SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ? AND `
 ORDER BY id DESC LIMIT ?`
 	countOrdersSQL       = `SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status IN ('created', 'paid')`
 	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
-	// selectVoucherOrdersSQL reads a page of a voucher's orders that hold
-	// their buyer's slot as a range of orders_voucher_id, which InnoDB
-	// ends with the primary key: one index entry read per order returned
-	// (and per order of a rebuy voucher cancelled, skipped). Without the
-	// hint MariaDB 10.11 prefers a lookup of voucher_id alone, and reads
-	// every order of the voucher below afterID to skip it (measured:
-	// 136,000 index entries for a page of 1,000 at 200,000 orders).
+	// selectVoucherOrdersSQL reads a page of a voucher's orders as a
+	// range of orders_voucher_id, which InnoDB ends with the primary key:
+	// one index entry read per order returned. Without the hint MariaDB
+	// 10.11 prefers a lookup of voucher_id alone, and reads every order of
+	// the voucher below afterID to skip it (measured: 136,000 index
+	// entries for a page of 1,000 at 200,000 orders).
 	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders o FORCE INDEX (orders_voucher_id)
 JOIN vouchers v ON v.id = o.voucher_id
-WHERE o.voucher_id = ? AND o.id > ? AND o.slot IS NOT NULL ORDER BY o.id LIMIT ?`
+WHERE o.voucher_id = ? AND o.id > ? ORDER BY o.id LIMIT ?`
 	// selectOrderStatusesSQL reads the status of ids; %[1]s is one '?' per
 	// id, and the ids are passed twice.
 	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id IN (%[1]s)
@@ -85,10 +84,11 @@ func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*sec
 }
 
 // VoucherOrders returns up to limit orders of the voucher with ids above
-// afterID that hold their buyer's slot (slot not NULL: all but the
-// cancelled orders of a voucher with RebuyAfterCancel), by id ascending;
-// limit <= 0 means 1000. Each page costs the same however far into the
-// voucher's orders it is.
+// afterID, in every status the orders table holds (created, paid,
+// cancelled, refunding, refunded: a cancelled order of a voucher with
+// RebuyAfterCancel too, which no longer holds its buyer's slot), by id
+// ascending; limit <= 0 means 1000. Each page costs the same however far
+// into the voucher's orders it is.
 func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultPageLimit

@@ -41,9 +41,8 @@ ORDER BY id DESC LIMIT $2`
 	countOrdersSQL       = `SELECT count(*) FROM orders WHERE voucher_id = $1 AND status IN ('created', 'paid')`
 	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = $1 AND ` + notCreated
 	// selectVoucherOrdersSQL reads a page of voucher $1's orders after id
-	// $2 that hold their buyer's slot (slot not NULL) as a range of
-	// orders_voucher_id_id_idx (voucher_id, id): just the page, wherever it
-	// is, and the cancelled orders of a rebuy voucher within it. Written
+	// $2 as a range of orders_voucher_id_id_idx (voucher_id, id): just the
+	// page, wherever it is. Written
 	// the plain way (voucher_id = $1 AND id > $2 ORDER BY id), it lets the
 	// planner walk the primary key instead, filtering out other vouchers'
 	// orders, which it does when it takes the voucher for a large share of
@@ -54,7 +53,7 @@ ORDER BY id DESC LIMIT $2`
 	// order (with voucher_id = $1, the planner would drop voucher_id from
 	// the ORDER BY).
 	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders o
-WHERE (o.voucher_id, o.id) > ($1, $2) AND o.voucher_id <= $1 AND o.slot IS NOT NULL
+WHERE (o.voucher_id, o.id) > ($1, $2) AND o.voucher_id <= $1
 ORDER BY o.voucher_id, o.id LIMIT $3`
 	// selectOrderStatusesSQL reads the status of the ids in $1; run as
 	// planned.
@@ -95,10 +94,11 @@ func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*sec
 }
 
 // VoucherOrders returns up to limit orders of the voucher with ids above
-// afterID that hold their buyer's slot (slot not NULL: all but the
-// cancelled orders of a voucher with RebuyAfterCancel), by id ascending;
-// limit <= 0 means 1000. Each page costs the same however far into the
-// voucher's orders it is.
+// afterID, in every status the orders table holds (created, paid,
+// cancelled, refunding, refunded: a cancelled order of a voucher with
+// RebuyAfterCancel too, which no longer holds its buyer's slot), by id
+// ascending; limit <= 0 means 1000. Each page costs the same however far
+// into the voucher's orders it is.
 func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultPageLimit

@@ -41,15 +41,15 @@ SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ?1 AND 
 ORDER BY id DESC LIMIT ?2`
 	countOrdersSQL       = `SELECT count(*) FROM orders WHERE voucher_id = ? AND status IN ('created', 'paid')`
 	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
-	// selectVoucherOrdersSQL reads a page of a voucher's orders that hold
-	// their buyer's slot (slot not NULL) as a range of orders_voucher_id,
-	// which ends with the rowid (id): just the page, wherever it is. With
-	// statistics (ANALYZE, PRAGMA optimize) SQLite may walk the primary key
-	// instead, filtering out other vouchers' orders: the first page of a
-	// sale then reads every order of the sales before it. INDEXED BY rules
-	// that out, and fails the statement if the index is gone.
+	// selectVoucherOrdersSQL reads a page of a voucher's orders as a range
+	// of orders_voucher_id, which ends with the rowid (id): just the page,
+	// wherever it is. With statistics (ANALYZE, PRAGMA optimize) SQLite may
+	// walk the primary key instead, filtering out other vouchers' orders:
+	// the first page of a sale then reads every order of the sales before
+	// it. INDEXED BY rules that out, and fails the statement if the index
+	// is gone.
 	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders AS o INDEXED BY orders_voucher_id
-WHERE o.voucher_id = ? AND o.id > ? AND o.slot IS NOT NULL ORDER BY o.id LIMIT ?`
+WHERE o.voucher_id = ? AND o.id > ? ORDER BY o.id LIMIT ?`
 	// selectOrderStatusesSQL reads the status of ids; %[1]s is one '?' per
 	// id, and the ids are passed twice.
 	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id IN (%[1]s)

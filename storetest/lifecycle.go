@@ -280,8 +280,8 @@ func (s suite) testLifecycleNoRebuy(t *testing.T) {
 	checkNoOrder(t, st, b.ID)
 	checkNoOrder(t, st, c.ID)
 	checkStock(t, st, v.ID, 10, 0)
-	if got := walkVoucherOrders(t, st, v.ID, 10); len(got) != 1 || got[0].ID != a.ID {
-		t.Errorf("VoucherOrders = %v; want the cancelled order %d alone", orderIDs(got), a.ID)
+	if got := walkVoucherOrders(t, st, v.ID, 10); len(got) != 1 || got[0].ID != a.ID || got[0].Status != seckill.OrderCancelled {
+		t.Errorf("VoucherOrders = %v; want the cancelled order %d alone, cancelled", orderIDs(got), a.ID)
 	}
 	// The same by the deadline.
 	d := order(2, v.ID)
@@ -297,7 +297,8 @@ func (s suite) testLifecycleNoRebuy(t *testing.T) {
 
 // testRebuyYes: with RebuyAfterCancel a cancelled order frees its buyer's
 // slot: their new order is saved (and placed, in the sync mode), the old
-// one stays cancelled, and only the new one is listed for the rebuild.
+// one stays cancelled, and both are listed for the rebuild, each with its
+// status (the cache must know the cancelled one's unit went back).
 func (s suite) testLifecycleRebuy(t *testing.T) {
 	st := s.store(t)
 	ctx := t.Context()
@@ -339,8 +340,16 @@ func (s suite) testLifecycleRebuy(t *testing.T) {
 	checkRefusal(t, "PlaceOrder of a buyer whose order was cancelled", st.PlaceOrder(ctx, e, base.Add(time.Minute)), nil)
 	checkRefusal(t, "PlaceOrder again", st.PlaceOrder(ctx, order(2, v.ID), base.Add(time.Minute)), duplicate(e.ID))
 	checkStock(t, st, v.ID, 9, 1)
-	if got := walkVoucherOrders(t, st, v.ID, 10); len(got) != 1 || got[0].ID != e.ID {
-		t.Errorf("VoucherOrders = %v; want the new order %d alone", orderIDs(got), e.ID)
+	swept := base.Add(time.Hour)
+	want := []*seckill.Order{
+		cancelled,
+		cancelledAs(created(d), seckill.ReasonBuyerCancelled, base.Add(time.Minute)),
+		cancelledAs(created(b), seckill.ReasonNotPaid, swept),
+		cancelledAs(created(c), seckill.ReasonNotPaid, swept),
+		created(e),
+	}
+	if diff := cmp.Diff(want, walkVoucherOrders(t, st, v.ID, 2)); diff != "" {
+		t.Errorf("VoucherOrders: want every order, the cancelled ones too (-want +got):\n%s", diff)
 	}
 	checkCounts(t, st, v.ID, seckill.LifecycleCounts{Created: 1, Cancelled: 4, Unreturned: 4})
 }
@@ -738,6 +747,53 @@ func (s suite) testPayByFromWrite(t *testing.T) {
 				}
 				checkStock(t, st, v.ID, 10, 0)
 			})
+		}
+	}
+}
+
+// testVoucherOrdersEveryStatus: VoucherOrders lists every order of the
+// voucher in the orders table, by id, each with its status: created, paid,
+// cancelled (one of a voucher with RebuyAfterCancel too, which freed its
+// buyer's slot, beside the buyer's next order), refunding and refunded;
+// failed orders are not listed.
+func (s suite) testVoucherOrdersEveryStatus(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	v := deadlineVoucher(t, st, 10, true)
+	os := orders(5, 1, v.ID)
+	save(t, st, os...)
+	mustPay(t, st, os[1].ID)
+	mustCancel(t, st, os[2].ID)
+	mustCancel(t, st, os[3].ID)
+	mustPay(t, st, os[3].ID) // refunding
+	mustCancel(t, st, os[4].ID)
+	mustPay(t, st, os[4].ID)
+	if _, err := st.RefundOrder(ctx, os[4].ID, base); err != nil {
+		t.Fatal(err)
+	}
+	again := order(os[2].UserID, v.ID) // the buyer of the cancelled order buys again
+	save(t, st, again)
+	fail(t, st, order(6, v.ID), "failed")
+
+	listed := append(os, again)
+	want := make([]*seckill.Order, len(listed))
+	for i, o := range listed {
+		got, err := st.Order(ctx, o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = got
+	}
+	wantStatus := []seckill.OrderStatus{seckill.OrderCreated, seckill.OrderPaid, seckill.OrderCancelled,
+		seckill.OrderRefunding, seckill.OrderRefunded, seckill.OrderCreated}
+	for i, o := range want {
+		if o.Status != wantStatus[i] {
+			t.Fatalf("order %d is %s; the test wants it %s", o.ID, o.Status, wantStatus[i])
+		}
+	}
+	for _, limit := range []int{1, 4, 10} {
+		if diff := cmp.Diff(want, walkVoucherOrders(t, st, v.ID, limit)); diff != "" {
+			t.Errorf("VoucherOrders, %d at a time (-want +got):\n%s", limit, diff)
 		}
 	}
 }

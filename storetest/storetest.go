@@ -105,6 +105,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"FailOrder/ThenSaved", s.testFailedThenSaved},
 		{"VoucherOrders/Pages", s.testVoucherOrders},
 		{"VoucherOrders/DefaultLimit", s.testVoucherOrdersDefaultLimit},
+		{"VoucherOrders/EveryStatus", s.testVoucherOrdersEveryStatus},
 		{"OrderStatuses/Mixed", s.testOrderStatuses},
 		{"OrderStatuses/EmptyNeedsNoQuery", s.testOrderStatusesEmpty},
 		{"OrderStatuses/Large", s.testOrderStatusesLarge},
