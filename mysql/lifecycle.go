@@ -37,8 +37,11 @@ SET status = 'cancelled', reason = ?, cancelled_at = ?, slot = CASE WHEN ? THEN 
 WHERE id IN (%s) AND status = 'created'`
 	giveBackSQL = `UPDATE vouchers SET stock = stock + ? WHERE id = ?`
 	// selectDueSQL locks up to a limit of the voucher's created orders
-	// made before a time, oldest first, skipping those another transaction
-	// holds: a range of orders_voucher_status in its order, which locks
+	// written before a time, the earliest written first, skipping those
+	// another transaction holds (written_at, not created_at: an order is
+	// payable from when it is written, and its deadline counts from then;
+	// a row from before written_at is never due): a range of
+	// orders_voucher_status in its order, which locks
 	// the orders it returns and no other (BenchmarkCancelDue: EXPLAIN
 	// estimates the 1,000 due of a million). MariaDB 10.11 picks that
 	// index itself once it has statistics; the hint keeps it so before, as
@@ -46,11 +49,11 @@ WHERE id IN (%s) AND status = 'created'`
 	// It reads orders alone: FOR UPDATE locks every table read, and a lock
 	// on the voucher would make sweepers wait for each other and for
 	// admissions. The voucher's pay_within_seconds is the first argument.
-	selectDueSQL = `SELECT o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+	selectDueSQL = `SELECT o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
 o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?
 FROM orders o FORCE INDEX (orders_voucher_status)
-WHERE o.voucher_id = ? AND o.status = 'created' AND o.returned_at IS NULL AND o.created_at < ?
-ORDER BY o.created_at LIMIT ?
+WHERE o.voucher_id = ? AND o.status = 'created' AND o.returned_at IS NULL AND o.written_at < ?
+ORDER BY o.written_at LIMIT ?
 FOR UPDATE SKIP LOCKED`
 	selectUnreturnedSQL = `SELECT ` + orderColumns + fromOrders + `
 WHERE o.voucher_id = ? AND o.status IN ('cancelled', 'refunding', 'refunded') AND o.returned_at IS NULL
@@ -162,8 +165,9 @@ func cancel(ctx context.Context, tx *sql.Tx, voucherID int64, rebuy bool, ids []
 	return n, nil
 }
 
-// CancelDue cancels up to limit created orders of the voucher created
-// before before, oldest first, in one transaction; see
+// CancelDue cancels up to limit created orders of the voucher written
+// before before (their PayBy passed), the earliest written first, in one
+// transaction; see
 // [seckill.LifecycleStore]. limit <= 0 means 1000. The orders are locked
 // as they are read (FOR UPDATE SKIP LOCKED), so that a concurrent sweep
 // takes others, and a buyer's cancel or payment of one of them waits for

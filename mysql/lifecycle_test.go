@@ -17,7 +17,8 @@ import (
 // An order written before migration 0007 (its row then had none of the
 // lifecycle's columns), migrated, reads as created with nothing of the
 // lifecycle set, and still holds its buyer's slot: the migration gave it
-// slot 1.
+// slot 1. It has no written_at, so its PayBy counts from its creation, and
+// no sweep takes it.
 func TestOrderMadeBeforeLifecycle(t *testing.T) {
 	s, err := Open(t.Context(), testenv.MySQLURL(t), 2)
 	if err != nil {
@@ -62,6 +63,10 @@ func TestOrderMadeBeforeLifecycle(t *testing.T) {
 	outcomes, err := s.SaveOrders(ctx, []*seckill.Order{{ID: 8, UserID: 1, VoucherID: v.ID}})
 	if err != nil || outcomes[0] != seckill.BuyerConflict {
 		t.Errorf("SaveOrders of another order of the buyer = %v, %v; want %v", outcomes, err, seckill.BuyerConflict)
+	}
+	// It has no written_at: a sweep never takes it.
+	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
+		t.Errorf("CancelDue of an order from before 0007 = %v, %v; want none", due, err)
 	}
 	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
 		t.Errorf("CancelOrder(7) = %+v, %v; want it cancelled", o, err)
@@ -116,15 +121,16 @@ func TestCancelDueSkipsLocked(t *testing.T) {
 }
 
 // fillSweepSQL inserts orders 1 to 1,000,000 of users of the same ids:
-// 600,000 of voucher ?1, created an hour ago (another sale, as due as
-// can be); then of voucher ?2, the one swept, 1,000 created an hour ago
-// (due), 299,000 paid and 100,000 created an hour on (not due).
-var fillSweepSQL = fmt.Sprintf(`INSERT INTO orders (id, user_id, voucher_id, status, created_at)
+// 600,000 of voucher ?1, written an hour ago (another sale, as due as
+// can be); then of voucher ?2, the one swept, 1,000 written an hour ago
+// (due), 299,000 paid and 100,000 written an hour on (not due). Each is
+// created when it is written.
+var fillSweepSQL = fmt.Sprintf(`INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
 SELECT n, n, IF(n <= 600000, ?, ?),
-       IF(n > 601000 AND n <= 900000, 'paid', 'created'),
-       IF(n > 900000, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR + INTERVAL n MICROSECOND)
-FROM (SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d AS n
-      FROM %[1]s a, %[1]s b, %[1]s c, %[1]s e, %[1]s f, %[1]s g) AS seq`, digits)
+       IF(n > 601000 AND n <= 900000, 'paid', 'created'), t, t
+FROM (SELECT n, IF(n > 900000, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR + INTERVAL n MICROSECOND) AS t
+      FROM (SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d AS n
+            FROM %[1]s a, %[1]s b, %[1]s c, %[1]s e, %[1]s f, %[1]s g) AS seq) AS nt`, digits)
 
 // resetDueSQL makes the 1,000 due orders of fillSweepSQL created again.
 const resetDueSQL = `UPDATE orders SET status = 'created', reason = '', cancelled_at = NULL, slot = 1
@@ -132,7 +138,8 @@ WHERE id > 600000 AND id <= 601000`
 
 // BenchmarkCancelDue measures a sweep of 500 due orders of a voucher with
 // a million orders in the table (fillSweepSQL): the due ones are a range of
-// orders_voucher_status, read and locked in order, whatever the rest. It
+// orders_voucher_status, read and locked in the order they were written,
+// whatever the rest. It
 // logs the plan of the sweep's read.
 func BenchmarkCancelDue(b *testing.B) {
 	if testing.Short() {

@@ -15,7 +15,7 @@ import (
 // orderColumns are an order's columns, of orders o joined to its voucher v
 // (fromOrders) for the pay-by deadline; scanOrder reads them.
 const (
-	orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+	orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
 o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_within_seconds`
 	fromOrders = ` FROM orders o JOIN vouchers v ON v.id = o.voucher_id`
 )
@@ -29,7 +29,7 @@ o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_withi
 const (
 	// failedOrderColumns are orderColumns of failed_orders f: no payment,
 	// no cancellation, no deadline.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, '', FALSE, 0`
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', FALSE, 0`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
 	selectOrderSQL = `SELECT ` + orderColumns + fromOrders + ` WHERE o.id = ?
@@ -41,16 +41,15 @@ SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ? AND `
 ORDER BY id DESC LIMIT ?`
 	countOrdersSQL       = `SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status IN ('created', 'paid')`
 	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
-	// selectVoucherOrdersSQL reads a page of a voucher's orders that hold
-	// their buyer's slot as a range of orders_voucher_id, which InnoDB
-	// ends with the primary key: one index entry read per order returned
-	// (and per order of a rebuy voucher cancelled, skipped). Without the
-	// hint MariaDB 10.11 prefers a lookup of voucher_id alone, and reads
-	// every order of the voucher below afterID to skip it (measured:
-	// 136,000 index entries for a page of 1,000 at 200,000 orders).
+	// selectVoucherOrdersSQL reads a page of a voucher's orders as a
+	// range of orders_voucher_id, which InnoDB ends with the primary key:
+	// one index entry read per order returned. Without the hint MariaDB
+	// 10.11 prefers a lookup of voucher_id alone, and reads every order of
+	// the voucher below afterID to skip it (measured: 136,000 index
+	// entries for a page of 1,000 at 200,000 orders).
 	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders o FORCE INDEX (orders_voucher_id)
 JOIN vouchers v ON v.id = o.voucher_id
-WHERE o.voucher_id = ? AND o.id > ? AND o.slot IS NOT NULL ORDER BY o.id LIMIT ?`
+WHERE o.voucher_id = ? AND o.id > ? ORDER BY o.id LIMIT ?`
 	// selectOrderStatusesSQL reads the status of ids; %[1]s is one '?' per
 	// id, and the ids are passed twice.
 	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id IN (%[1]s)
@@ -85,10 +84,11 @@ func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*sec
 }
 
 // VoucherOrders returns up to limit orders of the voucher with ids above
-// afterID that hold their buyer's slot (slot not NULL: all but the
-// cancelled orders of a voucher with RebuyAfterCancel), by id ascending;
-// limit <= 0 means 1000. Each page costs the same however far into the
-// voucher's orders it is.
+// afterID, in every status the orders table holds (created, paid,
+// cancelled, refunding, refunded: a cancelled order of a voucher with
+// RebuyAfterCancel too, which no longer holds its buyer's slot), by id
+// ascending; limit <= 0 means 1000. Each page costs the same however far
+// into the voucher's orders it is.
 func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultPageLimit
@@ -144,11 +144,11 @@ func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]secki
 // scanOrder reads the orderColumns of one row.
 func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 	var (
-		o                   seckill.Order
-		paidAt, cancelledAt sql.NullTime
-		payWithin           int64
+		o                              seckill.Order
+		writtenAt, paidAt, cancelledAt sql.NullTime
+		payWithin                      int64
 	)
-	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt,
+	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt, &writtenAt,
 		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin); err != nil {
 		return nil, err
 	}
@@ -160,7 +160,12 @@ func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 		o.CancelledAt = cancelledAt.Time.UTC()
 	}
 	if payWithin > 0 && o.Status != seckill.OrderFailed {
-		o.PayBy = o.CreatedAt.Add(time.Duration(payWithin) * time.Second)
+		// A row from before written_at counts from its creation.
+		from := o.CreatedAt
+		if writtenAt.Valid {
+			from = writtenAt.Time.UTC()
+		}
+		o.PayBy = from.Add(time.Duration(payWithin) * time.Second)
 	}
 	return &o, nil
 }
@@ -171,4 +176,16 @@ func createdAt(o *seckill.Order) time.Time {
 		return now()
 	}
 	return utc(o.CreatedAt)
+}
+
+// writtenAt is the time to store as the written_at of an order created at
+// created and written now: the later of the two. An order is payable from
+// when it is written, which in the stream and queue modes may be long
+// after its admission (a backlog, a database down), and never before its
+// admission.
+func writtenAt(created time.Time) time.Time {
+	if t := now(); t.After(created) {
+		return t
+	}
+	return utc(created)
 }

@@ -25,8 +25,8 @@ WHERE v.id = ?`
 	// placeOrderSQL inserts an order, locking its voucher row (FOR UPDATE)
 	// as it reads it; see PlaceOrder. Not INSERT IGNORE: a clash is an
 	// error.
-	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at)
-SELECT ?, ?, id, 'created', ? FROM vouchers WHERE id = ? FOR UPDATE`
+	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
+SELECT ?, ?, id, 'created', ?, ? FROM vouchers WHERE id = ? FOR UPDATE`
 	// takeOneSQL is hm-dianping's: one from the stock, unless none is left.
 	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = ? AND stock > 0`
 	// selectBuyerOrderSQL reads the buyer's order that holds their slot.
@@ -103,7 +103,7 @@ func (s *Store) placeOrder(ctx context.Context, o *seckill.Order, now time.Time)
 	if !o.CreatedAt.IsZero() {
 		created = o.CreatedAt
 	}
-	res, err := tx.ExecContext(ctx, placeOrderSQL, o.ID, o.UserID, utc(created), o.VoucherID)
+	res, err := tx.ExecContext(ctx, placeOrderSQL, o.ID, o.UserID, utc(created), writtenAt(created), o.VoucherID)
 	if err != nil {
 		if isUniqueViolation(err) || isDeadlock(err) || isLockWaitTimeout(err) {
 			return err

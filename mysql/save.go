@@ -29,8 +29,8 @@ SELECT id, user_id, voucher_id, 1 FROM orders WHERE (user_id, voucher_id) IN (%[
 	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
 	// order. A plain INSERT, not INSERT IGNORE: a clash is an error, never
 	// silently skipped.
-	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES %s`
-	insertOrderRow  = `(?, ?, ?, 'created', ?)`
+	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at) VALUES %s`
+	insertOrderRow  = `(?, ?, ?, 'created', ?, ?)`
 	// takeStockSQL takes n from a voucher's stock unless that would make it
 	// negative: then it changes no row.
 	takeStockSQL = `UPDATE vouchers SET stock = stock - ? WHERE id = ? AND stock >= ?`
@@ -151,11 +151,13 @@ func (s *Store) saveNew(ctx context.Context, orders []*seckill.Order) (bool, err
 	return true, nil
 }
 
-// insertOrders inserts orders with status created in one statement.
+// insertOrders inserts orders with status created in one statement,
+// written now.
 func insertOrders(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
-	args := make([]any, 0, 4*len(orders))
+	args := make([]any, 0, 5*len(orders))
 	for _, o := range orders {
-		args = append(args, o.ID, o.UserID, o.VoucherID, createdAt(o))
+		created := createdAt(o)
+		args = append(args, o.ID, o.UserID, o.VoucherID, created, writtenAt(created))
 	}
 	query := fmt.Sprintf(insertOrdersSQL, sqlrows.Placeholders(insertOrderRow, len(orders)))
 	_, err := tx.ExecContext(ctx, query, args...)

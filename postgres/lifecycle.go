@@ -42,9 +42,12 @@ WHERE id = $1 AND status = 'cancelled'`
 )
 UPDATE vouchers SET stock = stock + 1 FROM c WHERE vouchers.id = c.voucher_id`
 	selectVoucherRuleSQL = `SELECT pay_within_seconds, rebuy_after_cancel FROM vouchers WHERE id = $1`
-	// cancelDueSQL cancels up to $3 created orders of voucher $1 made
-	// before $2, oldest first, with reason $4 at $5 ($6: the voucher allows
-	// a rebuy), gives their units back, and returns them. due locks them
+	// cancelDueSQL cancels up to $3 created orders of voucher $1 written
+	// before $2, the earliest written first, with reason $4 at $5 ($6: the
+	// voucher allows a rebuy), gives their units back, and returns them.
+	// Written, not created: an order is payable from when it is written,
+	// and its deadline counts from then; a row from before written_at is
+	// never due. due locks them
 	// as it reads them, a range of orders_voucher_status_idx in its order,
 	// skipping those another transaction holds (a concurrent sweep, a
 	// buyer's cancel or payment); a row changed since the statement began
@@ -52,8 +55,8 @@ UPDATE vouchers SET stock = stock + 1 FROM c WHERE vouchers.id = c.voucher_id`
 	// voucher's pay_within_seconds, for the orders returned.
 	cancelDueSQL = `WITH due AS (
     SELECT id FROM orders
-    WHERE voucher_id = $1 AND status = 'created' AND returned_at IS NULL AND created_at < $2
-    ORDER BY created_at LIMIT $3
+    WHERE voucher_id = $1 AND status = 'created' AND returned_at IS NULL AND written_at < $2
+    ORDER BY written_at LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), c AS (
     UPDATE orders o
@@ -61,7 +64,7 @@ UPDATE vouchers SET stock = stock + 1 FROM c WHERE vouchers.id = c.voucher_id`
         slot = CASE WHEN $6::boolean THEN NULL ELSE o.slot END
     FROM due
     WHERE o.id = due.id AND o.status = 'created'
-    RETURNING o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+    RETURNING o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
         o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, $7::integer
 ), back AS (
     UPDATE vouchers SET stock = stock + (SELECT count(*) FROM c)
@@ -125,9 +128,11 @@ func (s *Store) CancelOrder(ctx context.Context, id int64, reason string, at tim
 	return s.lifecycleOrder(ctx, id)
 }
 
-// CancelDue cancels up to limit created orders of the voucher created
-// before before, oldest first, in one statement; see
-// [seckill.LifecycleStore]. limit <= 0 means 1000.
+// CancelDue cancels up to limit created orders of the voucher written
+// before before (their PayBy passed), the earliest written first, in one
+// statement; see [seckill.LifecycleStore]. limit <= 0 means 1000. The
+// statement returns them in no order: they are sorted by PayBy (written_at
+// and one PayWithin for all), as the other stores return them.
 func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultPageLimit
@@ -158,7 +163,7 @@ func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.
 		return nil, fmt.Errorf("postgres: cancel due orders of voucher %d: %w", voucherID, dbErr(err))
 	}
 	slices.SortFunc(due, func(a, b *seckill.Order) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(a.PayBy.Compare(b.PayBy), cmp.Compare(a.ID, b.ID))
 	})
 	return due, nil
 }

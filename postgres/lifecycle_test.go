@@ -16,7 +16,8 @@ import (
 // An order written before migration 0007 (its row then had none of the
 // lifecycle's columns), migrated, reads as created with nothing of the
 // lifecycle set, and still holds its buyer's slot: the migration gave it
-// slot 1.
+// slot 1. It has no written_at, so its PayBy counts from its creation, and
+// no sweep takes it.
 func TestOrderMadeBeforeLifecycle(t *testing.T) {
 	s, err := Open(t.Context(), testenv.PostgresURL(t), 2)
 	if err != nil {
@@ -73,6 +74,10 @@ func TestOrderMadeBeforeLifecycle(t *testing.T) {
 	outcomes, err := s.SaveOrders(ctx, []*seckill.Order{{ID: 8, UserID: 1, VoucherID: v.ID}})
 	if err != nil || outcomes[0] != seckill.BuyerConflict {
 		t.Errorf("SaveOrders of another order of the buyer = %v, %v; want %v", outcomes, err, seckill.BuyerConflict)
+	}
+	// It has no written_at: a sweep never takes it.
+	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
+		t.Errorf("CancelDue of an order from before 0007 = %v, %v; want none", due, err)
 	}
 	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
 		t.Errorf("CancelOrder(7) = %+v, %v; want it cancelled", o, err)

@@ -15,7 +15,7 @@ import (
 // The voucher's pay_within_seconds, for the pay-by deadline, is a subquery
 // rather than a join, so that each read keeps the plan it had without it:
 // an index probe of vouchers per order returned.
-const orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+const orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
 o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
 (SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id)`
 
@@ -28,7 +28,7 @@ o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
 const (
 	// failedOrderColumns are orderColumns of failed_orders f: no payment,
 	// no cancellation, no deadline.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, '', false, 0`
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', false, 0`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
 	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders o WHERE o.id = $1
@@ -41,9 +41,8 @@ ORDER BY id DESC LIMIT $2`
 	countOrdersSQL       = `SELECT count(*) FROM orders WHERE voucher_id = $1 AND status IN ('created', 'paid')`
 	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = $1 AND ` + notCreated
 	// selectVoucherOrdersSQL reads a page of voucher $1's orders after id
-	// $2 that hold their buyer's slot (slot not NULL) as a range of
-	// orders_voucher_id_id_idx (voucher_id, id): just the page, wherever it
-	// is, and the cancelled orders of a rebuy voucher within it. Written
+	// $2 as a range of orders_voucher_id_id_idx (voucher_id, id): just the
+	// page, wherever it is. Written
 	// the plain way (voucher_id = $1 AND id > $2 ORDER BY id), it lets the
 	// planner walk the primary key instead, filtering out other vouchers'
 	// orders, which it does when it takes the voucher for a large share of
@@ -54,7 +53,7 @@ ORDER BY id DESC LIMIT $2`
 	// order (with voucher_id = $1, the planner would drop voucher_id from
 	// the ORDER BY).
 	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders o
-WHERE (o.voucher_id, o.id) > ($1, $2) AND o.voucher_id <= $1 AND o.slot IS NOT NULL
+WHERE (o.voucher_id, o.id) > ($1, $2) AND o.voucher_id <= $1
 ORDER BY o.voucher_id, o.id LIMIT $3`
 	// selectOrderStatusesSQL reads the status of the ids in $1; run as
 	// planned.
@@ -95,10 +94,11 @@ func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*sec
 }
 
 // VoucherOrders returns up to limit orders of the voucher with ids above
-// afterID that hold their buyer's slot (slot not NULL: all but the
-// cancelled orders of a voucher with RebuyAfterCancel), by id ascending;
-// limit <= 0 means 1000. Each page costs the same however far into the
-// voucher's orders it is.
+// afterID, in every status the orders table holds (created, paid,
+// cancelled, refunding, refunded: a cancelled order of a voucher with
+// RebuyAfterCancel too, which no longer holds its buyer's slot), by id
+// ascending; limit <= 0 means 1000. Each page costs the same however far
+// into the voucher's orders it is.
 func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultPageLimit
@@ -183,11 +183,11 @@ func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]secki
 // scanOrder reads the orderColumns of one row.
 func scanOrder(row pgx.Row) (*seckill.Order, error) {
 	var (
-		o                   seckill.Order
-		paidAt, cancelledAt *time.Time
-		payWithin           int64
+		o                              seckill.Order
+		writtenAt, paidAt, cancelledAt *time.Time
+		payWithin                      int64
 	)
-	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt,
+	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt, &writtenAt,
 		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin); err != nil {
 		return nil, err
 	}
@@ -199,7 +199,12 @@ func scanOrder(row pgx.Row) (*seckill.Order, error) {
 		o.CancelledAt = cancelledAt.UTC()
 	}
 	if payWithin > 0 && o.Status != seckill.OrderFailed {
-		o.PayBy = o.CreatedAt.Add(time.Duration(payWithin) * time.Second)
+		// A row from before written_at counts from its creation.
+		from := o.CreatedAt
+		if writtenAt != nil {
+			from = writtenAt.UTC()
+		}
+		o.PayBy = from.Add(time.Duration(payWithin) * time.Second)
 	}
 	return &o, nil
 }
@@ -210,4 +215,16 @@ func createdAt(o *seckill.Order) time.Time {
 		return now()
 	}
 	return utc(o.CreatedAt)
+}
+
+// writtenAt is the time to store as the written_at of an order created at
+// created and written now: the later of the two. An order is payable from
+// when it is written, which in the stream and queue modes may be long
+// after its admission (a backlog, a database down), and never before its
+// admission.
+func writtenAt(created time.Time) time.Time {
+	if t := now(); t.After(created) {
+		return t
+	}
+	return utc(created)
 }

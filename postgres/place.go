@@ -27,8 +27,8 @@ WHERE v.id = $2`
 	// abort the transaction, and the order in the way could then be read
 	// only in another; DO NOTHING lets PlaceOrder read it at once, and
 	// tell the buyer (docs/design.md, Database). Any other clash, of the id, is an error.
-	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at)
-VALUES ($1, $2, $3, 'created', $4)
+	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
+VALUES ($1, $2, $3, 'created', $4, $5)
 ON CONFLICT (user_id, voucher_id, slot) DO NOTHING
 RETURNING id`
 	// selectBuyerOrderSQL reads the buyer's order of a voucher that holds
@@ -100,7 +100,7 @@ func placeOrder(ctx context.Context, conn *pgx.Conn, o *seckill.Order, now time.
 			created = o.CreatedAt
 		}
 		var id int64
-		err = tx.QueryRow(ctx, placeOrderSQL, o.ID, o.UserID, o.VoucherID, utc(created)).Scan(&id)
+		err = tx.QueryRow(ctx, placeOrderSQL, o.ID, o.UserID, o.VoucherID, utc(created), writtenAt(created)).Scan(&id)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			// The buyer's order, committed since the first read.

@@ -38,9 +38,10 @@ CROSS JOIN LATERAL (
 	// DO NOTHING: that would hide an order of the same buyer with another
 	// id (docs/design.md, Database), and a clash with a concurrent batch; a clash is an
 	// error, and SaveOrders starts over.
-	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at)
-SELECT id, user_id, voucher_id, 'created', created_at
-FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[]) AS o(id, user_id, voucher_id, created_at)`
+	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
+SELECT id, user_id, voucher_id, 'created', created_at, written_at
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[], $5::timestamptz[])
+    AS o(id, user_id, voucher_id, created_at, written_at)`
 	// takeStockSQL takes n from each voucher's stock unless that would make
 	// it negative, and returns the vouchers it changed: $1 the vouchers, $2
 	// the numbers. A concurrent transaction's change to a voucher is waited
@@ -150,11 +151,13 @@ func saveNew(ctx context.Context, conn *pgx.Conn, orders []*seckill.Order) error
 	users := make([]int64, len(orders))
 	vouchers := make([]int64, len(orders))
 	times := make([]time.Time, len(orders))
+	written := make([]time.Time, len(orders))
 	for i, o := range orders {
 		ids[i], users[i], vouchers[i], times[i] = o.ID, o.UserID, o.VoucherID, createdAt(o)
+		written[i] = writtenAt(times[i])
 	}
 	b := &pgx.Batch{}
-	b.Queue(insertOrdersSQL, ids, users, vouchers, times)
+	b.Queue(insertOrdersSQL, ids, users, vouchers, times, written)
 	for _, t := range orderbatch.Takes(orders) {
 		b.Queue(takeVoucherStockSQL, t.VoucherID, t.N)
 	}
@@ -191,11 +194,13 @@ func saveOrders(ctx context.Context, conn *pgx.Conn, orders []*seckill.Order) ([
 
 		ids, users, vouchers = ids[:0], users[:0], vouchers[:0]
 		times := make([]time.Time, 0, len(inserts))
+		written := make([]time.Time, 0, len(inserts))
 		for _, o := range inserts {
 			ids, users, vouchers = append(ids, o.ID), append(users, o.UserID), append(vouchers, o.VoucherID)
-			times = append(times, createdAt(o))
+			created := createdAt(o)
+			times, written = append(times, created), append(written, writtenAt(created))
 		}
-		if _, err := tx.Exec(ctx, insertOrdersSQL, planned, ids, users, vouchers, times); err != nil {
+		if _, err := tx.Exec(ctx, insertOrdersSQL, planned, ids, users, vouchers, times, written); err != nil {
 			if isForeignKeyViolation(err) {
 				return fmt.Errorf("insert orders: a voucher does not exist: %w: %w", seckill.ErrVoucherNotFound, err)
 			}

@@ -36,13 +36,15 @@ SET status = 'cancelled', reason = ?, cancelled_at = ?, slot = CASE WHEN ? THEN 
 WHERE id IN (%s) AND status = 'created'`
 	giveBackSQL = `UPDATE vouchers SET stock = stock + ? WHERE id = ?`
 	// selectDueSQL reads up to a limit of the voucher's created orders
-	// made before a time, oldest first: a range of orders_voucher_status
-	// in its order. The voucher's pay_within_seconds is the first argument.
-	selectDueSQL = `SELECT o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+	// written before a time, the earliest written first (written_at, not
+	// created_at: an order is payable from when it is written, and its
+	// deadline counts from then; a row from before written_at is never
+	// due): a range of orders_voucher_status in its order. The voucher's pay_within_seconds is the first argument.
+	selectDueSQL = `SELECT o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
 o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?
 FROM orders AS o INDEXED BY orders_voucher_status
-WHERE o.voucher_id = ? AND o.status = 'created' AND o.returned_at IS NULL AND o.created_at < ?
-ORDER BY o.created_at LIMIT ?`
+WHERE o.voucher_id = ? AND o.status = 'created' AND o.returned_at IS NULL AND o.written_at < ?
+ORDER BY o.written_at LIMIT ?`
 	selectUnreturnedSQL = `SELECT ` + orderColumns + ` FROM orders o
 WHERE o.voucher_id = ? AND o.status IN ('cancelled', 'refunding', 'refunded') AND o.returned_at IS NULL
 AND o.cancelled_at < ?
@@ -139,8 +141,9 @@ func cancel(ctx context.Context, tx *sql.Tx, voucherID int64, rebuy bool, ids []
 	return n, nil
 }
 
-// CancelDue cancels up to limit created orders of the voucher created
-// before before, oldest first, in one transaction; see
+// CancelDue cancels up to limit created orders of the voucher written
+// before before (their PayBy passed), the earliest written first, in one
+// transaction; see
 // [seckill.LifecycleStore]. limit <= 0 means 1000. Sweeps take turns at
 // the write lock, each finding the orders the one before cancelled gone.
 func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) (_ []*seckill.Order, err error) {

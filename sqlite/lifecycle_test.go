@@ -16,7 +16,8 @@ import (
 // An order written before migration 0007 (its row then had none of the
 // lifecycle's columns), migrated (orders made again, and filled from the
 // old table), reads as created with nothing of the lifecycle set, and still
-// holds its buyer's slot: the migration gave it slot 1.
+// holds its buyer's slot: the migration gave it slot 1. It has no
+// written_at, so its PayBy counts from its creation, and no sweep takes it.
 func TestOrderMadeBeforeLifecycle(t *testing.T) {
 	s, err := Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "seckill.db"), 2)
 	if err != nil {
@@ -62,6 +63,10 @@ func TestOrderMadeBeforeLifecycle(t *testing.T) {
 	if err != nil || outcomes[0] != seckill.BuyerConflict {
 		t.Errorf("SaveOrders of another order of the buyer = %v, %v; want %v", outcomes, err, seckill.BuyerConflict)
 	}
+	// It has no written_at: a sweep never takes it.
+	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
+		t.Errorf("CancelDue of an order from before 0007 = %v, %v; want none", due, err)
+	}
 	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
 		t.Errorf("CancelOrder(7) = %+v, %v; want it cancelled", o, err)
 	}
@@ -89,13 +94,13 @@ func (s *Store) checkForeignKeys(t *testing.T) int {
 }
 
 // TestCancelDuePlan checks that a sweep reads the due orders as a range of
-// orders_voucher_status in creation order: no sort, however many orders
+// orders_voucher_status in the order they were written: no sort, however many orders
 // the voucher has; and that the counts read that index alone.
 func TestCancelDuePlan(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
 	plan := queryPlan(ctx, t, s, `EXPLAIN QUERY PLAN `+selectDueSQL, 0, 1, 0, 10)
-	want := []string{"SEARCH o USING INDEX orders_voucher_status (voucher_id=? AND status=? AND returned_at=? AND created_at<?)"}
+	want := []string{"SEARCH o USING INDEX orders_voucher_status (voucher_id=? AND status=? AND returned_at=? AND written_at<?)"}
 	if !slices.Equal(plan, want) {
 		t.Errorf("CancelDue plan:\n%s\nwant:\n%s", strings.Join(plan, "\n"), strings.Join(want, "\n"))
 	}

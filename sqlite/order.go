@@ -16,7 +16,7 @@ import (
 // The voucher's pay_within_seconds, for the pay-by deadline, is a subquery
 // rather than a join, so that each read keeps the plan it had without it:
 // a probe of vouchers' primary key per order returned.
-const orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at,
+const orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
 o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
 (SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id)`
 
@@ -29,7 +29,7 @@ o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
 const (
 	// failedOrderColumns are orderColumns of failed_orders f: no payment,
 	// no cancellation, no deadline.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, '', 0, 0`
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', 0, 0`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
 	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders o WHERE o.id = ?1
@@ -41,15 +41,15 @@ SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ?1 AND 
 ORDER BY id DESC LIMIT ?2`
 	countOrdersSQL       = `SELECT count(*) FROM orders WHERE voucher_id = ? AND status IN ('created', 'paid')`
 	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
-	// selectVoucherOrdersSQL reads a page of a voucher's orders that hold
-	// their buyer's slot (slot not NULL) as a range of orders_voucher_id,
-	// which ends with the rowid (id): just the page, wherever it is. With
-	// statistics (ANALYZE, PRAGMA optimize) SQLite may walk the primary key
-	// instead, filtering out other vouchers' orders: the first page of a
-	// sale then reads every order of the sales before it. INDEXED BY rules
-	// that out, and fails the statement if the index is gone.
+	// selectVoucherOrdersSQL reads a page of a voucher's orders as a range
+	// of orders_voucher_id, which ends with the rowid (id): just the page,
+	// wherever it is. With statistics (ANALYZE, PRAGMA optimize) SQLite may
+	// walk the primary key instead, filtering out other vouchers' orders:
+	// the first page of a sale then reads every order of the sales before
+	// it. INDEXED BY rules that out, and fails the statement if the index
+	// is gone.
 	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders AS o INDEXED BY orders_voucher_id
-WHERE o.voucher_id = ? AND o.id > ? AND o.slot IS NOT NULL ORDER BY o.id LIMIT ?`
+WHERE o.voucher_id = ? AND o.id > ? ORDER BY o.id LIMIT ?`
 	// selectOrderStatusesSQL reads the status of ids; %[1]s is one '?' per
 	// id, and the ids are passed twice.
 	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id IN (%[1]s)
@@ -143,12 +143,12 @@ func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]secki
 // scanOrder reads the orderColumns of one row.
 func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 	var (
-		o                   seckill.Order
-		createdAt           int64
-		paidAt, cancelledAt sql.NullInt64
-		payWithin           int64
+		o                              seckill.Order
+		createdAt                      int64
+		writtenAt, paidAt, cancelledAt sql.NullInt64
+		payWithin                      int64
 	)
-	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &createdAt,
+	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &createdAt, &writtenAt,
 		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin); err != nil {
 		return nil, err
 	}
@@ -160,7 +160,12 @@ func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 		o.CancelledAt = fromMicros(cancelledAt.Int64)
 	}
 	if payWithin > 0 && o.Status != seckill.OrderFailed {
-		o.PayBy = o.CreatedAt.Add(time.Duration(payWithin) * time.Second)
+		// A row from before written_at counts from its creation.
+		from := o.CreatedAt
+		if writtenAt.Valid {
+			from = fromMicros(writtenAt.Int64)
+		}
+		o.PayBy = from.Add(time.Duration(payWithin) * time.Second)
 	}
 	return &o, nil
 }
@@ -171,4 +176,16 @@ func createdAt(o *seckill.Order) time.Time {
 		return now()
 	}
 	return o.CreatedAt
+}
+
+// writtenAt is the time to store as the written_at of an order created at
+// created and written now: the later of the two. An order is payable from
+// when it is written, which in the stream and queue modes may be long
+// after its admission (a backlog, a database down), and never before its
+// admission.
+func writtenAt(created time.Time) time.Time {
+	if t := now(); t.After(created) {
+		return t
+	}
+	return created
 }

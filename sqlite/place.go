@@ -20,7 +20,7 @@ const (
 FROM vouchers v LEFT JOIN orders o ON o.user_id = ?1 AND o.voucher_id = v.id AND o.slot IS NOT NULL
 WHERE v.id = ?2`
 	// placeOrderSQL inserts an order. A plain INSERT: a clash is an error.
-	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES (?, ?, ?, 'created', ?)`
+	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at) VALUES (?, ?, ?, 'created', ?, ?)`
 	// takeOneSQL is hm-dianping's: one from the stock, unless none is left.
 	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = ? AND stock > 0`
 )
@@ -67,7 +67,7 @@ func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time)
 	if !o.CreatedAt.IsZero() {
 		created = o.CreatedAt
 	}
-	if _, err := tx.ExecContext(ctx, placeOrderSQL, o.ID, o.UserID, o.VoucherID, micros(created)); err != nil {
+	if _, err := tx.ExecContext(ctx, placeOrderSQL, o.ID, o.UserID, o.VoucherID, micros(created), micros(writtenAt(created))); err != nil {
 		if isUniqueViolation(err) {
 			return fmt.Errorf("sqlite: place order %d: the id is another order's: %w", o.ID, err)
 		}

@@ -24,8 +24,8 @@ UNION ALL
 SELECT id, user_id, voucher_id, 1 FROM orders WHERE (user_id, voucher_id) IN (VALUES %[2]s) AND slot IS NOT NULL`
 	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
 	// order. A plain INSERT: a clash is an error, never silently skipped.
-	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at) VALUES %s`
-	insertOrderRow  = `(?, ?, ?, 'created', ?)`
+	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at) VALUES %s`
+	insertOrderRow  = `(?, ?, ?, 'created', ?, ?)`
 	// takeStockSQL takes n from a voucher's stock unless that would make it
 	// negative: then it changes no row.
 	takeStockSQL   = `UPDATE vouchers SET stock = stock - ?1 WHERE id = ?2 AND stock >= ?1`
@@ -86,9 +86,10 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 	outcomes, inserts := orderbatch.Classify(orders, stored)
 
 	for chunk := range slices.Chunk(inserts, batchChunk) {
-		args := make([]any, 0, 4*len(chunk))
+		args := make([]any, 0, 5*len(chunk))
 		for _, o := range chunk {
-			args = append(args, o.ID, o.UserID, o.VoucherID, micros(createdAt(o)))
+			created := createdAt(o)
+			args = append(args, o.ID, o.UserID, o.VoucherID, micros(created), micros(writtenAt(created)))
 		}
 		query := fmt.Sprintf(insertOrdersSQL, sqlrows.Placeholders(insertOrderRow, len(chunk)))
 		if _, err := tx.ExecContext(ctx, query, args...); err != nil {

@@ -280,8 +280,8 @@ func (s suite) testLifecycleNoRebuy(t *testing.T) {
 	checkNoOrder(t, st, b.ID)
 	checkNoOrder(t, st, c.ID)
 	checkStock(t, st, v.ID, 10, 0)
-	if got := walkVoucherOrders(t, st, v.ID, 10); len(got) != 1 || got[0].ID != a.ID {
-		t.Errorf("VoucherOrders = %v; want the cancelled order %d alone", orderIDs(got), a.ID)
+	if got := walkVoucherOrders(t, st, v.ID, 10); len(got) != 1 || got[0].ID != a.ID || got[0].Status != seckill.OrderCancelled {
+		t.Errorf("VoucherOrders = %v; want the cancelled order %d alone, cancelled", orderIDs(got), a.ID)
 	}
 	// The same by the deadline.
 	d := order(2, v.ID)
@@ -297,7 +297,8 @@ func (s suite) testLifecycleNoRebuy(t *testing.T) {
 
 // testRebuyYes: with RebuyAfterCancel a cancelled order frees its buyer's
 // slot: their new order is saved (and placed, in the sync mode), the old
-// one stays cancelled, and only the new one is listed for the rebuild.
+// one stays cancelled, and both are listed for the rebuild, each with its
+// status (the cache must know the cancelled one's unit went back).
 func (s suite) testLifecycleRebuy(t *testing.T) {
 	st := s.store(t)
 	ctx := t.Context()
@@ -339,15 +340,24 @@ func (s suite) testLifecycleRebuy(t *testing.T) {
 	checkRefusal(t, "PlaceOrder of a buyer whose order was cancelled", st.PlaceOrder(ctx, e, base.Add(time.Minute)), nil)
 	checkRefusal(t, "PlaceOrder again", st.PlaceOrder(ctx, order(2, v.ID), base.Add(time.Minute)), duplicate(e.ID))
 	checkStock(t, st, v.ID, 9, 1)
-	if got := walkVoucherOrders(t, st, v.ID, 10); len(got) != 1 || got[0].ID != e.ID {
-		t.Errorf("VoucherOrders = %v; want the new order %d alone", orderIDs(got), e.ID)
+	swept := base.Add(time.Hour)
+	want := []*seckill.Order{
+		cancelled,
+		cancelledAs(created(d), seckill.ReasonBuyerCancelled, base.Add(time.Minute)),
+		cancelledAs(created(b), seckill.ReasonNotPaid, swept),
+		cancelledAs(created(c), seckill.ReasonNotPaid, swept),
+		created(e),
+	}
+	if diff := cmp.Diff(want, walkVoucherOrders(t, st, v.ID, 2)); diff != "" {
+		t.Errorf("VoucherOrders: want every order, the cancelled ones too (-want +got):\n%s", diff)
 	}
 	checkCounts(t, st, v.ID, seckill.LifecycleCounts{Created: 1, Cancelled: 4, Unreturned: 4})
 }
 
-// testCancelDue: a sweep cancels the voucher's created orders made before
-// the time, oldest first, up to the limit, gives their units back, and
-// touches no other order.
+// testCancelDue: a sweep cancels the voucher's created orders written
+// before the time, the earliest first, up to the limit, gives their units
+// back, and touches no other order. The suite's orders are admitted at
+// base, ahead of the clock: each is written at its CreatedAt.
 func (s suite) testCancelDue(t *testing.T) {
 	st := s.store(t)
 	ctx := t.Context()
@@ -593,8 +603,8 @@ func (s suite) testCancelDueConcurrent(t *testing.T) {
 					errs[i] = err
 					return
 				}
-				if !slices.IsSortedFunc(due, func(a, b *seckill.Order) int { return a.CreatedAt.Compare(b.CreatedAt) }) {
-					errs[i] = fmt.Errorf("a sweep returned orders out of creation order: %v", orderIDs(due))
+				if !slices.IsSortedFunc(due, func(a, b *seckill.Order) int { return a.PayBy.Compare(b.PayBy) }) {
+					errs[i] = fmt.Errorf("a sweep returned orders out of deadline order: %v", orderIDs(due))
 					return
 				}
 				if len(due) == 0 {
@@ -641,5 +651,149 @@ func (s suite) testCancelDueConcurrent(t *testing.T) {
 	got, err := st.Unreturned(ctx, v.ID, before.Add(time.Hour), 0)
 	if err != nil || len(got) != 1000 {
 		t.Errorf("Unreturned, no limit = %d orders, %v; want 1000 (the default)", len(got), err)
+	}
+}
+
+// testPayByFromWrite: an order's deadline counts from when it is written,
+// not from its admission (CreatedAt). An order admitted longer than
+// PayWithin ago (a worker's backlog, or the database down, in the stream
+// and queue modes) and written now is not due at once, however it is
+// written (SaveOrders as a new batch, SaveOrders looked up beside a
+// redelivery, PlaceOrder): its PayBy is the write + PayWithin in every
+// read, and a sweep takes it just after the write's time, not at it. An
+// order admitted ahead of the store's clock (a clock ahead of the
+// database host's) is never payable before its admission: it keeps PayBy
+// = CreatedAt + PayWithin.
+func (s suite) testPayByFromWrite(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	other := newVoucher(t, st, 10)
+	writes := []struct {
+		name  string
+		write func(t *testing.T, o *seckill.Order)
+	}{
+		{"SaveOrders", func(t *testing.T, o *seckill.Order) {
+			if got := save(t, st, o); got[0] != seckill.Saved {
+				t.Fatalf("SaveOrders = %v; want %v", got, seckill.Saved)
+			}
+		}},
+		{"SaveOrders/LookedUp", func(t *testing.T, o *seckill.Order) {
+			// A redelivery in the batch: a store that first tries a batch
+			// as all new then looks it up.
+			r := order(o.UserID+1000, other.ID)
+			save(t, st, r)
+			if diff := cmp.Diff([]seckill.SaveOutcome{seckill.AlreadySaved, seckill.Saved}, save(t, st, r, o)); diff != "" {
+				t.Fatalf("SaveOrders of a redelivery and a new order (-want +got):\n%s", diff)
+			}
+		}},
+		{"PlaceOrder", func(t *testing.T, o *seckill.Order) {
+			checkRefusal(t, "PlaceOrder", st.PlaceOrder(ctx, o, open), nil)
+		}},
+	}
+	var user int64
+	for _, w := range writes {
+		for _, admitted := range []struct {
+			name  string
+			at    time.Time
+			ahead bool
+		}{
+			{"AdmittedLongAgo", time.Now().Add(-2 * payWithin), false},
+			{"AdmittedAhead", base, true},
+		} {
+			t.Run(w.name+"/"+admitted.name, func(t *testing.T) {
+				user++
+				v := deadlineVoucher(t, st, 10, false)
+				o := order(user, v.ID)
+				o.CreatedAt = admitted.at
+				before := time.Now()
+				w.write(t, o)
+				after := time.Now()
+
+				// Written between before and after, or at CreatedAt if later.
+				from, to := micro(before), micro(after)
+				if admitted.ahead {
+					from, to = micro(o.CreatedAt), micro(o.CreatedAt)
+				}
+				got, err := st.Order(ctx, o.ID)
+				if err != nil {
+					t.Fatalf("Order: %v", err)
+				}
+				if got.PayBy.Before(from.Add(payWithin)) || got.PayBy.After(to.Add(payWithin)) {
+					t.Fatalf("PayBy = %v (CreatedAt %v); want the write + %v, between %v and %v",
+						got.PayBy, got.CreatedAt, payWithin, from.Add(payWithin), to.Add(payWithin))
+				}
+				want := created(o)
+				want.PayBy = got.PayBy
+				checkGot(t, "Order", got, nil, want)
+				checkUserOrders(t, st, user, 0, []*seckill.Order{want})
+				if diff := cmp.Diff([]*seckill.Order{want}, walkVoucherOrders(t, st, v.ID, 10)); diff != "" {
+					t.Errorf("VoucherOrders (-want +got):\n%s", diff)
+				}
+
+				// The sweeper's call, now: not due.
+				now := time.Now()
+				if due, err := st.CancelDue(ctx, v.ID, now.Add(-payWithin), now, 10); err != nil || len(due) != 0 {
+					t.Errorf("CancelDue now = %v, %v; want none: the order was just written", orderIDs(due), err)
+				}
+				// Due once its PayBy passed, and not at it.
+				written := want.PayBy.Add(-payWithin)
+				if due, err := st.CancelDue(ctx, v.ID, written, now, 10); err != nil || len(due) != 0 {
+					t.Errorf("CancelDue of orders written before %v = %v, %v; want none: the order was written then", written, orderIDs(due), err)
+				}
+				at := now.Add(payWithin)
+				due, err := st.CancelDue(ctx, v.ID, written.Add(time.Microsecond), at, 10)
+				if diff := cmp.Diff([]*seckill.Order{cancelledAs(want, seckill.ReasonNotPaid, at)}, due); err != nil || diff != "" {
+					t.Errorf("CancelDue just after the write: %v (-want +got):\n%s", err, diff)
+				}
+				checkStock(t, st, v.ID, 10, 0)
+			})
+		}
+	}
+}
+
+// testVoucherOrdersEveryStatus: VoucherOrders lists every order of the
+// voucher in the orders table, by id, each with its status: created, paid,
+// cancelled (one of a voucher with RebuyAfterCancel too, which freed its
+// buyer's slot, beside the buyer's next order), refunding and refunded;
+// failed orders are not listed.
+func (s suite) testVoucherOrdersEveryStatus(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	v := deadlineVoucher(t, st, 10, true)
+	os := orders(5, 1, v.ID)
+	save(t, st, os...)
+	mustPay(t, st, os[1].ID)
+	mustCancel(t, st, os[2].ID)
+	mustCancel(t, st, os[3].ID)
+	mustPay(t, st, os[3].ID) // refunding
+	mustCancel(t, st, os[4].ID)
+	mustPay(t, st, os[4].ID)
+	if _, err := st.RefundOrder(ctx, os[4].ID, base); err != nil {
+		t.Fatal(err)
+	}
+	again := order(os[2].UserID, v.ID) // the buyer of the cancelled order buys again
+	save(t, st, again)
+	fail(t, st, order(6, v.ID), "failed")
+
+	listed := append(os, again)
+	want := make([]*seckill.Order, len(listed))
+	for i, o := range listed {
+		got, err := st.Order(ctx, o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = got
+	}
+	wantStatus := []seckill.OrderStatus{seckill.OrderCreated, seckill.OrderPaid, seckill.OrderCancelled,
+		seckill.OrderRefunding, seckill.OrderRefunded, seckill.OrderCreated}
+	for i, o := range want {
+		if o.Status != wantStatus[i] {
+			t.Fatalf("order %d is %s; the test wants it %s", o.ID, o.Status, wantStatus[i])
+		}
+	}
+	for _, limit := range []int{1, 4, 10} {
+		if diff := cmp.Diff(want, walkVoucherOrders(t, st, v.ID, limit)); diff != "" {
+			t.Errorf("VoucherOrders, %d at a time (-want +got):\n%s", limit, diff)
+		}
 	}
 }

@@ -6,6 +6,14 @@
 -- stock takes it back with the cancellation). NULL and '' for orders made
 -- before: created orders, as they always were.
 --
+-- written_at is when the order was written (admitted, in the sync mode),
+-- or its created_at if later: created_at is the admission, which in the
+-- stream and queue modes may be long before a worker writes the order, and
+-- an order can be paid only once it is written, so its pay-by deadline
+-- counts from written_at. NULL for rows from before: their vouchers have no
+-- deadline (only the API after 0007 sets one), and the sweeper never takes
+-- them.
+--
 -- slot keeps the buyer's (user_id, voucher_id) pair: 1 for every order but
 -- a cancelled one of a voucher with rebuy_after_cancel, whose slot is NULL
 -- (set by the UPDATE that cancels it). NULLs are distinct in a unique key,
@@ -13,8 +21,8 @@
 -- other order keeps it.
 --
 -- orders_voucher_status serves the sweeper (voucher_id = ? AND status =
--- 'created' AND returned_at IS NULL AND created_at < ? ORDER BY
--- created_at), the cancelled orders whose unit is not yet back in the cache
+-- 'created' AND returned_at IS NULL AND written_at < ? ORDER BY
+-- written_at), the cancelled orders whose unit is not yet back in the cache
 -- (status IN (…) AND returned_at IS NULL), and the counts by status.
 --
 -- payment_events keeps the ids of the payment provider's events acted on,
@@ -40,7 +48,8 @@ ALTER TABLE orders
     ADD COLUMN cancelled_at DATETIME(6)  NULL,
     ADD COLUMN payment_ref  VARCHAR(255) NOT NULL DEFAULT '',
     ADD COLUMN returned_at  DATETIME(6)  NULL,
+    ADD COLUMN written_at   DATETIME(6)  NULL,
     ADD COLUMN slot         SMALLINT     NULL DEFAULT 1,
     DROP INDEX orders_user_voucher,
     ADD UNIQUE KEY orders_user_voucher_slot (user_id, voucher_id, slot),
-    ADD KEY orders_voucher_status (voucher_id, status, returned_at, created_at);
+    ADD KEY orders_voucher_status (voucher_id, status, returned_at, written_at);

@@ -7,6 +7,14 @@
 -- before: created orders, as they always were. Times in microseconds, as
 -- in 0001.
 --
+-- written_at is when the order was written (admitted, in the sync mode),
+-- or its created_at if later: created_at is the admission, which in the
+-- stream and queue modes may be long before a worker writes the order, and
+-- an order can be paid only once it is written, so its pay-by deadline
+-- counts from written_at. NULL for rows from before, as in the other
+-- stores: their vouchers have no deadline (only the API after 0007 sets
+-- one), and the sweeper never takes them.
+--
 -- slot keeps the buyer's (user_id, voucher_id) pair: 1 for every order but
 -- a cancelled one of a voucher with rebuy_after_cancel, whose slot is NULL
 -- (set by the UPDATE that cancels it). NULLs are distinct in a UNIQUE, so
@@ -20,8 +28,8 @@
 -- made again (orders_voucher_id by its name: VoucherOrders asks for it).
 --
 -- orders_voucher_status serves the sweeper (voucher_id = ? AND status =
--- 'created' AND returned_at IS NULL AND created_at < ? ORDER BY
--- created_at), the cancelled orders whose unit is not yet back in the cache
+-- 'created' AND returned_at IS NULL AND written_at < ? ORDER BY
+-- written_at), the cancelled orders whose unit is not yet back in the cache
 -- (status IN (…) AND returned_at IS NULL), and the counts by status.
 --
 -- payment_events keeps the ids of the payment provider's events acted on,
@@ -38,6 +46,7 @@ CREATE TABLE orders_0007 (
     cancelled_at INTEGER,
     payment_ref  TEXT    NOT NULL DEFAULT '' CHECK (length(payment_ref) <= 255),
     returned_at  INTEGER,
+    written_at   INTEGER,
     slot         INTEGER DEFAULT 1,
     UNIQUE (user_id, voucher_id, slot)
 ) STRICT;
@@ -51,7 +60,7 @@ ALTER TABLE orders_0007 RENAME TO orders;
 
 CREATE INDEX orders_voucher_id ON orders (voucher_id);
 
-CREATE INDEX orders_voucher_status ON orders (voucher_id, status, returned_at, created_at);
+CREATE INDEX orders_voucher_status ON orders (voucher_id, status, returned_at, written_at);
 
 CREATE TABLE payment_events (
     event_id    TEXT    PRIMARY KEY CHECK (length(event_id) <= 255),
