@@ -61,9 +61,12 @@ type LifecycleStore interface {
 	// status is left as it is. It returns the order as it then stands, or
 	// ErrOrderNotFound.
 	CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (*Order, error)
-	// CancelDue cancels up to limit created orders of the voucher created
-	// before before (their PayBy passed), as CancelOrder does, with reason
-	// ReasonNotPaid at the time at, in one transaction, and returns them.
+	// CancelDue cancels up to limit created orders of the voucher written
+	// before before (their PayBy passed: an order's deadline counts from
+	// when it was written, the later of its admission and its write, since
+	// it cannot be paid before; orders written before migration 0007 are
+	// never due), as CancelOrder does, with reason ReasonNotPaid at the
+	// time at, in one transaction, and returns them in PayBy order.
 	// Orders another transaction holds are skipped (FOR UPDATE SKIP
 	// LOCKED; SQLite has one writer), so that any number of sweepers may
 	// run at once.

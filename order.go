@@ -55,8 +55,10 @@ type Order struct {
 	// cancelled (ReasonBuyerCancelled, ReasonNotPaid).
 	Reason    string
 	CreatedAt time.Time
-	// PayBy is when a created order is cancelled if not paid: CreatedAt
-	// plus its voucher's PayWithin. Zero when the voucher has no deadline
+	// PayBy is when a created order is cancelled if not paid: its
+	// voucher's PayWithin after it was written to the database (or after
+	// CreatedAt, if later): a pending order cannot be paid, so a backlog
+	// does not eat its buyer's time. Zero when the voucher has no deadline
 	// (and for pending and failed orders).
 	PayBy time.Time
 	// PaidAt is when a payment was recorded (paid, refunding, refunded).
@@ -142,11 +144,11 @@ type OrderStore interface {
 	// failed, newest (highest id) first.
 	UserOrders(ctx context.Context, userID int64, limit int) ([]*Order, error)
 	// VoucherOrders returns up to limit orders of the voucher whose id is
-	// above afterID, by id ascending, that hold their buyer's slot: a page
-	// of the buyers that Redis must know when it is rebuilt. Created and
-	// paid orders hold a unit too; a cancelled (refunding, refunded) order
-	// holds the slot alone, unless its voucher lets a buyer buy again
-	// (RebuyAfterCancel): then it is not listed.
+	// above afterID, by id ascending, in every status but failed: a page of
+	// what Redis must know when it is rebuilt. Created and paid orders hold
+	// a unit; a cancelled (refunding, refunded) one holds its buyer's slot
+	// alone, or, if its voucher lets a buyer buy again (RebuyAfterCancel),
+	// nothing, and is listed so that Redis knows its unit went back.
 	VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 	// OrderStatuses returns the status of each of ids that the database
 	// holds; ids it does not hold are absent.

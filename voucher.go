@@ -150,8 +150,8 @@ type VoucherCache interface {
 	UnloadStock(ctx context.Context, voucherID int64) error
 }
 
-// OrderPages reads a voucher's created orders a page at a time: up to limit
-// of them with ids above afterID, by id ascending
+// OrderPages reads a voucher's orders (in every status but failed) a page
+// at a time: up to limit of them with ids above afterID, by id ascending
 // ([OrderStore.VoucherOrders]).
 type OrderPages func(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 
