@@ -320,13 +320,14 @@ func countStatus(ctx context.Context, db *database, voucher int64, status string
 	return n, err
 }
 
-// lateMillis is the SQL of how many milliseconds after its payBy an
-// order's unit was marked back on sale, in the dialect of db.
+// lateMillis is the SQL of how many milliseconds after its payBy (written
+// + payWithinSeconds) an order's unit was marked back on sale, in the
+// dialect of db.
 func lateMillis(db *database) string {
 	if db.pg {
-		return `CAST(EXTRACT(EPOCH FROM (o.returned_at - (o.created_at + v.pay_within_seconds * INTERVAL '1 second'))) * 1000 AS BIGINT)`
+		return `CAST(EXTRACT(EPOCH FROM (o.returned_at - (o.written_at + v.pay_within_seconds * INTERVAL '1 second'))) * 1000 AS BIGINT)`
 	}
-	return `CAST(TIMESTAMPDIFF(MICROSECOND, o.created_at + INTERVAL v.pay_within_seconds SECOND, o.returned_at) / 1000 AS SIGNED)`
+	return `CAST(TIMESTAMPDIFF(MICROSECOND, o.written_at + INTERVAL v.pay_within_seconds SECOND, o.returned_at) / 1000 AS SIGNED)`
 }
 
 // TestCancelKilledBetweenWrites kills serve (SIGKILL, from a failpoint)
