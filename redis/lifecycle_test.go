@@ -1031,3 +1031,73 @@ func TestCountPersistedSkipsCancelledUnknown(t *testing.T) {
 		}
 	})
 }
+
+// TestCountAfterAnotherSlotReleased: a no-rebuy order X written after
+// Redis was rebuilt without it, its buyer admitted again (Y); X is
+// cancelled while the slot holds Y (so its return gives nothing back), Y
+// fails at the database and is released; then X's late count arrives. X
+// must not take a unit: its return marked it cancelled whatever the slot
+// held (found by the second review).
+func TestCountAfterAnotherSlotReleased(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		v := onSale(61, 10)
+		mustLoad(t, c, v)
+		mustAdmit(t, c, 61, 4, 402) // Y
+		mustReturn(t, c, v, 4, 401, false)
+		if ok, err := c.Release(ctx, 61, 4, 402); !ok || err != nil {
+			t.Fatalf("Release = %v, %v", ok, err)
+		}
+		if err := c.CountPersisted(ctx, 61, []*seckill.Order{{ID: 401, UserID: 4, VoucherID: 61}}); err != nil {
+			t.Fatal(err)
+		}
+		k := c.keys.voucher(61)
+		if got := stock(t, c, 61); got != 10 {
+			t.Errorf("stock %d, buyers %v after the late count of cancelled order 401; want 10", got, hash(t, c, k.Buyers))
+		}
+	})
+}
+
+// TestReassignToCancelled: a buyer admitted twice (Y) whose order in the
+// database (X) the worker read as created, then cancelled before the slot
+// is handed to it (the return found Y in the slot and gave nothing back).
+// Handing the slot to X would keep Y's unit for a cancelled order: the
+// unit is given back and the slot freed instead, by Reassign and by a
+// dead letter that names X (found by the second review).
+func TestReassignToCancelled(t *testing.T) {
+	each(t, func(t *testing.T, c *Client) {
+		ctx := context.Background()
+		for id, rebuy := range map[int64]bool{62: false, 63: true} {
+			v := onSale(id, 10)
+			v.RebuyAfterCancel = rebuy
+			mustLoad(t, c, v)
+			mustAdmit(t, c, id, 5, 502) // Y
+			mustReturn(t, c, v, 5, 501, false)
+			if _, err := c.Reassign(ctx, id, 5, 502, 501); err != nil {
+				t.Fatal(err)
+			}
+			k := c.keys.voucher(id)
+			if got, buyers := stock(t, c, id), hash(t, c, k.Buyers); got != 10 || len(buyers) != 0 {
+				t.Errorf("rebuy %v: stock %d, buyers %v: cancelled order 501 holds a unit in Redis; want 10 and none", rebuy, got, buyers)
+			}
+		}
+		// The same through a dead letter of Y that keeps its unit for X.
+		v := onSale(64, 10)
+		mustLoad(t, c, v)
+		if err := c.Admit(ctx, seckill.Admission{VoucherID: 64, UserID: 6, OrderID: 602}); err != nil {
+			t.Fatal(err)
+		}
+		mustReturn(t, c, v, 6, 601, false)
+		read, err := c.ReadOrders(ctx, seckill.Shard{VoucherID: 64}, "a", 10, 10*time.Millisecond)
+		if err != nil || len(read) != 1 {
+			t.Fatalf("ReadOrders = %d, %v; want Y's message", len(read), err)
+		}
+		if moved, err := c.DeadLetter(ctx, read[0], seckill.DeadLetter{Reason: "buyer already has order 601", BuyerOrder: 601, KeepStock: true}); err != nil || !moved {
+			t.Fatalf("DeadLetter = %v, %v", moved, err)
+		}
+		k := c.keys.voucher(64)
+		if got, buyers := stock(t, c, 64), hash(t, c, k.Buyers); got != 10 || len(buyers) != 0 {
+			t.Errorf("dead letter naming a cancelled order: stock %d, buyers %v; want 10 and none", got, buyers)
+		}
+	})
+}

@@ -63,7 +63,7 @@ func (c *Client) release(ctx context.Context, voucherID, userID, orderID int64, 
 	if err != nil {
 		return false, err
 	}
-	n, err := releaseScript.runInt(ctx, c, fmt.Sprintf("release order %d", orderID), []string{k.Stock, k.Buyers, k.Meta, k.Changes},
+	n, err := releaseScript.runInt(ctx, c, fmt.Sprintf("release order %d", orderID), []string{k.Stock, k.Buyers, k.Meta, k.Changes, k.Cancelled, k.Returned},
 		releaseArgs{UserID: userID, OrderID: orderID, Keep: keep})
 	return n == 1, err
 }

@@ -438,7 +438,7 @@ func (c *Client) DeadLetter(ctx context.Context, msg seckill.OrderMessage, dl se
 	if err != nil {
 		return false, err
 	}
-	n, err := deadLetterScript.run(ctx, c, []string{k.Stock, k.Buyers, k.Orders, k.DLQ, k.Meta, k.Changes},
+	n, err := deadLetterScript.run(ctx, c, []string{k.Stock, k.Buyers, k.Orders, k.DLQ, k.Meta, k.Changes, k.Cancelled, k.Returned},
 		deadLetterArgs{EntryID: msg.EntryID, OrderID: msg.Order.ID, UserID: msg.Order.UserID, VoucherID: msg.VoucherID,
 			Reason: dl.Reason, GiveStock: !dl.KeepStock, KeepOrder: dl.BuyerOrder},
 	).AsInt64()

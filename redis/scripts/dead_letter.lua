@@ -9,6 +9,8 @@
 -- KEYS[4] dlq     stream: the dead letters
 -- KEYS[5] meta    hash: ver and held, kept as release.lua keeps them
 -- KEYS[6] changes list: the log of ver, kept as release.lua keeps it
+-- KEYS[7] cancelled hash: user id -> cancelled order id (no rebuy)
+-- KEYS[8] returned  set: cancelled orders whose unit went back (rebuy)
 -- ARGV[1] consumer group
 -- ARGV[2] entry id of the message in KEYS[3]
 -- ARGV[3] order id ('' if the message has none)
@@ -38,9 +40,18 @@ if #pending == 0 then
 end
 local owns = ARGV[3] ~= '' and ARGV[4] ~= '' and redis.call('HGET', KEYS[2], ARGV[4]) == ARGV[3]
 local returned = 0
+-- The order to leave as the buyer's may have been cancelled since the
+-- caller read it: it holds no unit (see release.lua), so the stock is
+-- given back and the slot freed instead.
+local keep = ARGV[8]
+local give = ARGV[7]
+if keep ~= '' and (redis.call('HGET', KEYS[7], ARGV[4]) == keep or redis.call('SISMEMBER', KEYS[8], keep) == 1) then
+  keep = ''
+  give = '1'
+end
 if owns then
-  if ARGV[8] ~= '' then
-    redis.call('HSET', KEYS[2], ARGV[4], ARGV[8])
+  if keep ~= '' then
+    redis.call('HSET', KEYS[2], ARGV[4], keep)
   else
     redis.call('HDEL', KEYS[2], ARGV[4])
   end
@@ -51,7 +62,7 @@ if owns then
     redis.call('LTRIM', KEYS[6], -tonumber(ARGV[10]), -1)
     redis.call('PEXPIRE', KEYS[6], ARGV[11])
   end
-  if stock and (ARGV[7] == '1' or tonumber(stock) < 0) then
+  if stock and (give == '1' or tonumber(stock) < 0) then
     redis.call('INCR', KEYS[1])
     returned = 1
     if tonumber(stock) == 0 then

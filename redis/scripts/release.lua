@@ -9,6 +9,8 @@
 -- KEYS[3] meta    hash: ver, bumped by every change of a slot but an
 --                 admission's; held (unix ms)
 -- KEYS[4] changes list: "ver:user,…", the slots each bump of ver changed
+-- KEYS[5] cancelled hash: user id -> cancelled order id (no rebuy)
+-- KEYS[6] returned  set: cancelled orders whose unit went back (rebuy)
 -- ARGV[1] user id
 -- ARGV[2] order id
 -- ARGV[3] order id to leave as the buyer's (keeping the stock), or '' to
@@ -34,6 +36,13 @@
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
   return 0
 end
+-- The order to keep may have been cancelled since the caller read it (its
+-- unit gone back with the cancellation, return_unit.lua marking it): it
+-- holds no unit, so the slot is freed and the unit given back instead.
+local keep = ARGV[3]
+if keep ~= '' and (redis.call('HGET', KEYS[5], ARGV[1]) == keep or redis.call('SISMEMBER', KEYS[6], keep) == 1) then
+  keep = ''
+end
 local stock = redis.call('GET', KEYS[1])
 if stock then
   redis.call('HINCRBY', KEYS[3], 'ver', 1)
@@ -41,8 +50,8 @@ if stock then
   redis.call('LTRIM', KEYS[4], -tonumber(ARGV[5]), -1)
   redis.call('PEXPIRE', KEYS[4], ARGV[6])
 end
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+if keep ~= '' then
+  redis.call('HSET', KEYS[2], ARGV[1], keep)
   return 1
 end
 redis.call('HDEL', KEYS[2], ARGV[1])

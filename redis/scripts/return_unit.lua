@@ -70,7 +70,11 @@ if ARGV[3] == '1' then
   redis.call('SADD', KEYS[6], ARGV[2])
 end
 if slot ~= ARGV[2] then
-  if not slot and ARGV[3] ~= '1' then
+  if ARGV[3] ~= '1' then
+    -- Marked whatever the slot holds (nothing, or another admission of
+    -- the buyer, which the database refuses: a no-rebuy buyer with a
+    -- cancelled order holds no other), so that no late count or rebuild
+    -- takes this order's unit again.
     redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2])
   end
   return 0
