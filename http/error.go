@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -24,37 +25,44 @@ type errorCode struct {
 	err    error
 	status int
 	code   string
+	// message, if set, is the client's message instead of err's text.
+	message string
 }
 
 // errorCodes is the one table from error to HTTP status and code. The first
 // entry that the error wraps wins; an error in no entry is a 500.
 var errorCodes = []errorCode{
-	{seckill.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
-	{seckill.ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{seckill.ErrForbidden, http.StatusForbidden, "forbidden"},
-	{seckill.ErrVoucherNotFound, http.StatusNotFound, "voucher_not_found"},
-	{seckill.ErrOrderNotFound, http.StatusNotFound, "order_not_found"},
-	{seckill.ErrDeadLetterNotFound, http.StatusNotFound, "dead_letter_not_found"},
-	{errRouteNotFound, http.StatusNotFound, "not_found"},
-	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
-	{seckill.ErrSoldOut, http.StatusConflict, "sold_out"},
-	{seckill.ErrDuplicateOrder, http.StatusConflict, "duplicate_order"},
-	{seckill.ErrOrderPending, http.StatusConflict, "order_pending"},
-	{seckill.ErrOrderPaid, http.StatusConflict, "order_paid"},
-	{seckill.ErrOrderCancelled, http.StatusConflict, "order_cancelled"},
-	{seckill.ErrOrderFailed, http.StatusConflict, "order_failed"},
-	{seckill.ErrNoDeadline, http.StatusConflict, "no_payment_deadline"},
-	{seckill.ErrBadSignature, http.StatusUnauthorized, "bad_signature"},
-	{seckill.ErrNotStarted, http.StatusConflict, "not_started"},
-	{seckill.ErrEnded, http.StatusConflict, "ended"},
-	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "body_too_large"},
-	{seckill.ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
-	{seckill.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
-	{seckill.ErrTransient, http.StatusServiceUnavailable, "unavailable"},
+	{seckill.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument", ""},
+	{seckill.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", ""},
+	{seckill.ErrForbidden, http.StatusForbidden, "forbidden", ""},
+	{seckill.ErrVoucherNotFound, http.StatusNotFound, "voucher_not_found", ""},
+	{seckill.ErrOrderNotFound, http.StatusNotFound, "order_not_found", ""},
+	{seckill.ErrDeadLetterNotFound, http.StatusNotFound, "dead_letter_not_found", ""},
+	{errRouteNotFound, http.StatusNotFound, "not_found", ""},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", ""},
+	{seckill.ErrSoldOut, http.StatusConflict, "sold_out", ""},
+	{seckill.ErrDuplicateOrder, http.StatusConflict, "duplicate_order", ""},
+	{seckill.ErrOrderPending, http.StatusConflict, "order_pending", ""},
+	{seckill.ErrOrderPaid, http.StatusConflict, "order_paid", ""},
+	{seckill.ErrOrderCancelled, http.StatusConflict, "order_cancelled", ""},
+	{seckill.ErrOrderFailed, http.StatusConflict, "order_failed", ""},
+	{seckill.ErrNoDeadline, http.StatusConflict, "no_payment_deadline", ""},
+	{seckill.ErrBadSignature, http.StatusUnauthorized, "bad_signature", ""},
+	{seckill.ErrNotStarted, http.StatusConflict, "not_started", ""},
+	{seckill.ErrEnded, http.StatusConflict, "ended", ""},
+	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "body_too_large", ""},
+	{seckill.ErrRateLimited, http.StatusTooManyRequests, "rate_limited", ""},
+	{seckill.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", ""},
+	{seckill.ErrTransient, http.StatusServiceUnavailable, "unavailable", ""},
+	// The request's time (Config.RequestTimeout) ran out in a store or a
+	// provider that passed the context's error on as it is: the service
+	// is too slow right now, and the client may ask again (a pay or cancel
+	// that did commit answers the same).
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable", "the request took too long; try again"},
 }
 
 // internalError is the answer to an error in no entry of the table.
-var internalError = &errorCode{nil, http.StatusInternalServerError, "internal"}
+var internalError = &errorCode{nil, http.StatusInternalServerError, "internal", ""}
 
 // kindCodes maps each sentinel of the table to its entry, for the errors
 // most answers carry: an *seckill.Error whose Kind is the sentinel itself,
@@ -106,6 +114,9 @@ func writeErrorCode(w http.ResponseWriter, err error, e *errorCode) int {
 	body := errorBody{Code: e.code, Message: "internal error"}
 	if e != internalError {
 		body.Message = e.err.Error()
+		if e.message != "" {
+			body.Message = e.message
+		}
 		de, ok := err.(*seckill.Error)
 		if !ok {
 			de = asError(err)

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -57,6 +58,7 @@ func TestErrorTable(t *testing.T) {
 		{"unavailable with a wait", &seckill.Error{Kind: seckill.ErrUnavailable, Message: "try later", RetryAfter: 5 * time.Second}, 503, "unavailable", "try later", "5", ""},
 		{"unavailable with a cause", fmt.Errorf("%w: %w", seckill.Errorf(seckill.ErrUnavailable, "the database is slow"), errService), 503, "unavailable", "the database is slow", "1", ""},
 		{"transient", fmt.Errorf("read: %w: %w", seckill.ErrTransient, errService), 503, "unavailable", "transient failure", "1", ""},
+		{"request timeout in a store", fmt.Errorf("mysql: cancel order 7: %w", context.DeadlineExceeded), 503, "unavailable", "the request took too long; try again", "1", ""},
 		{"user not found", seckill.ErrUserNotFound, 500, "internal", "internal error", "", ""},
 		{"voucher not loaded", seckill.ErrVoucherNotLoaded, 500, "internal", "internal error", "", ""},
 		{"cache unverified", seckill.ErrCacheUnverified, 500, "internal", "internal error", "", ""},
@@ -90,7 +92,7 @@ func TestErrorTableCovered(t *testing.T) {
 		seckill.ErrOrderNotFound, seckill.ErrDeadLetterNotFound, errRouteNotFound, errMethodNotAllowed, seckill.ErrSoldOut,
 		seckill.ErrDuplicateOrder, seckill.ErrNotStarted, seckill.ErrEnded, errBodyTooLarge, seckill.ErrRateLimited,
 		seckill.ErrUnavailable, seckill.ErrTransient, seckill.ErrOrderPending, seckill.ErrOrderPaid, seckill.ErrOrderCancelled,
-		seckill.ErrOrderFailed, seckill.ErrNoDeadline, seckill.ErrBadSignature}
+		seckill.ErrOrderFailed, seckill.ErrNoDeadline, seckill.ErrBadSignature, context.DeadlineExceeded}
 	for _, e := range errorCodes {
 		if !slices.Contains(tried, e.err) {
 			t.Errorf("the error table's %v (%s) is not in TestErrorTable", e.err, e.code)
