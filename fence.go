@@ -507,10 +507,16 @@ func (w *CacheWatch) Start(ctx context.Context) error {
 
 // guard runs fn; a panic in it is logged and counts as a failure, and the
 // watch goes on.
-func (w *CacheWatch) guard(what string, fn func() error) (err error) {
+func (w *CacheWatch) guard(what string, fn func() error) error {
+	return guard(w.Logger, what, fn)
+}
+
+// guard runs fn for a background loop: a panic in it is logged with what
+// the loop was doing and returned as an error, and the loop goes on.
+func guard(logger *slog.Logger, what string, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.Logger.Error("panic while "+what, "panic", r, "stack", string(debug.Stack()))
+			logger.Error("panic while "+what, "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()

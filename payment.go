@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -226,19 +227,10 @@ func returnUnits(ctx context.Context, store LifecycleStore, cache UnitReturner, 
 			return n, errors.Join(append(errs, fmt.Errorf("mark %d units returned: %w", len(ids), err))...)
 		}
 		for _, o := range os {
-			o.Returned = o.Returned || containsID(ids, o.ID)
+			o.Returned = o.Returned || slices.Contains(ids, o.ID)
 		}
 	}
 	return n, errors.Join(errs...)
-}
-
-func containsID(ids []int64, id int64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // payable returns the user's order and its voucher, for a payment or a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,7 +183,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 				return
 			case <-t.C:
 			}
-			err := s.guard(func() error {
+			err := guard(s.Logger, "sweeping", func() error {
 				_, _, err := s.Sweep(ctx)
 				return err
 			})
@@ -199,18 +198,6 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		}
 	})
 	return nil
-}
-
-// guard runs fn; a panic in it is logged and counts as a failure, and the
-// sweeper goes on.
-func (s *Sweeper) guard(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.Logger.Error("panic while sweeping", "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return fn()
 }
 
 // Stop stops sweeping and waits for a sweep in flight. Safe to call twice.

@@ -44,14 +44,24 @@ type payJSON struct {
 	PayURL     string `json:"payUrl,omitempty"`
 }
 
-func (s *Server) payOrder(w http.ResponseWriter, r *http.Request, who auth.Identity) {
+// orderToPay reads the order id of a pay or cancel route, and reports
+// false, having answered, for a bad id or when payments are not served.
+func (s *Server) orderToPay(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	id, err := parseID("order id", r.PathValue("id"))
 	if err != nil {
 		s.error(w, r, err)
-		return
+		return 0, false
 	}
 	if s.payments == nil {
 		s.error(w, r, seckill.Errorf(seckill.ErrUnavailable, "payments are not served here"))
+		return 0, false
+	}
+	return id, true
+}
+
+func (s *Server) payOrder(w http.ResponseWriter, r *http.Request, who auth.Identity) {
+	id, ok := s.orderToPay(w, r)
+	if !ok {
 		return
 	}
 	res, err := s.payments.Pay(r.Context(), who.UserID, id)
@@ -67,13 +77,8 @@ func (s *Server) payOrder(w http.ResponseWriter, r *http.Request, who auth.Ident
 }
 
 func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request, who auth.Identity) {
-	id, err := parseID("order id", r.PathValue("id"))
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if s.payments == nil {
-		s.error(w, r, seckill.Errorf(seckill.ErrUnavailable, "payments are not served here"))
+	id, ok := s.orderToPay(w, r)
+	if !ok {
 		return
 	}
 	o, err := s.payments.Cancel(r.Context(), who.UserID, id)
