@@ -570,78 +570,102 @@ func TestRebuildShardsStagesCancelled(t *testing.T) {
 	})
 }
 
-// TestCancelledLivesWithBuyers: the cancelled slots go where the buyers
-// go: Unload deletes them, a load of another generation replaces them, a
-// drop past the retention deletes them; a return for another generation
-// changes nothing.
+// TestCancelledLivesWithBuyers: a voucher's records of cancelled orders
+// (the cancelled slots without a rebuy, the returned orders with one) go
+// where its buyers go: UnloadStock keeps them, Unload deletes them (the
+// rebuild stages them again from the database), a load or a rebuild of
+// another generation replaces them, a drop past the retention deletes
+// them; a return for another generation, or after the drop, writes none.
 func TestCancelledLivesWithBuyers(t *testing.T) {
 	t.Parallel()
-	each(t, func(t *testing.T, c *Client) {
-		ctx := context.Background()
-		v := onSale(1, 5)
-		mustLoad(t, c, v)
-		k := c.keys.voucher(1)
-		mustAdmit(t, c, 1, 7, 1001)
-		mustAdmit(t, c, 1, 8, 1002)
-		other := *v
-		other.Generation = 5
-		mustReturn(t, c, &other, 7, 1001, false)
-		if exists(t, c, k.Cancelled) || stock(t, c, 1) != 3 {
-			t.Fatal("a return for another generation changed the voucher")
-		}
-		mustReturn(t, c, v, 7, 1001, true)
-		if err := c.Unload(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		if exists(t, c, k.Cancelled) {
-			t.Error("Unload kept the cancelled slots")
-		}
+	for _, tc := range []struct {
+		name   string
+		rebuy  bool
+		record func(voucherKeys) string
+	}{
+		{"cancelled slots", false, func(k voucherKeys) string { return k.Cancelled }},
+		{"returned orders", true, func(k voucherKeys) string { return k.Returned }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			each(t, func(t *testing.T, c *Client) {
+				ctx := context.Background()
+				onSaleAs := func(id int64) *seckill.Voucher {
+					v := onSale(id, 5)
+					v.RebuyAfterCancel = tc.rebuy
+					return v
+				}
+				recorded := func(id int64) bool { return exists(t, c, tc.record(c.keys.voucher(id))) }
+				v := onSaleAs(1)
+				mustLoad(t, c, v)
+				mustAdmit(t, c, 1, 7, 1001)
+				mustAdmit(t, c, 1, 8, 1002)
+				other := *v
+				other.Generation = 5
+				mustReturn(t, c, &other, 7, 1001, false)
+				if recorded(1) || stock(t, c, 1) != 3 {
+					t.Fatal("a return for another generation changed the voucher")
+				}
+				mustReturn(t, c, v, 7, 1001, true)
+				if err := c.UnloadStock(ctx, 1); err != nil {
+					t.Fatal(err)
+				}
+				if !recorded(1) {
+					t.Errorf("UnloadStock deleted the %s; it keeps them with the buyers", tc.name)
+				}
+				if err := c.Unload(ctx, 1); err != nil {
+					t.Fatal(err)
+				}
+				if recorded(1) {
+					t.Errorf("Unload kept the %s", tc.name)
+				}
 
-		v2 := onSale(2, 5)
-		v2.Generation = 1
-		mustLoad(t, c, v2)
-		mustAdmit2 := func(user, order int64) {
-			t.Helper()
-			if err := c.Admit(ctx, seckill.Admission{VoucherID: 2, UserID: user, OrderID: order, Generation: v2.Generation}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		mustAdmit2(7, 2001)
-		mustReturn(t, c, v2, 7, 2001, true)
-		v2.Generation = 2
-		if replaced, err := c.LoadVoucher(ctx, v2); err != nil || !replaced {
-			t.Fatalf("LoadVoucher(another generation) = %v, %v; want replaced", replaced, err)
-		}
-		if exists(t, c, c.keys.voucher(2).Cancelled) {
-			t.Error("a load of another generation kept the cancelled slots")
-		}
-		mustAdmit2(7, 2002)
-		mustReturn(t, c, v2, 7, 2002, true)
-		v2.Generation = 3
-		if res, err := c.Rebuild(ctx, v2, (&database{}).read); err != nil || !res.Done || !res.Replaced {
-			t.Fatalf("Rebuild(another generation) = %+v, %v; want done, replaced", res, err)
-		}
-		if exists(t, c, c.keys.voucher(2).Cancelled) {
-			t.Error("a rebuild of another generation kept the cancelled slots")
-		}
+				v2 := onSaleAs(2)
+				v2.Generation = 1
+				mustLoad(t, c, v2)
+				mustAdmit2 := func(user, order int64) {
+					t.Helper()
+					if err := c.Admit(ctx, seckill.Admission{VoucherID: 2, UserID: user, OrderID: order, Generation: v2.Generation}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				mustAdmit2(7, 2001)
+				mustReturn(t, c, v2, 7, 2001, true)
+				v2.Generation = 2
+				if replaced, err := c.LoadVoucher(ctx, v2); err != nil || !replaced {
+					t.Fatalf("LoadVoucher(another generation) = %v, %v; want replaced", replaced, err)
+				}
+				if recorded(2) {
+					t.Errorf("a load of another generation kept the %s", tc.name)
+				}
+				mustAdmit2(7, 2002)
+				mustReturn(t, c, v2, 7, 2002, true)
+				v2.Generation = 3
+				if res, err := c.Rebuild(ctx, v2, (&database{}).read); err != nil || !res.Done || !res.Replaced {
+					t.Fatalf("Rebuild(another generation) = %+v, %v; want done, replaced", res, err)
+				}
+				if recorded(2) {
+					t.Errorf("a rebuild of another generation kept the %s", tc.name)
+				}
 
-		v3 := onSale(3, 5)
-		mustLoad(t, c, v3)
-		mustAdmit(t, c, 3, 7, 3001)
-		read := readOrders(t, c, 3, "a", 10)
-		ack(t, c, 3, read[0].EntryID)
-		mustReturn(t, c, v3, 7, 3001, true)
-		if dropped, err := c.DropVoucher(ctx, 3); err != nil || !dropped {
-			t.Fatalf("DropVoucher = %v, %v; want dropped", dropped, err)
-		}
-		if exists(t, c, c.keys.voucher(3).Cancelled) {
-			t.Error("DropVoucher kept the cancelled slots")
-		}
-		mustReturn(t, c, v3, 7, 3001, false)
-		if exists(t, c, c.keys.voucher(3).Cancelled) {
-			t.Error("a return after the drop made the cancelled slots again")
-		}
-	})
+				v3 := onSaleAs(3)
+				mustLoad(t, c, v3)
+				mustAdmit(t, c, 3, 7, 3001)
+				read := readOrders(t, c, 3, "a", 10)
+				ack(t, c, 3, read[0].EntryID)
+				mustReturn(t, c, v3, 7, 3001, true)
+				if dropped, err := c.DropVoucher(ctx, 3); err != nil || !dropped {
+					t.Fatalf("DropVoucher = %v, %v; want dropped", dropped, err)
+				}
+				if recorded(3) {
+					t.Errorf("DropVoucher kept the %s", tc.name)
+				}
+				mustReturn(t, c, v3, 7, 3001, false)
+				if recorded(3) {
+					t.Errorf("a return after the drop made the %s again", tc.name)
+				}
+			})
+		})
+	}
 }
 
 // TestReturnUnitSaleScale: 2,000 units sold to 2,000 buyers; 700 of them
@@ -731,89 +755,6 @@ func TestReturnUnitSaleScale(t *testing.T) {
 			}
 		}
 		errKind(t, c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 9999, OrderID: 99_999}), seckill.ErrSoldOut)
-	})
-}
-
-// TestReturnedLivesWithBuyers: the returned orders of a voucher whose
-// buyers may buy again go where its cancelled slots go: UnloadStock keeps
-// them, Unload deletes them (the rebuild stages them again from the
-// database), a load or a rebuild of another generation replaces them, a
-// drop past the retention deletes them; a return for another generation,
-// or after the drop, writes none.
-func TestReturnedLivesWithBuyers(t *testing.T) {
-	t.Parallel()
-	each(t, func(t *testing.T, c *Client) {
-		ctx := context.Background()
-		v := onSale(1, 5)
-		v.RebuyAfterCancel = true
-		mustLoad(t, c, v)
-		k := c.keys.voucher(1)
-		mustAdmit(t, c, 1, 7, 1001)
-		other := *v
-		other.Generation = 5
-		mustReturn(t, c, &other, 7, 1001, false)
-		if exists(t, c, k.Returned) {
-			t.Fatal("a return for another generation recorded the order returned")
-		}
-		mustReturn(t, c, v, 7, 1001, true)
-		if err := c.UnloadStock(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		if !exists(t, c, k.Returned) {
-			t.Error("UnloadStock deleted the returned orders; it keeps them with the buyers")
-		}
-		if err := c.Unload(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		if exists(t, c, k.Returned) {
-			t.Error("Unload kept the returned orders")
-		}
-
-		v2 := onSale(2, 5)
-		v2.RebuyAfterCancel, v2.Generation = true, 1
-		mustLoad(t, c, v2)
-		mustAdmit2 := func(user, order int64) {
-			t.Helper()
-			if err := c.Admit(ctx, seckill.Admission{VoucherID: 2, UserID: user, OrderID: order, Generation: v2.Generation}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		mustAdmit2(7, 2001)
-		mustReturn(t, c, v2, 7, 2001, true)
-		v2.Generation = 2
-		if replaced, err := c.LoadVoucher(ctx, v2); err != nil || !replaced {
-			t.Fatalf("LoadVoucher(another generation) = %v, %v; want replaced", replaced, err)
-		}
-		if exists(t, c, c.keys.voucher(2).Returned) {
-			t.Error("a load of another generation kept the returned orders")
-		}
-		mustAdmit2(7, 2002)
-		mustReturn(t, c, v2, 7, 2002, true)
-		v2.Generation = 3
-		if res, err := c.Rebuild(ctx, v2, (&database{}).read); err != nil || !res.Done || !res.Replaced {
-			t.Fatalf("Rebuild(another generation) = %+v, %v; want done, replaced", res, err)
-		}
-		if exists(t, c, c.keys.voucher(2).Returned) {
-			t.Error("a rebuild of another generation kept the returned orders")
-		}
-
-		v3 := onSale(3, 5)
-		v3.RebuyAfterCancel = true
-		mustLoad(t, c, v3)
-		mustAdmit(t, c, 3, 7, 3001)
-		read := readOrders(t, c, 3, "a", 10)
-		ack(t, c, 3, read[0].EntryID)
-		mustReturn(t, c, v3, 7, 3001, true)
-		if dropped, err := c.DropVoucher(ctx, 3); err != nil || !dropped {
-			t.Fatalf("DropVoucher = %v, %v; want dropped", dropped, err)
-		}
-		if exists(t, c, c.keys.voucher(3).Returned) {
-			t.Error("DropVoucher kept the returned orders")
-		}
-		mustReturn(t, c, v3, 7, 3001, false)
-		if exists(t, c, c.keys.voucher(3).Returned) {
-			t.Error("a return after the drop made the returned orders again")
-		}
 	})
 }
 
