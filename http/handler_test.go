@@ -44,6 +44,9 @@ func TestErrorTable(t *testing.T) {
 		{"method not allowed", errMethodNotAllowed, 405, "method_not_allowed", "method not allowed", "", ""},
 		{"sold out", seckill.ErrSoldOut, 409, "sold_out", "sold out", "", ""},
 		{"duplicate order", &seckill.Error{Kind: seckill.ErrDuplicateOrder, Message: "you already hold an order", OrderID: 9007199254740993}, 409, "duplicate_order", "you already hold an order", "", "9007199254740993"},
+		{"challenge required", seckill.ErrChallengeRequired, 403, "challenge_required", "challenge required", "", ""},
+		{"challenge invalid", seckill.Errorf(seckill.ErrChallengeInvalid, "used"), 403, "challenge_invalid", "used", "", ""},
+		{"challenge not needed", seckill.ErrChallengeNotNeeded, 409, "challenge_not_needed", "challenge not needed", "", ""},
 		{"not started", seckill.ErrNotStarted, 409, "not_started", "sale has not started", "", ""},
 		{"ended", seckill.ErrEnded, 409, "ended", "sale has ended", "", ""},
 		{"order pending", &seckill.Error{Kind: seckill.ErrOrderPending, Message: "not yet", RetryAfter: time.Second}, 409, "order_pending", "not yet", "1", ""},
@@ -92,7 +95,8 @@ func TestErrorTableCovered(t *testing.T) {
 		seckill.ErrOrderNotFound, seckill.ErrDeadLetterNotFound, errRouteNotFound, errMethodNotAllowed, seckill.ErrSoldOut,
 		seckill.ErrDuplicateOrder, seckill.ErrNotStarted, seckill.ErrEnded, errBodyTooLarge, seckill.ErrRateLimited,
 		seckill.ErrUnavailable, seckill.ErrTransient, seckill.ErrOrderPending, seckill.ErrOrderPaid, seckill.ErrOrderCancelled,
-		seckill.ErrOrderFailed, seckill.ErrNoDeadline, seckill.ErrBadSignature, context.DeadlineExceeded}
+		seckill.ErrOrderFailed, seckill.ErrNoDeadline, seckill.ErrBadSignature, context.DeadlineExceeded,
+		seckill.ErrChallengeRequired, seckill.ErrChallengeInvalid, seckill.ErrChallengeNotNeeded}
 	for _, e := range errorCodes {
 		if !slices.Contains(tried, e.err) {
 			t.Errorf("the error table's %v (%s) is not in TestErrorTable", e.err, e.code)
