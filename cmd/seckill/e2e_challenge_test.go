@@ -225,4 +225,3 @@ func buyWith(ctx context.Context, t *testing.T, c *http.Client, base string, use
 	t.Helper()
 	return apiCall(ctx, t, c, "POST", fmt.Sprintf("%s/api/vouchers/%d/seckill", base, voucher), user, header)
 }
-
