@@ -225,3 +225,51 @@ func buyWith(ctx context.Context, t *testing.T, c *http.Client, base string, use
 	t.Helper()
 	return apiCall(ctx, t, c, "POST", fmt.Sprintf("%s/api/vouchers/%d/seckill", base, voucher), user, header)
 }
+
+// TestChallengeModes: the queue and sync modes check and spend solutions
+// as the stream mode does (the sync mode too has Redis, and spends there).
+func TestChallengeModes(t *testing.T) {
+	for _, mode := range []string{"queue", "sync"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			env := serveEnv(testenv.RedisURL(t), testenv.RedisPrefix(t), testenv.MySQLURL(t))
+			env["SECKILL_MODE"] = mode
+			client := newClient(t)
+			srv := startServe(t, "serve "+mode, env)
+			ctx := t.Context()
+			now := time.Now().UTC()
+			status, out, err := do(ctx, client, "POST", srv.url+"/api/admin/vouchers", mint(t, adminUser, true),
+				fmt.Sprintf(`{"title":"%s","stock":10,"challenge":true,"beginTime":"%s","endTime":"%s"}`, mode,
+					now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339)))
+			if err != nil || status != 201 {
+				t.Fatalf("create voucher = %d %v %v", status, out, err)
+			}
+			var v int64
+			fmt.Sscan(fmt.Sprint(out["id"]), &v)
+			plain := createVoucher(t, client, srv.url, 10)
+			if res := buyWith(ctx, t, client, srv.url, 1001, v, ""); res.status != 403 || res.code != "challenge_required" {
+				t.Errorf("a buy without a solution = %d %s, want 403 challenge_required", res.status, res.raw)
+			}
+			ch, res := getChallenge(ctx, t, client, srv.url, 1001, v)
+			if res.status != 200 {
+				t.Fatalf("challenge = %d %s", res.status, res.raw)
+			}
+			sol, err := seckill.SolveChallenge(ctx, ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := buyWith(ctx, t, client, srv.url, 1001, v, sol.Header()); res.status != 200 {
+				t.Errorf("a buy with a fresh solution = %d %s, want 200", res.status, res.raw)
+			}
+			if res := buyWith(ctx, t, client, srv.url, 1002, v, sol.Header()); res.status != 403 || res.code != "challenge_invalid" {
+				t.Errorf("another buyer with the used solution = %d %s, want 403 challenge_invalid", res.status, res.raw)
+			}
+			if res := buyWith(ctx, t, client, srv.url, 1001, v, sol.Header()); res.status != 403 || res.code != "challenge_invalid" {
+				t.Errorf("the used solution again = %d %s, want 403 challenge_invalid", res.status, res.raw)
+			}
+			if res := buyWith(ctx, t, client, srv.url, 1001, plain, ""); res.status != 200 {
+				t.Errorf("a buy of a voucher without a challenge = %d %s, want 200", res.status, res.raw)
+			}
+		})
+	}
+}
