@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http/httptest"
 	"slices"
@@ -111,5 +112,40 @@ func TestChallengeRouteWithoutService(t *testing.T) {
 	e.wantError(e.do("GET", "/api/vouchers/5/challenge", e.buyer, nil), 409, "challenge_not_needed")
 	if res := e.send("POST", "/api/vouchers/5/seckill", map[string]string{"Authorization": "Bearer " + e.buyer, "X-Altcha": "anything"}, nil); res.status != 200 {
 		t.Errorf("buy = %d %s, want 200", res.status, res.raw)
+	}
+}
+
+// TestDecodeVoucherChallenge: "challenge" and "challengeLeadSeconds" are
+// read, the lead defaulting to 60 for a voucher with a challenge alone,
+// and bounded before it is multiplied.
+func TestDecodeVoucherChallenge(t *testing.T) {
+	t.Parallel()
+	base := `"title":"t","stock":5,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z"`
+	for _, tc := range []struct {
+		fields    string
+		challenge bool
+		lead      time.Duration
+		bad       bool
+	}{
+		{"", false, 0, false},
+		{`,"challenge":true`, true, seckill.DefaultChallengeLead, false},
+		{`,"challenge":true,"challengeLeadSeconds":0`, true, 0, false},
+		{`,"challenge":true,"challengeLeadSeconds":3600`, true, time.Hour, false},
+		{`,"challenge":false,"challengeLeadSeconds":30`, false, 30 * time.Second, false},
+		{`,"challenge":true,"challengeLeadSeconds":3601`, false, 0, true},
+		{`,"challenge":true,"challengeLeadSeconds":-1`, false, 0, true},
+		{`,"challenge":true,"challengeLeadSeconds":9223372036854775807`, false, 0, true},
+		{`,"challenge":"yes"`, false, 0, true},
+	} {
+		v, err := decodeVoucher(strings.NewReader("{" + base + tc.fields + "}"))
+		if tc.bad {
+			if !errors.Is(err, seckill.ErrInvalidArgument) {
+				t.Errorf("%s: decodeVoucher = %v, want ErrInvalidArgument", tc.fields, err)
+			}
+			continue
+		}
+		if err != nil || v.Challenge != tc.challenge || v.ChallengeLead != tc.lead {
+			t.Errorf("%s: decodeVoucher = %+v, %v; want challenge %v, lead %v", tc.fields, v, err, tc.challenge, tc.lead)
+		}
 	}
 }
