@@ -43,15 +43,20 @@ func TestValidate(t *testing.T) {
 			v.EndTime = now.Add(-time.Minute)
 			v.BeginTime = now.Add(-time.Hour + time.Hour*2)
 		}, "endTime"},
-		"end equals begin": {func(v *seckill.Voucher) { v.EndTime = v.BeginTime }, "endTime"},
-		"ended":            {func(v *seckill.Voucher) { v.BeginTime = now.Add(-2 * time.Hour); v.EndTime = now }, "future"},
-		"no begin":         {func(v *seckill.Voucher) { v.BeginTime = time.Time{} }, "beginTime"},
-		"several problems": {func(v *seckill.Voucher) { v.Title = ""; v.Stock = 0 }, "title: must not be empty or blank; stock"},
-		"pay within a day": {func(v *seckill.Voucher) { v.PayWithin = seckill.MaxPayWithin }, ""},
-		"pay within 20s":   {func(v *seckill.Voucher) { v.PayWithin = 20 * time.Second }, ""},
-		"pay within < 0":   {func(v *seckill.Voucher) { v.PayWithin = -time.Second }, "payWithinSeconds"},
-		"pay within > day": {func(v *seckill.Voucher) { v.PayWithin = seckill.MaxPayWithin + time.Second }, "payWithinSeconds"},
-		"pay within 1.5s":  {func(v *seckill.Voucher) { v.PayWithin = 1500 * time.Millisecond }, "payWithinSeconds"},
+		"end equals begin":        {func(v *seckill.Voucher) { v.EndTime = v.BeginTime }, "endTime"},
+		"ended":                   {func(v *seckill.Voucher) { v.BeginTime = now.Add(-2 * time.Hour); v.EndTime = now }, "future"},
+		"no begin":                {func(v *seckill.Voucher) { v.BeginTime = time.Time{} }, "beginTime"},
+		"several problems":        {func(v *seckill.Voucher) { v.Title = ""; v.Stock = 0 }, "title: must not be empty or blank; stock"},
+		"pay within a day":        {func(v *seckill.Voucher) { v.PayWithin = seckill.MaxPayWithin }, ""},
+		"pay within 20s":          {func(v *seckill.Voucher) { v.PayWithin = 20 * time.Second }, ""},
+		"pay within < 0":          {func(v *seckill.Voucher) { v.PayWithin = -time.Second }, "payWithinSeconds"},
+		"pay within > day":        {func(v *seckill.Voucher) { v.PayWithin = seckill.MaxPayWithin + time.Second }, "payWithinSeconds"},
+		"pay within 1.5s":         {func(v *seckill.Voucher) { v.PayWithin = 1500 * time.Millisecond }, "payWithinSeconds"},
+		"challenge, lead an hour": {func(v *seckill.Voucher) { v.Challenge, v.ChallengeLead = true, seckill.MaxChallengeLead }, ""},
+		"challenge, no lead":      {func(v *seckill.Voucher) { v.Challenge = true }, ""},
+		"lead < 0":                {func(v *seckill.Voucher) { v.ChallengeLead = -time.Second }, "challengeLeadSeconds"},
+		"lead > an hour":          {func(v *seckill.Voucher) { v.ChallengeLead = seckill.MaxChallengeLead + time.Second }, "challengeLeadSeconds"},
+		"lead 1.5s":               {func(v *seckill.Voucher) { v.ChallengeLead = 1500 * time.Millisecond }, "challengeLeadSeconds"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := valid()

@@ -27,7 +27,7 @@ func versions(tb testing.TB, st seckill.Store) []int {
 // 0002_failed_orders, 0003_voucher_generation, 0004_write_probe,
 // 0005_voucher_shards, 0006_voucher_payment and 0007_order_lifecycle. A
 // migration added to the backends is added here too.
-var wantVersions = []int{1, 2, 3, 4, 5, 6, 7}
+var wantVersions = []int{1, 2, 3, 4, 5, 6, 7, 8}
 
 // checkVersions fails tb unless vs is wantVersions: each migration
 // recorded once, none skipped, none missing.
