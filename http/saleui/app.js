@@ -257,7 +257,7 @@
           vouchers.set(d.id, v);
         }
         v.data = d;
-        if (v.soldOutSaid && d.remaining !== 0) v.soldOutSaid = false;
+        draw(v);
         ul.appendChild(v.el); // in order; moving a node keeps its focus
       }
       for (const [id, v] of vouchers) {
@@ -287,7 +287,9 @@
   function newVoucher(d) {
     const el = $("#voucher-template").content.firstElementChild.cloneNode(true);
     el.dataset.voucher = d.id;
-    const v = { id: d.id, data: d, el, order: null, orderTimer: null, solution: null, preparing: null, busy: false, soldOutSaid: false };
+    // peak is the most stock seen: the voucher JSON's stock is what the
+    // database holds now, not what the sale began with.
+    const v = { id: d.id, data: d, el, peak: 0, order: null, orderTimer: null, solution: null, preparing: null, busy: false };
     const buy = $('[data-action="buy"]', el);
     buy.dataset.voucher = d.id;
     buy.addEventListener("click", () => buyVoucher(v));
@@ -329,7 +331,7 @@
       label = "Ends in";
       count = duration(Date.parse(d.endTime) - now);
     } else if (st === "sold-out") {
-      label = "All " + d.stock + " sold";
+      label = "All sold";
     } else {
       label = "Ended " + new Date(Date.parse(d.endTime)).toLocaleString();
     }
@@ -339,20 +341,28 @@
     cd.dataset.value = st === "upcoming" ? String(Math.max(0, Math.ceil((Date.parse(d.beginTime) - now) / 1000))) : "";
     const rem = $('[data-field="remaining"]', el);
     rem.dataset.value = d.remaining === null ? "" : String(d.remaining);
-    set(rem, d.remaining === null ? d.stock + " in stock" : d.remaining + " of " + d.stock + " left");
-    const frac = d.remaining === null ? 1 : Math.max(0, Math.min(1, d.remaining / Math.max(d.stock, 1)));
+    set(rem, d.remaining === null ? "Stock not counted yet" : d.remaining === 0 ? "None left" : d.remaining + " left");
+    v.peak = Math.max(v.peak, d.stock, d.remaining || 0);
+    const frac = d.remaining === null ? 1 : Math.max(0, Math.min(1, d.remaining / Math.max(v.peak, 1)));
     $(".meter-fill", el).style.width = (frac * 100).toFixed(1) + "%";
+    $(".stock", el).hidden = st === "ended";
     $('[data-field="challenge-note"]', el).hidden = !d.challenge || st === "ended" || st === "sold-out";
 
     const buy = $('[data-action="buy"]', el);
-    const owned = v.order && !["failed", "cancelled"].includes(v.order.status);
+    // One order per buyer: a cancelled one still counts, unless the
+    // voucher lets its buyers buy again; a failed one does not.
+    const o = v.order;
+    const owned = o && o.status !== "failed" && !(d.rebuyAfterCancel && o.status === "cancelled");
     buy.disabled = st !== "on-sale" || v.busy || owned;
     let text = "Buy";
-    if (st === "upcoming") text = "Buy at " + new Date(Date.parse(d.beginTime) - offset).toLocaleTimeString();
+    if (st === "upcoming") {
+      const at = new Date(Date.parse(d.beginTime) - offset); // on this device's clock
+      text = "Buy at " + (at - localNow() < 12 * 3600 * 1000 ? at.toLocaleTimeString() : at.toLocaleString());
+    }
     else if (st === "sold-out") text = "Sold out";
     else if (st === "ended") text = "Ended";
     else if (st === "paused") text = "Paused";
-    else if (owned) text = "Bought";
+    else if (owned) text = o.status === "cancelled" ? "One per buyer" : "Bought";
     else if (v.busy) text = "Buying…";
     set(buy, text);
     if (was && was !== st) {
