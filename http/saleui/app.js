@@ -10,7 +10,12 @@
 "use strict";
 
 (() => {
-  const REFRESH_MS = 3000; // the vouchers' stock, while the page is visible
+  // The vouchers' stock is read every REFRESH_MS or so while the page is
+  // visible, each page at its own phase (a random part of it), and less
+  // often, up to REFRESH_MAX_MS, while the server fails to answer: every
+  // read costs the database a query.
+  const REFRESH_MS = 3000;
+  const REFRESH_MAX_MS = 30000;
   const CLOCK_SAMPLES = 5; // GET /api/time round trips per measurement
   const CLOCK_EVERY_MS = 5 * 60 * 1000;
   const ENDED_SHOWN_MS = 30 * 60 * 1000; // an ended sale stays listed this long
@@ -239,8 +244,10 @@
   const vouchers = new Map();
   let refreshing = false;
 
+  // refresh reads the vouchers and redraws them; it reports whether the
+  // server answered.
   async function refresh() {
-    if (refreshing) return;
+    if (refreshing) return true;
     refreshing = true;
     try {
       const { data } = await api("GET", "/api/vouchers");
@@ -271,8 +278,10 @@
       $("#refreshed").textContent = "Updated " + new Date(serverNow()).toLocaleTimeString();
       banner("");
       schedule();
+      return true;
     } catch (err) {
       banner(err.code === "network" ? "The server cannot be reached: the stock shown may be out of date." : "The sales could not be loaded: " + err.message);
+      return false;
     } finally {
       refreshing = false;
     }
@@ -435,7 +444,10 @@
       // Not issued yet (not_started), or a passing failure: try again
       // later; buying fetches one itself anyway.
       v.prepareAfter = serverNow() + Math.max(err.retryAfter || 0, 2) * 1000;
-      if (err.code !== "not_started") outcome(v, "wait", "The check could not be prepared: " + err.message + ". Buying will try again.");
+      if (err.code === "challenge_not_needed") d.challenge = false;
+      else if (err.code !== "not_started" && err.code !== "rate_limited" && err.code !== "unavailable") {
+        outcome(v, "wait", "The check could not be prepared: " + err.message + ". Buying will try again.");
+      }
     }).finally(() => {
       v.preparing = null;
     });
@@ -447,12 +459,14 @@
     if (v.preparing) await v.preparing;
     let sol = v.solution;
     v.solution = null;
-    if (!sol) sol = await solveChallenge(v);
-    return sol;
+    // A solution whose challenge has expired would be refused: solve anew.
+    if (!sol || sol.expires <= serverNow() + 1000) sol = await solveChallenge(v);
+    return sol.header;
   }
 
   // solveChallenge gets the buyer's challenge for the voucher and solves
-  // it in the worker, showing progress; it resolves to the X-Altcha value.
+  // it in the worker, showing progress; it resolves to the X-Altcha value
+  // (header) and when the challenge expires (expires, server ms).
   async function solveChallenge(v) {
     const { data: ch } = await api("GET", "/api/vouchers/" + v.id + "/challenge", { auth: true });
     const box = $('[data-field="solving"]', v.el);
@@ -482,7 +496,13 @@
         w.postMessage({ algorithm: ch.algorithm, challenge: ch.challenge, maxnumber: ch.maxnumber, salt: ch.salt });
       });
       bar.value = 100;
-      return btoa(JSON.stringify({ algorithm: ch.algorithm, challenge: ch.challenge, number, salt: ch.salt, signature: ch.signature }));
+      // The salt says when the challenge expires (ALTCHA's ?expires=, in
+      // seconds); without it, assume a minute.
+      const exp = /[?&]expires=(\d+)/.exec(ch.salt);
+      return {
+        header: btoa(JSON.stringify({ algorithm: ch.algorithm, challenge: ch.challenge, number, salt: ch.salt, signature: ch.signature })),
+        expires: exp ? parseInt(exp[1], 10) * 1000 : serverNow() + 60000,
+      };
     } finally {
       box.hidden = true;
     }
@@ -724,11 +744,16 @@
   // ---- start ------------------------------------------------------------
 
   let refreshTimer = null;
+  let refreshEvery = REFRESH_MS;
   function startRefresh() {
-    clearInterval(refreshTimer);
-    refreshTimer = setInterval(() => {
-      if (document.visibilityState === "visible") refresh();
-    }, REFRESH_MS);
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(async () => {
+      if (document.visibilityState === "visible") {
+        const ok = await refresh();
+        refreshEvery = ok ? REFRESH_MS : Math.min(refreshEvery * 2, REFRESH_MAX_MS);
+      }
+      startRefresh();
+    }, refreshEvery * (0.8 + 0.4 * Math.random()));
   }
 
   document.addEventListener("visibilitychange", () => {
