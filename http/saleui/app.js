@@ -362,7 +362,10 @@
     // voucher lets its buyers buy again; a failed one does not.
     const o = v.order;
     const owned = o && o.status !== "failed" && !(d.rebuyAfterCancel && o.status === "cancelled");
-    buy.disabled = st !== "on-sale" || v.busy || owned;
+    // While a buy is in flight the button keeps the focus (a disabled one
+    // would drop it) and says so; clicks are ignored.
+    buy.disabled = st !== "on-sale" || owned;
+    buy.setAttribute("aria-disabled", String(v.busy));
     let text = "Buy";
     if (st === "upcoming") {
       const at = new Date(Date.parse(d.beginTime) - offset); // on this device's clock
@@ -554,7 +557,7 @@
       const { data } = await api("POST", "/api/vouchers/" + v.id + "/seckill", { auth: true, headers });
       track(v, { orderId: data.orderId, voucherId: v.id, status: data.status });
       outcome(v, "ok", "You got it! Your order is being written.");
-      announce(v.data.title + ": bought. Order " + data.orderId + ".");
+      focusOrder(v);
     } catch (err) {
       return bought(v, err, fresh, retries);
     }
@@ -563,10 +566,11 @@
   // bought acts on a refused buy (or a challenge that could not be had).
   async function bought(v, err, fresh, retries) {
     const p = $('[data-field="outcome"]', v.el);
+    // The outcome is a live region of its own: said once, where the
+    // buyer pressed.
     const say = (kind, text) => {
       outcome(v, kind, text);
       p.dataset.code = err.code;
-      announce(v.data.title + ": " + text);
     };
     switch (err.code) {
       case "challenge_required":
@@ -586,7 +590,8 @@
         return say("bad", "Sold out: every unit is taken.");
       case "duplicate_order":
         if (err.body && err.body.orderId) track(v, { orderId: err.body.orderId, voucherId: v.id, status: "" });
-        return say("ok", "You already have an order for this sale: one per buyer.");
+        say("ok", "You already have an order for this sale: one per buyer.");
+        return focusOrder(v);
       case "not_started":
         // Our clock said it had: measure it again.
         syncClock();
@@ -683,6 +688,13 @@
     }
   }
 
+  // focusOrder moves the focus to the voucher's order, where the buyer's
+  // next step is, when the button they pressed is disabled or gone.
+  function focusOrder(v) {
+    draw(v);
+    $('[data-field="order"]', v.el).focus();
+  }
+
   function drawOrder(v) {
     const box = $('[data-field="order"]', v.el);
     const o = v.order;
@@ -723,8 +735,8 @@
       } else {
         outcome(v, "ok", what === "pay" ? "Paid." : "Cancelled: the unit is back on sale.");
       }
-      announce(v.data.title + ": order " + data.status + ".");
       draw(v);
+      focusOrder(v); // the button pressed is gone
       stopOrderPoll(v);
       pollOrder(v);
     } catch (err) {
