@@ -412,7 +412,7 @@
   function schedule() {
     clearTimeout(tickTimer);
     const now = serverNow();
-    let wait = 1000 - (now % 1000);
+    let wait = 1000 - (now % 1000) + 1; // just past the second: it shows
     for (const v of vouchers.values()) {
       for (const at of [Date.parse(v.data.beginTime), Date.parse(v.data.endTime)]) {
         if (at > now && at - now < wait) wait = at - now;
@@ -422,6 +422,7 @@
   }
 
   function tick() {
+    set($("#clock-time"), "Server time " + new Date(serverNow()).toLocaleTimeString());
     for (const v of vouchers.values()) {
       draw(v);
       maybePrepare(v);
@@ -791,11 +792,6 @@
     setInterval(syncClock, CLOCK_EVERY_MS);
     document.body.dataset.ready = "true";
   }
-
-  // The server's time in the bar, every second.
-  setInterval(() => {
-    set($("#clock-time"), "Server time " + new Date(serverNow()).toLocaleTimeString());
-  }, 250);
 
   start();
 })();
