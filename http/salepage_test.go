@@ -175,6 +175,17 @@ func TestSalePageInBrowser(t *testing.T) {
 		t.Fatalf("the page keeps a token that does not verify: %v", err)
 	}
 
+	// The list's refresh (every 3 s) leaves the keyboard's focus where it
+	// was.
+	focusBuy := voucherSel(payable, `[data-action="buy"]`)
+	step("the focus survives a refresh",
+		run(fmt.Sprintf(`document.querySelector(%q).focus(); window.refreshedBefore = document.querySelector("#refreshed").textContent;`, focusBuy)),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#refreshed").textContent !== window.refreshedBefore`),
+	)
+	if focused := eval(fmt.Sprintf(`({same: String(document.activeElement === document.querySelector(%q))})`, focusBuy)); focused["same"] != "true" {
+		t.Errorf("a refresh of the list moved the focus off the buy button")
+	}
+
 	// A sale that starts in 10 s: the button enables at the start on the
 	// server's clock (the browser's would enable it 30 s early).
 	begin := time.Now().Add(10 * time.Second).Truncate(time.Millisecond)

@@ -256,7 +256,8 @@
       // Those on sale first, then those coming up, soonest first; ended last.
       list.sort((a, b) => rank(a) - rank(b) || Date.parse(a.beginTime) - Date.parse(b.beginTime));
       const ul = $("#vouchers");
-      for (const d of list) {
+      const focused = document.activeElement;
+      list.forEach((d, i) => {
         seen.add(d.id);
         let v = vouchers.get(d.id);
         if (!v) {
@@ -265,8 +266,13 @@
         }
         v.data = d;
         draw(v);
-        ul.appendChild(v.el); // in order; moving a node keeps its focus
-      }
+        // Moved only when the order changes: a moved node loses the focus,
+        // which is given back.
+        if (ul.children[i] !== v.el) {
+          ul.insertBefore(v.el, ul.children[i] || null);
+          if (focused && v.el.contains(focused)) focused.focus();
+        }
+      });
       for (const [id, v] of vouchers) {
         if (!seen.has(id)) {
           v.el.remove();
