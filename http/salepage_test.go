@@ -258,6 +258,21 @@ func TestSalePageInBrowser(t *testing.T) {
 			t.Errorf("after %s the API says of order %s: %d %s", tc.action, id, res.status, res.raw)
 		}
 	}
+	// An order not paid in time: the page follows it to cancelled.
+	late := onSale("Pay in 3 seconds", 5, 3)
+	step("not paid in time",
+		present(fmt.Sprintf(`[data-voucher=%q][data-state="on-sale"]`, late)),
+		chromedp.Click(chromedp.CSS(voucherSel(late, `[data-action="buy"]`))),
+		present(voucherSel(late, `[data-field="order"][data-status="cancelled"]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(voucherSel(late, `[data-action="pay"]`))),
+	)
+	lateID := eval(fmt.Sprintf(`({id: document.querySelector('[data-voucher=%q] [data-field="order"]').dataset.order})`, late))["id"]
+	res = e.do("GET", "/api/orders/"+lateID, buyer, nil)
+	note := eval(fmt.Sprintf(`({t: document.querySelector('[data-voucher=%q] [data-field="order-note"]').textContent})`, late))["t"]
+	if res.status != 200 || res.body["status"] != "cancelled" || note == "" || note != res.body["reason"] {
+		t.Errorf("the order not paid in time: the page says %q, the API %d %s", note, res.status, res.raw)
+	}
+
 	// The cancelled unit is on sale again, and the page shows it.
 	step("the cancelled unit back", present(voucherSel(cancellable, `[data-field="remaining"][data-value="5"]`)))
 

@@ -677,6 +677,11 @@
     if (!o || !token) return;
     if (o.status !== "" && FINAL.includes(o.status)) return;
     if (o.status === "created" && !o.payBy) return; // no deadline: settled
+    if (document.visibilityState !== "visible" && o.status !== "pending" && o.status !== "") {
+      // Nobody looks: ask again later, not now.
+      v.orderTimer = setTimeout(() => pollOrder(v), 5000);
+      return;
+    }
     try {
       const { data } = await api("GET", "/api/orders/" + o.orderId, { auth: true });
       if (v.order !== o) return;
@@ -712,10 +717,12 @@
     set($('[data-field="order-id"]', box), o.orderId);
     set($('[data-field="order-status"]', box), ORDER_TEXT[o.status] || o.status || "…");
     let note = "";
-    const payable = o.status === "created" && o.payBy;
+    const left = o.payBy ? Date.parse(o.payBy) - serverNow() : 0;
+    // Past payBy the order is cancelled (the sweeper says so within
+    // moments): paying would be refused.
+    const payable = o.status === "created" && o.payBy && left > 0;
     if (o.status === "pending") note = "Admitted: being written to the shop's books.";
-    else if (payable) {
-      const left = Date.parse(o.payBy) - serverNow();
+    else if (o.status === "created" && o.payBy) {
       note = left > 0 ? "Pay within " + duration(left) + " or it is cancelled." : "The time to pay is up.";
     } else if (o.status === "created") note = "Yours.";
     else if (o.status === "paid") note = "Paid. Enjoy!";
