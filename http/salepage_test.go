@@ -311,11 +311,33 @@ func TestSalePageInBrowser(t *testing.T) {
 			time.Sleep(time.Until(begin) + 10*time.Millisecond)
 		}
 		e.wantError(e.do("POST", "/api/vouchers/"+id+"/seckill", other, nil), 403, "challenge_required")
+		// The first buy's solution is spoiled on its way (its number off
+		// by one): refused, the page solves a new challenge and buys again.
 		step("buy with a solution",
 			chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('[data-voucher=%q] [data-action="buy"]').disabled`, id)),
+			run(`(() => {
+				window.buys = [];
+				const f = window.fetch;
+				window.fetch = (url, init) => {
+					const h = init && init.headers && init.headers["X-Altcha"];
+					if (String(url).endsWith("/seckill")) {
+						window.buys.push(h || "");
+						if (window.buys.length === 1 && h) {
+							const sol = JSON.parse(atob(h));
+							sol.number++;
+							init.headers["X-Altcha"] = btoa(JSON.stringify(sol));
+						}
+					}
+					return f(url, init);
+				};
+			})()`),
 			chromedp.Click(chromedp.CSS(voucherSel(id, `[data-action="buy"]`))),
 			present(voucherSel(id, `[data-field="order"][data-status="created"]`)),
 		)
+		buys := eval(`({n: String(window.buys.length), distinct: String(window.buys[0] !== window.buys[1] && window.buys.every((h) => h !== ""))})`)
+		if buys["n"] != "2" || buys["distinct"] != "true" {
+			t.Errorf("the page bought %s times (each with a solution of its own: %s); want 2: the spoiled one, then a fresh one", buys["n"], buys["distinct"])
+		}
 		if solved := eval(fmt.Sprintf(`({ms: document.querySelector('[data-voucher=%q]').dataset.solvedMs || ""})`, id))["ms"]; solved == "" {
 			t.Errorf("the page bought a challenge voucher without saying it solved a challenge")
 		} else {
@@ -346,6 +368,19 @@ func TestSalePageInBrowser(t *testing.T) {
 			present(voucherSel(id, `[data-field="order"][data-status="created"]`)),
 		)
 	})
+
+	// On the narrowest phones nothing is wider than the screen, and the
+	// buttons are thumb-sized.
+	step("a small phone's screen", chromedp.EmulateViewport(320, 640))
+	small := eval(fmt.Sprintf(`(() => { const b = document.querySelector(%q).getBoundingClientRect();
+		return {scroll: String(document.documentElement.scrollWidth), height: String(Math.round(b.height)), width: String(Math.round(b.width))}; })()`,
+		voucherSel(sid, `[data-action="buy"]`)))
+	if w, _ := strconv.Atoi(small["scroll"]); w > 320 {
+		t.Errorf("at 320 px the page is %d px wide", w)
+	}
+	if h, _ := strconv.Atoi(small["height"]); h < 44 {
+		t.Errorf("at 320 px the buy button is %s px tall, want at least 44", small["height"])
+	}
 
 	// The screenshot: a phone's width.
 	step("a phone's screen", chromedp.EmulateViewport(412, 915), run(`window.scrollTo(0, 0)`))
