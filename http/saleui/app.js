@@ -443,6 +443,9 @@
   // buy at the start carries a solution at once.
   function maybePrepare(v) {
     const d = v.data;
+    // A prepared solution left unused until its challenge expires is
+    // replaced, so that the buy still carries a good one.
+    if (v.solution && v.solution.expires <= serverNow() + 5000) v.solution = null;
     if (!d.challenge || !token || v.solution || v.preparing || v.busy || v.order || v.prepareAfter > serverNow()) return;
     const st = state(v);
     if (st === "ended" || st === "sold-out") return;
