@@ -34,7 +34,7 @@ var openAPI = sync.OnceValues(func() (*openAPISpec, error) {
 	spec := &openAPISpec{doc: doc, mux: http.NewServeMux()}
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
-			spec.mux.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
+			spec.mux.HandleFunc(method+" "+muxPath(path), func(w http.ResponseWriter, r *http.Request) {
 				m := w.(*matchWriter)
 				m.path, m.params = path, map[string]string{}
 				for _, p := range item.GetOperation(method).Parameters {
@@ -47,6 +47,15 @@ var openAPI = sync.OnceValues(func() (*openAPISpec, error) {
 	}
 	return spec, nil
 })
+
+// muxPath is the ServeMux pattern of a path of the document: "/" alone is
+// "/{$}" in the mux, where "/" would match every path.
+func muxPath(path string) string {
+	if path == "/" {
+		return "/{$}"
+	}
+	return path
+}
 
 type openAPISpec struct {
 	doc *openapi3.T
@@ -185,7 +194,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	for path, item := range spec.doc.Paths.Map() {
 		for method := range item.Operations() {
-			documented = append(documented, method+" "+path)
+			documented = append(documented, method+" "+muxPath(path))
 		}
 	}
 	slices.Sort(served)

@@ -229,6 +229,7 @@ type route struct {
 // (openapi.json) describes each of them, and a test holds the two equal.
 func (s *Server) routeTable(reg *prometheus.Registry) []route {
 	reads := s.limitOrderReads()
+	sale := loadSalePage()
 	routes := []route{
 		{"POST /api/auth/code", s.limitLogin(s.sendCode)},
 		{"POST /api/auth/login", s.limitLogin(s.logIn)},
@@ -250,6 +251,9 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"GET /api/openapi.json", http.HandlerFunc(serveOpenAPI)},
 		{"GET /admin/", s.adminPage()},
 		{"GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently)},
+		{"GET /{$}", s.salePageHandler(sale)},
+		{"GET " + saleAssetPrefix, s.saleAssets(sale)},
+		{"GET /api/time", serverTime(time.Now)},
 		{"GET /healthz", http.HandlerFunc(s.healthz)},
 		{"GET /readyz", http.HandlerFunc(s.readyz)},
 	}
