@@ -24,6 +24,15 @@ const (
 	// MaxPayWithin bounds Voucher.PayWithin: a unit held longer than a
 	// day by a buyer who may never pay is not a flash sale's.
 	MaxPayWithin = 24 * time.Hour
+	// MaxChallengeLead bounds Voucher.ChallengeLead: a challenge issued
+	// longer before the start could be solved at leisure, which its lead
+	// is there to prevent.
+	MaxChallengeLead = time.Hour
+	// DefaultChallengeLead is the ChallengeLead of a voucher created with
+	// a challenge and no lead (the API's default): long enough for a buyer
+	// to load the page and solve before the start, short enough that
+	// nobody stockpiles solutions.
+	DefaultChallengeLead = 60 * time.Second
 )
 
 // Voucher is an item on flash sale: a limited stock sold one per buyer
@@ -60,6 +69,15 @@ type Voucher struct {
 	// RebuyAfterCancel lets a buyer whose order was cancelled buy the
 	// voucher again; by default they cannot.
 	RebuyAfterCancel bool
+	// Challenge makes every buy carry a solved proof-of-work challenge
+	// (issue 23, ChallengeService); false, as read for vouchers made
+	// before, buys as they always did.
+	Challenge bool
+	// ChallengeLead is how long before BeginTime challenges are issued, so
+	// that solving does not race the start while solving hours ahead stays
+	// impossible. Whole seconds, at most MaxChallengeLead; the API
+	// defaults it to DefaultChallengeLead.
+	ChallengeLead time.Duration
 }
 
 // Validate reports every rule the voucher breaks as one ErrInvalidArgument
@@ -87,6 +105,9 @@ func (v *Voucher) Validate(now time.Time) error {
 	}
 	if v.PayWithin < 0 || v.PayWithin > MaxPayWithin || v.PayWithin%time.Second != 0 {
 		problems = append(problems, fmt.Sprintf("payWithinSeconds: must be whole seconds between 0 and %d, got %v", int64(MaxPayWithin/time.Second), v.PayWithin))
+	}
+	if v.ChallengeLead < 0 || v.ChallengeLead > MaxChallengeLead || v.ChallengeLead%time.Second != 0 {
+		problems = append(problems, fmt.Sprintf("challengeLeadSeconds: must be whole seconds between 0 and %d, got %v", int64(MaxChallengeLead/time.Second), v.ChallengeLead))
 	}
 	switch {
 	case v.BeginTime.IsZero():

@@ -44,6 +44,9 @@ func TestErrorTable(t *testing.T) {
 		{"method not allowed", errMethodNotAllowed, 405, "method_not_allowed", "method not allowed", "", ""},
 		{"sold out", seckill.ErrSoldOut, 409, "sold_out", "sold out", "", ""},
 		{"duplicate order", &seckill.Error{Kind: seckill.ErrDuplicateOrder, Message: "you already hold an order", OrderID: 9007199254740993}, 409, "duplicate_order", "you already hold an order", "", "9007199254740993"},
+		{"challenge required", seckill.ErrChallengeRequired, 403, "challenge_required", "challenge required", "", ""},
+		{"challenge invalid", seckill.Errorf(seckill.ErrChallengeInvalid, "used"), 403, "challenge_invalid", "used", "", ""},
+		{"challenge not needed", seckill.ErrChallengeNotNeeded, 409, "challenge_not_needed", "challenge not needed", "", ""},
 		{"not started", seckill.ErrNotStarted, 409, "not_started", "sale has not started", "", ""},
 		{"ended", seckill.ErrEnded, 409, "ended", "sale has ended", "", ""},
 		{"order pending", &seckill.Error{Kind: seckill.ErrOrderPending, Message: "not yet", RetryAfter: time.Second}, 409, "order_pending", "not yet", "1", ""},
@@ -92,7 +95,8 @@ func TestErrorTableCovered(t *testing.T) {
 		seckill.ErrOrderNotFound, seckill.ErrDeadLetterNotFound, errRouteNotFound, errMethodNotAllowed, seckill.ErrSoldOut,
 		seckill.ErrDuplicateOrder, seckill.ErrNotStarted, seckill.ErrEnded, errBodyTooLarge, seckill.ErrRateLimited,
 		seckill.ErrUnavailable, seckill.ErrTransient, seckill.ErrOrderPending, seckill.ErrOrderPaid, seckill.ErrOrderCancelled,
-		seckill.ErrOrderFailed, seckill.ErrNoDeadline, seckill.ErrBadSignature, context.DeadlineExceeded}
+		seckill.ErrOrderFailed, seckill.ErrNoDeadline, seckill.ErrBadSignature, context.DeadlineExceeded,
+		seckill.ErrChallengeRequired, seckill.ErrChallengeInvalid, seckill.ErrChallengeNotNeeded}
 	for _, e := range errorCodes {
 		if !slices.Contains(tried, e.err) {
 			t.Errorf("the error table's %v (%s) is not in TestErrorTable", e.err, e.code)
@@ -147,21 +151,21 @@ func TestJSONShapes(t *testing.T) {
 		calls               []string
 	}{
 		{"list vouchers", "GET", "/api/vouchers", "", nil, 200, `{"vouchers":[
-			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false},
-			{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}]}`,
+			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0},
+			{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}]}`,
 			[]string{"List 100"}},
 		{"list vouchers with a limit", "GET", "/api/vouchers?limit=1", "", nil, 200, `{"vouchers":[
-			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}]}`,
+			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}]}`,
 			[]string{"List 1"}},
 		{"get voucher", "GET", "/api/vouchers/9007199254740993", "", nil, 200,
-			`{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}`,
+			`{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}`,
 			[]string{"Get 9007199254740993"}},
 		{"get voucher not loaded", "GET", "/api/vouchers/2", "", nil, 200,
-			`{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}`,
+			`{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}`,
 			[]string{"Get 2"}},
 		{"create voucher", "POST", "/api/admin/vouchers", "admin",
 			`{"title":"new","stock":5,"beginTime":"2026-12-01T20:00:00.1234567+08:00","endTime":"2026-12-01T22:00:00+08:00"}`, 201,
-			`{"id":"11","title":"new","stock":5,"remaining":5,"beginTime":"2026-12-01T12:00:00.123456Z","endTime":"2026-12-01T14:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}`,
+			`{"id":"11","title":"new","stock":5,"remaining":5,"beginTime":"2026-12-01T12:00:00.123456Z","endTime":"2026-12-01T14:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}`,
 			[]string{"Create new"}},
 		{"buy", "POST", "/api/vouchers/9007199254740993/seckill", "buyer", nil, 200,
 			`{"orderId":"9007199254741993","status":"pending"}`, []string{"Buy 2 9007199254740993"}},

@@ -60,6 +60,16 @@ func (s *Server) seckill(w http.ResponseWriter, r *http.Request, who auth.Identi
 		return
 	}
 	start := time.Now()
+	if s.challenges != nil {
+		// Before the buy: a voucher that takes a challenge admits no one
+		// whose solution was not spent first.
+		if err := s.challenges.Check(r.Context(), who.UserID, voucherID, r.Header.Get(solutionHeader)); err != nil {
+			e := lookupError(err)
+			s.admissions.record(e.code, time.Since(start))
+			s.errorCode(w, r, err, e)
+			return
+		}
+	}
 	o, err := s.orders.Buy(r.Context(), who.UserID, voucherID)
 	if err != nil {
 		e := lookupError(err)

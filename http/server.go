@@ -133,6 +133,10 @@ type Services struct {
 	// off: they answer 503.
 	Payments PaymentService
 	Webhook  PaymentWebhook
+	// Challenges issues the vouchers' challenges and checks the buys'
+	// solutions; nil: no voucher takes one, the challenge route answers
+	// 409 challenge_not_needed and buys are checked by nothing more.
+	Challenges ChallengeService
 }
 
 // Server is the HTTP server.
@@ -142,6 +146,7 @@ type Server struct {
 	orders     OrderService
 	payments   PaymentService
 	webhook    PaymentWebhook
+	challenges ChallengeService
 	ops        adminServices
 	login      *auth.Login
 	tokens     *auth.Tokens
@@ -181,6 +186,7 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 		orders:     svc.Orders,
 		payments:   svc.Payments,
 		webhook:    svc.Webhook,
+		challenges: svc.Challenges,
 		ops:        adminServices{deadLetters: svc.DeadLetters, stats: svc.Stats, reconciler: svc.Reconciler},
 		login:      svc.Login,
 		tokens:     svc.Tokens,
@@ -190,6 +196,11 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 		metrics:    m,
 		sampler:    newLogSampler(10),
 		admissions: admissions,
+	}
+	if svc.Challenges != nil {
+		if err := registerChallengeMetrics(reg, svc.Challenges); err != nil {
+			return nil, err
+		}
 	}
 	s.routes = s.routeTable(reg)
 	mux := http.NewServeMux()
@@ -225,6 +236,7 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"GET /api/vouchers", http.HandlerFunc(s.listVouchers)},
 		{"GET /api/vouchers/{id}", http.HandlerFunc(s.getVoucher)},
 		{"POST /api/vouchers/{id}/seckill", s.user(s.limitRate(s.seckill))},
+		{"GET /api/vouchers/{id}/challenge", s.user(s.getChallenge)},
 		{"GET /api/orders/{id}", s.user(reads(s.getOrder))},
 		{"GET /api/orders", s.user(reads(s.listOrders))},
 		{"POST /api/orders/{id}/pay", s.user(reads(s.payOrder))},

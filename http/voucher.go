@@ -40,6 +40,11 @@ type voucherJSON struct {
 	PayWithinSeconds int64 `json:"payWithinSeconds"`
 	// RebuyAfterCancel lets a buyer whose order was cancelled buy again.
 	RebuyAfterCancel bool `json:"rebuyAfterCancel"`
+	// Challenge says a buy must carry a solved challenge (X-Altcha), got
+	// from GET /api/vouchers/{id}/challenge from ChallengeLeadSeconds
+	// before beginTime.
+	Challenge            bool  `json:"challenge"`
+	ChallengeLeadSeconds int64 `json:"challengeLeadSeconds"`
 }
 
 func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
@@ -54,6 +59,9 @@ func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
 
 		PayWithinSeconds: int64(v.PayWithin / time.Second),
 		RebuyAfterCancel: v.RebuyAfterCancel,
+
+		Challenge:            v.Challenge,
+		ChallengeLeadSeconds: int64(v.ChallengeLead / time.Second),
 	}
 }
 
@@ -70,6 +78,11 @@ type createVoucherRequest struct {
 	PayWithinSeconds *int64 `json:"payWithinSeconds"`
 	// RebuyAfterCancel is optional: false when absent.
 	RebuyAfterCancel *bool `json:"rebuyAfterCancel"`
+	// Challenge is optional: false when absent. ChallengeLeadSeconds is
+	// optional: seckill.DefaultChallengeLead when absent with a challenge,
+	// else 0.
+	Challenge            *bool  `json:"challenge"`
+	ChallengeLeadSeconds *int64 `json:"challengeLeadSeconds"`
 }
 
 // decodeVoucher reads a voucher to create from body: every field present
@@ -120,6 +133,22 @@ func decodeVoucher(body io.Reader) (*seckill.Voucher, error) {
 	}
 	if req.RebuyAfterCancel != nil {
 		v.RebuyAfterCancel = *req.RebuyAfterCancel
+	}
+	if req.Challenge != nil {
+		v.Challenge = *req.Challenge
+	}
+	if v.Challenge {
+		// Absent: the default lead, for a challenge voucher alone (the
+		// others issue no challenge, and keep 0 as made before).
+		v.ChallengeLead = seckill.DefaultChallengeLead
+	}
+	if p := req.ChallengeLeadSeconds; p != nil {
+		// Bounded here, before the multiplication can overflow; Validate
+		// checks the bound again, on the Voucher.
+		if *p < 0 || *p > int64(seckill.MaxChallengeLead/time.Second) {
+			return nil, seckill.Errorf(seckill.ErrInvalidArgument, "challengeLeadSeconds: must be between 0 and %d, got %d", int64(seckill.MaxChallengeLead/time.Second), *p)
+		}
+		v.ChallengeLead = time.Duration(*p) * time.Second
 	}
 	return v, nil
 }

@@ -11,11 +11,11 @@ import (
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
@@ -36,7 +36,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err erro
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
 		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation, v.ShardCount(), tags,
-		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel)
+		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel, v.Challenge, payWithinSeconds(v.ChallengeLead))
 	if err != nil {
 		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
 	}
@@ -90,18 +90,20 @@ func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 		v         seckill.Voucher
 		tags      string
 		payWithin int64
+		lead      int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel, &v.Challenge, &lead); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
 	v.ShardTags = seckill.SplitShardTags(tags)
 	v.PayWithin = time.Duration(payWithin) * time.Second
+	v.ChallengeLead = time.Duration(lead) * time.Second
 	return &v, nil
 }
 
-// payWithinSeconds returns d as the pay_within_seconds column holds it:
-// whole seconds.
+// payWithinSeconds returns d as the pay_within_seconds column (and
+// challenge_lead_seconds) holds it: whole seconds.
 func payWithinSeconds(d time.Duration) int64 {
 	return int64(d / time.Second)
 }

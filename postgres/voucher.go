@@ -11,11 +11,11 @@ import (
 	seckill "github.com/seckill/seckill"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = $1`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT $1`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > $1 ORDER BY id`
@@ -37,7 +37,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) error {
 	err = s.with(ctx, func(conn *pgx.Conn) error {
 		return conn.QueryRow(ctx, insertVoucherSQL,
 			v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation, v.ShardCount(), tags,
-			payWithinSeconds(v.PayWithin), v.RebuyAfterCancel,
+			payWithinSeconds(v.PayWithin), v.RebuyAfterCancel, v.Challenge, payWithinSeconds(v.ChallengeLead),
 		).Scan(&id)
 	})
 	if err != nil {
@@ -107,18 +107,20 @@ func scanVoucher(row pgx.Row) (*seckill.Voucher, error) {
 		v         seckill.Voucher
 		tags      string
 		payWithin int64
+		lead      int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel, &v.Challenge, &lead); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
 	v.ShardTags = seckill.SplitShardTags(tags)
 	v.PayWithin = time.Duration(payWithin) * time.Second
+	v.ChallengeLead = time.Duration(lead) * time.Second
 	return &v, nil
 }
 
-// payWithinSeconds returns d as the pay_within_seconds column holds it:
-// whole seconds.
+// payWithinSeconds returns d as the pay_within_seconds column (and
+// challenge_lead_seconds) holds it: whole seconds.
 func payWithinSeconds(d time.Duration) int64 {
 	return int64(d / time.Second)
 }

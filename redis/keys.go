@@ -82,6 +82,15 @@ func (k keyspace) shard(id int64, tag string) voucherKeys {
 	}
 }
 
+// challenge is the key that marks a solved challenge of a voucher as
+// used (string, with the challenge's expiry as its TTL: SpendChallenge):
+// under the hash tag tag of the voucher's shard (seckill.Voucher.ShardTag)
+// that admits the buyer, so that it lives in the slot, and on the master,
+// of the admission it guards. hash is the challenge's lowercase hex.
+func (k keyspace) challenge(tag, hash string) string {
+	return k.prefix + ":{" + tag + "}:challenge:" + hash
+}
+
 // hotKeys keeps the keys of the vouchers admitted to, so that each buy
 // does not build (and allocate) them again. A sale has few vouchers; past
 // maxHotKeys it starts over. Its zero value is empty and ready.

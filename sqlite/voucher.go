@@ -11,11 +11,11 @@ import (
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel`
+const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
@@ -36,7 +36,7 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err erro
 	created := now()
 	err = s.db.QueryRowContext(ctx, insertVoucherSQL,
 		v.Title, v.Stock, v.InitialStock, micros(v.BeginTime), micros(v.EndTime), micros(created), v.Generation, v.ShardCount(), tags,
-		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel,
+		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel, v.Challenge, payWithinSeconds(v.ChallengeLead),
 	).Scan(&v.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: create voucher: %w", dbErr(err))
@@ -88,18 +88,20 @@ func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 		begin, end, createdAt int64
 		tags                  string
 		payWithin             int64
+		lead                  int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel, &v.Challenge, &lead); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = fromMicros(begin), fromMicros(end), fromMicros(createdAt)
 	v.ShardTags = seckill.SplitShardTags(tags)
 	v.PayWithin = time.Duration(payWithin) * time.Second
+	v.ChallengeLead = time.Duration(lead) * time.Second
 	return &v, nil
 }
 
-// payWithinSeconds returns d as the pay_within_seconds column holds it:
-// whole seconds.
+// payWithinSeconds returns d as the pay_within_seconds column (and
+// challenge_lead_seconds) holds it: whole seconds.
 func payWithinSeconds(d time.Duration) int64 {
 	return int64(d / time.Second)
 }

@@ -352,3 +352,32 @@ func (s suite) testUnendedVouchers(t *testing.T) {
 		t.Errorf("UnendedVouchers after every end = %v; want none", voucherIDs(got))
 	}
 }
+
+// testVoucherChallenge: a voucher's challenge and its lead (issue 23)
+// round-trip through every read, each on its own; one created without
+// them (as every voucher made before) reads no challenge and no lead.
+func (s suite) testVoucherChallenge(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	mk := func(title string, challenge bool, lead time.Duration) *seckill.Voucher {
+		return &seckill.Voucher{Title: title, Stock: 5, InitialStock: 5, BeginTime: base, EndTime: base.Add(time.Hour),
+			Generation: 7, Challenge: challenge, ChallengeLead: lead}
+	}
+	created := []*seckill.Voucher{
+		mk("challenge, lead 60s", true, 60*time.Second),
+		mk("challenge, lead an hour", true, time.Hour),
+		mk("challenge, no lead", true, 0),
+		mk("lead only", false, 30*time.Second),
+		mk("as before", false, 0),
+	}
+	want := map[int64]*seckill.Voucher{}
+	for _, v := range created {
+		challenge, lead := v.Challenge, v.ChallengeLead
+		if err := st.CreateVoucher(ctx, v); err != nil {
+			t.Fatalf("CreateVoucher(%q): %v", v.Title, err)
+		}
+		want[v.ID] = storedVoucher(&seckill.Voucher{ID: v.ID, Title: v.Title, Stock: 5, InitialStock: 5, BeginTime: base, EndTime: base.Add(time.Hour),
+			CreatedAt: v.CreatedAt, Generation: 7, Shards: 1, Challenge: challenge, ChallengeLead: lead})
+	}
+	readsBack(t, st, want)
+}

@@ -8,7 +8,10 @@ import (
 	"github.com/seckill/seckill"
 )
 
-var _ seckill.Backpressure = (*Pool)(nil)
+var (
+	_ seckill.Backpressure = (*Pool)(nil)
+	_ seckill.Backlog      = (*Pool)(nil)
+)
 
 // slots bounds the batches persisted at once, to a limit that can move.
 type slots struct {
@@ -136,4 +139,24 @@ func (p *Pool) watchBacklog() {
 func (p *Pool) WorkerStats() seckill.WorkerStats {
 	busy, limit := p.slots.state()
 	return seckill.WorkerStats{Consumer: p.cfg.Consumer, Mode: seckill.ModeStream, Busy: busy, Allowed: limit, Breaker: p.breaker.state()}
+}
+
+// Backlogged reports whether the backlog of any of the voucher's streams
+// (one per shard) is above its high-water mark, admission to it paused:
+// the challenges of the voucher grow harder meanwhile
+// (seckill.Difficulty).
+func (p *Pool) Backlogged(voucherID int64) bool {
+	if p.refusals.Load() == 0 {
+		return false
+	}
+	shards := 1
+	if n, ok := p.shards.Load(voucherID); ok {
+		shards = n.(int)
+	}
+	for i := range shards {
+		if _, ok := p.refusing.Load(seckill.Shard{VoucherID: voucherID, Index: i}); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -416,6 +416,11 @@ func TestShardBackpressure(t *testing.T) {
 	if p.Refusing(b.voucher.ID+1, homes[1][0]) {
 		t.Error("another voucher's buyer refused")
 	}
+	// One shard above its mark makes the voucher backlogged (its
+	// challenges grow harder), another voucher not.
+	if !p.Backlogged(b.voucher.ID) || p.Backlogged(b.voucher.ID+1) {
+		t.Errorf("Backlogged = %v, and of another voucher %v; want true, false", p.Backlogged(b.voucher.ID), p.Backlogged(b.voucher.ID+1))
+	}
 	msgs, err := b.cache.ReadOrders(ctx, b.shard(1), "w", 4, 0)
 	if err != nil || len(msgs) != 4 {
 		t.Fatalf("read 4 of shard 1: %d, %v", len(msgs), err)
@@ -430,6 +435,9 @@ func TestShardBackpressure(t *testing.T) {
 	p.watchBacklog()
 	if got := refusing(); slices.Contains(got, true) {
 		t.Errorf("with shard 1's backlog at the low-water mark, refusing by shard %v, want none", got)
+	}
+	if p.Backlogged(b.voucher.ID) {
+		t.Error("Backlogged at the low-water mark, want false")
 	}
 }
 

@@ -79,6 +79,18 @@ type Config struct {
 	LoginRateGlobalBurst int
 	LoginWrongAddr       int64 // wrong login codes an hour per client address
 	LoginWrongGlobal     int64 // wrong login codes an hour from all clients, all instances
+
+	ChallengeTTL       time.Duration // how long a challenge stays valid after the start
+	ChallengeMinNumber int64         // maxnumber of challenges at rest
+	ChallengeMaxNumber int64         // maxnumber under load, at most
+	ChallengeRate      float64       // requests a second per voucher above which the difficulty rises
+}
+
+func (c *Config) challengeFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.ChallengeTTL, "challenge-ttl", seckill.DefaultChallengeTTL, "how long a voucher's challenge stays valid after the later of its issue and the sale's start")
+	fs.Int64Var(&c.ChallengeMinNumber, "challenge-min-number", seckill.DefaultChallengeMinNumber, "maxnumber of the challenges at rest: a buyer tries half as many hashes on average")
+	fs.Int64Var(&c.ChallengeMaxNumber, "challenge-max-number", seckill.DefaultChallengeMaxNumber, fmt.Sprintf("maxnumber of the challenges under load, at most (at most %d): about a second's work for a phone", seckill.MaxChallengeNumber))
+	fs.Float64Var(&c.ChallengeRate, "challenge-rate", seckill.DefaultChallengeRate, "a voucher's challenges issued and checked a second, here, above which its difficulty doubles each second (negative: only the backlog raises it)")
 }
 
 func (c *Config) limitFlags(fs *flag.FlagSet) {

@@ -189,7 +189,10 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		Payments:   payments,
 		Webhook:    webhook,
 		SweepEvery: c.SweepEvery,
-		Test:       app.TestConfig{Crash: failpoint(logger)},
+		Challenge: seckill.ChallengeConfig{TTL: c.ChallengeTTL, MinNumber: c.ChallengeMinNumber, MaxNumber: c.ChallengeMaxNumber,
+			Rate: c.ChallengeRate},
+		ChallengeKey: seckill.ChallengeKey(secret),
+		Test:         app.TestConfig{Crash: failpoint(logger)},
 		HTTP: sechttp.Config{
 			Addr:                 c.Addr,
 			ReadHeaderTimeout:    c.ReadHeaderTimeout,
@@ -299,6 +302,7 @@ func serveFlags(fs *flag.FlagSet, c *Config) {
 	c.limitFlags(fs)
 	c.loginFlags(fs)
 	c.paymentFlags(fs)
+	c.challengeFlags(fs)
 	fs.StringVar(&c.Mode, "mode", "stream", "how orders are taken: stream (Redis admission, a Redis Stream, workers), queue (Redis admission, an in-memory queue: a crash loses it), sync (a database transaction in the request)")
 	fs.IntVar(&c.QueueCapacity, "queue-capacity", 10_000, "the queue mode's queue size; a full queue answers 503")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")

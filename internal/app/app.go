@@ -10,6 +10,7 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,6 +91,13 @@ type Config struct {
 	// SweepEvery is how often the sweeper cancels the orders not paid by
 	// their deadline. Default the sweeper's (1s).
 	SweepEvery time.Duration
+	// Challenge configures the challenges of the vouchers that take one
+	// (seckill.ChallengeConfig's defaults). ChallengeKey signs them
+	// (seckill.ChallengeKey of the token secret, which every instance
+	// shares); default a random key of this process, which only it can
+	// verify: for one instance alone, and tests.
+	Challenge    seckill.ChallengeConfig
+	ChallengeKey []byte
 
 	// Test holds what only tests set.
 	Test TestConfig
@@ -201,6 +209,8 @@ type App struct {
 	DeadLetters *seckill.DeadLetterService
 	Reconciler  *seckill.Reconciler
 	Payments    *seckill.PaymentService
+	// Challenges issues and checks the vouchers' challenges.
+	Challenges *seckill.ChallengeService
 	// Sweeper cancels the orders not paid by their deadline; started with
 	// the workers.
 	Sweeper *seckill.Sweeper
@@ -293,6 +303,19 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.Payments = &seckill.PaymentService{Store: cfg.Store, Cache: ops.Sweeper.Cache, Orders: a.Orders, Vouchers: a.Vouchers,
 		Provider: cfg.Payments, Logger: logger, Now: time.Now, Crash: cfg.Test.Crash}
 
+	key := cfg.ChallengeKey
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		rand.Read(key)
+	}
+	a.Challenges = &seckill.ChallengeService{Config: cfg.Challenge, Key: key, Vouchers: a.Vouchers, Spent: cfg.Cache,
+		Logger: logger, Now: time.Now}
+	if cfg.Mode != seckill.ModeSync {
+		// The sync mode keeps no sold-out memory: its buys all ask the
+		// database, and a challenge voucher's ask for a solution first.
+		a.Challenges.Orders = a.Orders
+	}
+
 	var workers monitor.WorkerInfo
 	switch cfg.Mode {
 	case seckill.ModeQueue:
@@ -308,6 +331,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		a.closers = append(a.closers, a.Pool.Stop)
 		a.Orders.Backpressure = a.Pool
+		a.Challenges.Backlog = a.Pool
 		a.Vouchers.Created = func(v *seckill.Voucher) { a.Pool.Watch(v) }
 		workers = a.Pool
 	}
@@ -323,6 +347,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("register the stats metrics: %w", err)
 	}
 
+	// The difficulty moves with load from now on: its worker reads only
+	// memory.
+	if err := a.Challenges.Start(ctx); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.Challenges.Stop)
+
 	if a.Server, err = sechttp.New(cfg.HTTP, sechttp.Services{
 		Vouchers:    a.Vouchers,
 		Orders:      a.Orders,
@@ -335,6 +366,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		DeadLetters: a.DeadLetters,
 		Payments:    a.Payments,
 		Webhook:     cfg.Webhook,
+		Challenges:  a.Challenges,
 	}, cfg.Registry, logger); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,302 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// ErrChallengeNotNeeded says a challenge was asked for a voucher that
+// takes none: its buys carry no solution.
+var ErrChallengeNotNeeded = errors.New("challenge not needed")
+
+// ChallengeSpender marks solved challenges used, once each, in the cache
+// (redis.Client).
+type ChallengeSpender interface {
+	// SpendChallenge marks the challenge (its lowercase hex hash) used for
+	// ttl, under the hash tag tag (Voucher.ShardTag of the shard that
+	// admits the buyer), and reports whether it was fresh: of concurrent
+	// presentations of one challenge, exactly one gets true.
+	SpendChallenge(ctx context.Context, tag, challenge string, ttl time.Duration) (fresh bool, err error)
+}
+
+// ChallengeConfig configures a ChallengeService. Zero fields take the
+// defaults named in their comments.
+type ChallengeConfig struct {
+	// TTL is how long a challenge stays valid after the later of its
+	// issue and its voucher's BeginTime: time to solve it and buy, not to
+	// stockpile it. Default 2m.
+	TTL time.Duration
+	// MinNumber is the maxnumber of a voucher's challenges at rest: the
+	// work asked of every buyer, about MinNumber/2 hashes on average.
+	// Default DefaultChallengeMinNumber.
+	MinNumber int64
+	// MaxNumber bounds the maxnumber that load raises it to, at most
+	// MaxChallengeNumber. Default DefaultChallengeMaxNumber.
+	MaxNumber int64
+	// Rate is the voucher's request rate (challenges issued and checked a
+	// second, here) above which its difficulty doubles each second.
+	// Default DefaultChallengeRate; negative: the rate never raises it.
+	Rate float64
+}
+
+// The defaults of ChallengeConfig.
+//
+// A phone's browser solving as the ALTCHA widget does (WebCrypto, one
+// digest a number) is slow: ALTCHA's documentation times maxnumber 100,000
+// at 0.83 s on an iPhone 12 mini and 2.5 s on a Samsung Galaxy A14, some
+// 120,000 and 40,000 hashes a second. DefaultChallengeMaxNumber is then
+// about a second at worst on a mid-range phone (half that on average), and
+// DefaultChallengeMinNumber a tenth of it. Go's SHA-256 (SolveChallenge, a
+// bot's way) does some 4 million a second on one core of the machine the
+// figures were taken on (BenchmarkSolveChallenge): the work prices a bot's
+// buy at milliseconds, not seconds (docs/design.md, The front door).
+const (
+	DefaultChallengeTTL       = 2 * time.Minute
+	DefaultChallengeMinNumber = 10_000
+	DefaultChallengeMaxNumber = 100_000
+	DefaultChallengeRate      = 1000
+)
+
+func (c ChallengeConfig) withDefaults() ChallengeConfig {
+	if c.TTL <= 0 {
+		c.TTL = DefaultChallengeTTL
+	}
+	if c.MinNumber <= 0 {
+		c.MinNumber = DefaultChallengeMinNumber
+	}
+	if c.MaxNumber <= 0 {
+		c.MaxNumber = DefaultChallengeMaxNumber
+	}
+	c.MaxNumber = min(c.MaxNumber, MaxChallengeNumber)
+	c.MinNumber = min(c.MinNumber, c.MaxNumber)
+	if c.Rate == 0 {
+		c.Rate = DefaultChallengeRate
+	}
+	return c
+}
+
+// ChallengeService issues the proof-of-work challenges of the vouchers
+// that take one (Voucher.Challenge) and checks the solutions their buys
+// carry (issue 23; docs/design.md, The front door): each bound by its
+// signed salt to one buyer, one voucher and an expiry, and spent once.
+type ChallengeService struct {
+	Config ChallengeConfig
+	// Key signs the challenges (ChallengeKey): every instance must share it.
+	Key []byte
+	// Vouchers gives the vouchers' rows, kept in memory (as the
+	// Admitter's): a voucher without a challenge costs one map lookup.
+	Vouchers *VoucherService
+	// Orders, if set, answers a buyer of a voucher it knows sold out
+	// before any solution is asked for; nil in the sync mode, which keeps
+	// no such memory.
+	Orders *OrderService
+	// Spent spends each solution once.
+	Spent ChallengeSpender
+	// Backlog, if set, tells when a voucher's order backlog is above its
+	// high-water mark (the stream mode's workers, worker.Pool): its
+	// difficulty then rises (Difficulty).
+	Backlog Backlog
+	Logger  *slog.Logger
+	// Now returns the current time. Default time.Now.
+	Now func() time.Time
+	// Rand draws the challenges' salts and numbers. Default crypto/rand.
+	Rand io.Reader
+
+	// Difficulty holds each voucher's maxnumber, raised by load; its
+	// worker (Start, Stop) moves it every second.
+	Difficulty Difficulty
+
+	stats challengeStats
+}
+
+// challengeStats are a ChallengeService's counts since it started.
+type challengeStats struct {
+	issued, passed, required, invalid, unavailable atomic.Int64
+}
+
+// ChallengeStats are a ChallengeService's counts since it started, for
+// metrics.
+type ChallengeStats struct {
+	// Issued counts challenges issued.
+	Issued int64
+	// The checks of buys of vouchers that take a challenge, by result:
+	// Passed (the solution spent, the buy goes on), Required (none
+	// carried), Invalid (forged, malformed, expired, another buyer's or
+	// voucher's, used), Unavailable (the cache could not spend it). A buy
+	// answered before any solution is asked for (sold out, outside its
+	// window) is none of them.
+	Passed, Required, Invalid, Unavailable int64
+	// MaxNumber is the highest maxnumber of any voucher now.
+	MaxNumber int64
+}
+
+// Stats returns the service's counts.
+func (s *ChallengeService) Stats() ChallengeStats {
+	return ChallengeStats{
+		Issued:      s.stats.issued.Load(),
+		Passed:      s.stats.passed.Load(),
+		Required:    s.stats.required.Load(),
+		Invalid:     s.stats.invalid.Load(),
+		Unavailable: s.stats.unavailable.Load(),
+		MaxNumber:   s.Difficulty.Highest(s.Config.withDefaults()),
+	}
+}
+
+func (s *ChallengeService) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// row returns the voucher's row, from memory once read.
+func (s *ChallengeService) row(ctx context.Context, voucherID int64) (*Voucher, error) {
+	v, err := s.Vouchers.rows.get(ctx, s.Vouchers.Store, voucherID)
+	if err != nil {
+		if errors.Is(err, ErrVoucherNotFound) {
+			return nil, err
+		}
+		s.Logger.Warn("challenge: the voucher could not be read from the database", "voucher", voucherID, "err", err)
+		return nil, restoring("the sale cannot be read right now; try again")
+	}
+	return v, nil
+}
+
+// Issue makes a challenge for the buyer and the voucher, from the
+// voucher's ChallengeLead before its sale begins until it ends; it expires
+// TTL after the later of now and the start. A voucher that takes no
+// challenge is ErrChallengeNotNeeded; before its lead, ErrNotStarted with
+// RetryAfter; after its end, ErrEnded; one that does not exist,
+// ErrVoucherNotFound.
+func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (Challenge, error) {
+	v, err := s.row(ctx, voucherID)
+	if err != nil {
+		return Challenge{}, err
+	}
+	if !v.Challenge {
+		return Challenge{}, Errorf(ErrChallengeNotNeeded, "voucher %d takes no challenge: buy without one", voucherID)
+	}
+	now := s.now()
+	if from := v.BeginTime.Add(-v.ChallengeLead); now.Before(from) {
+		return Challenge{}, &Error{Kind: ErrNotStarted, RetryAfter: from.Sub(now),
+			Message: fmt.Sprintf("challenges for voucher %d are issued from %s", voucherID, from.UTC().Format(time.RFC3339))}
+	}
+	if !now.Before(v.EndTime) {
+		return Challenge{}, Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
+	}
+	cfg := s.Config.withDefaults()
+	s.Difficulty.hit(voucherID)
+	expires := now
+	if v.BeginTime.After(now) {
+		expires = v.BeginTime
+	}
+	ch, err := NewChallenge(s.Key, ChallengeClaims{UserID: userID, VoucherID: voucherID, Expires: expires.Add(cfg.TTL)},
+		s.Difficulty.Number(voucherID, cfg), s.Rand)
+	if err != nil {
+		return Challenge{}, fmt.Errorf("issue a challenge for voucher %d: %w", voucherID, err)
+	}
+	s.stats.issued.Add(1)
+	return ch, nil
+}
+
+// Check lets the buyer's buy of the voucher go on, or answers it. A
+// voucher that takes no challenge goes on at once, whatever header says:
+// it costs one lookup of its row in memory. A buy of one that does is
+// answered first without a solution where the answer is cheap: outside
+// its sale window (ErrNotStarted, ErrEnded), and when the buy path knows
+// it sold out (ErrSoldOut; or the buyer's order, ErrDuplicateOrder, read
+// in the same read). Then header (X-Altcha) must carry a solution of a
+// challenge issued for this buyer and this voucher, not expired, which is
+// spent here, once (ChallengeSpender): none is ErrChallengeRequired; any
+// other failure, ErrChallengeInvalid; the cache unreachable,
+// ErrUnavailable. A solution is spent before the admission runs, whatever
+// it answers: a buy that fails after it needs a new one.
+func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, header string) error {
+	v, err := s.row(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	if !v.Challenge {
+		return nil
+	}
+	now := s.now()
+	if now.Before(v.BeginTime) {
+		return &Error{Kind: ErrNotStarted, RetryAfter: v.BeginTime.Sub(now), Message: fmt.Sprintf("the sale of voucher %d has not started", voucherID)}
+	}
+	if !now.Before(v.EndTime) {
+		return Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
+	}
+	if err := s.soldOut(ctx, userID, voucherID); err != nil {
+		return err
+	}
+	s.Difficulty.hit(voucherID)
+	sol, err := ParseSolution(header)
+	if err == nil {
+		err = s.spend(ctx, v, userID, sol, now)
+	}
+	switch {
+	case err == nil:
+		s.stats.passed.Add(1)
+	case errors.Is(err, ErrChallengeRequired):
+		s.stats.required.Add(1)
+	case errors.Is(err, ErrChallengeInvalid):
+		s.stats.invalid.Add(1)
+	default:
+		s.stats.unavailable.Add(1)
+	}
+	return err
+}
+
+// soldOut answers a buyer of a voucher the order service knows sold out,
+// as its Buy would, from the same memory and read; nil when it does not
+// know, or the read cannot vouch (the buy asks for a solution then).
+func (s *ChallengeService) soldOut(ctx context.Context, userID, voucherID int64) error {
+	o := s.Orders
+	if o == nil || o.SoldOut == nil || o.Admitter == nil || !o.knownSoldOut(voucherID, o.Admitter.Fence.seen.load()) {
+		return nil
+	}
+	err := o.soldOutAnswer(ctx, userID, voucherID)
+	if errors.Is(err, ErrSoldOut) || (errors.Is(err, ErrDuplicateOrder) && !o.Confirmed) {
+		return err
+	}
+	return nil
+}
+
+// spend verifies the solution for the buyer and the voucher v at now, and
+// spends it.
+func (s *ChallengeService) spend(ctx context.Context, v *Voucher, userID int64, sol Solution, now time.Time) error {
+	claims, err := VerifySolution(s.Key, sol, now)
+	if err != nil {
+		return err
+	}
+	if claims.UserID != userID || claims.VoucherID != v.ID {
+		return Errorf(ErrChallengeInvalid, "challenge solution was issued for another buyer or voucher: get your own")
+	}
+	// The key lives until the challenge expires, and a little after, so
+	// that no clock between here and the cache lets it be spent twice.
+	ttl := claims.Expires.Sub(now) + time.Second
+	tag := v.ShardTag(HomeShard(userID, v.ShardCount()))
+	fresh, err := s.Spent.SpendChallenge(ctx, tag, strings.ToLower(sol.Challenge), ttl)
+	if err != nil {
+		s.Logger.Warn("challenge: a solution could not be spent", "voucher", v.ID, "err", err)
+		return &Error{Kind: ErrUnavailable, Message: "your solution could not be checked right now; try again (with a new challenge, if it is then refused as used)", RetryAfter: time.Second}
+	}
+	if !fresh {
+		return Errorf(ErrChallengeInvalid, "challenge solution was used already: get a new challenge")
+	}
+	return nil
+}
+
+// Start starts the difficulty's worker (Difficulty.Run); Stop stops it.
+func (s *ChallengeService) Start(ctx context.Context) error {
+	return s.Difficulty.start(ctx, s.Config.withDefaults(), s.Backlog, s.Logger)
+}
+
+// Stop stops the difficulty's worker and waits for it. Safe to call twice.
+func (s *ChallengeService) Stop() { s.Difficulty.stop() }

@@ -1,0 +1,136 @@
+package seckill
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Backlog tells whether a voucher's order backlog is above its high-water
+// mark: on any of its shards' streams (worker.Pool, the stream mode's
+// backpressure).
+type Backlog interface {
+	Backlogged(voucherID int64) bool
+}
+
+// Difficulty holds the maxnumber of each voucher's challenges, which
+// rises with load: each second (Step) it doubles while the voucher's
+// backlog is above its high-water mark (Backlog) or its requests here
+// (challenges issued and checked) came faster than ChallengeConfig.Rate,
+// up to MaxNumber; and halves back otherwise, down to MinNumber. A buyer
+// then pays for the peak in time spent solving on their own device, which
+// spreads the peak's arrivals, while a quiet sale asks little.
+//
+// Each instance raises its own from its own load: behind a load balancer
+// each sees its share. Its zero value is ready; the worker (Start) moves
+// it.
+type Difficulty struct {
+	// vouchers holds, by voucher id, a *voucherDifficulty: of the vouchers
+	// with a challenge asked for since they were last at rest.
+	vouchers sync.Map
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	loop   sync.WaitGroup
+}
+
+// voucherDifficulty is one voucher's: its maxnumber (0: MinNumber) and the
+// requests counted since the last step.
+type voucherDifficulty struct {
+	number atomic.Int64
+	hits   atomic.Int64
+}
+
+// Number returns the voucher's maxnumber now.
+func (d *Difficulty) Number(voucherID int64, cfg ChallengeConfig) int64 {
+	if e, ok := d.vouchers.Load(voucherID); ok {
+		if n := e.(*voucherDifficulty).number.Load(); n > 0 {
+			return n
+		}
+	}
+	return cfg.MinNumber
+}
+
+// Highest returns the highest maxnumber of any voucher now: MinNumber
+// when none is raised.
+func (d *Difficulty) Highest(cfg ChallengeConfig) int64 {
+	n := cfg.MinNumber
+	d.vouchers.Range(func(_, e any) bool {
+		n = max(n, e.(*voucherDifficulty).number.Load())
+		return true
+	})
+	return n
+}
+
+// hit counts a request for the voucher's challenge.
+func (d *Difficulty) hit(voucherID int64) {
+	e, ok := d.vouchers.Load(voucherID)
+	if !ok {
+		e, _ = d.vouchers.LoadOrStore(voucherID, new(voucherDifficulty))
+	}
+	e.(*voucherDifficulty).hits.Add(1)
+}
+
+// Step moves every voucher's maxnumber once, as a second has passed since
+// the last step (the worker's tick): doubled under load, halved back
+// otherwise, within [MinNumber, MaxNumber]. A voucher back at MinNumber
+// with no request since the last step is forgotten.
+func (d *Difficulty) Step(cfg ChallengeConfig, backlog Backlog) {
+	cfg = cfg.withDefaults()
+	d.vouchers.Range(func(k, v any) bool {
+		id, e := k.(int64), v.(*voucherDifficulty)
+		hits := e.hits.Swap(0)
+		loaded := (cfg.Rate > 0 && float64(hits) > cfg.Rate) || (backlog != nil && backlog.Backlogged(id))
+		n := max(e.number.Load(), cfg.MinNumber)
+		if loaded {
+			n = min(n*2, cfg.MaxNumber)
+		} else {
+			n = max(n/2, cfg.MinNumber)
+		}
+		e.number.Store(n)
+		if !loaded && n == cfg.MinNumber && hits == 0 {
+			d.vouchers.CompareAndDelete(id, e)
+		}
+		return true
+	})
+}
+
+// start runs Step every second until stop. Safe to call twice.
+func (d *Difficulty) start(ctx context.Context, cfg ChallengeConfig, backlog Backlog, logger *slog.Logger) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cancel != nil {
+		return nil
+	}
+	ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.loop.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			guard(logger, "moving the challenges' difficulty", func() error {
+				d.Step(cfg, backlog)
+				return nil
+			})
+		}
+	})
+	return nil
+}
+
+// stop stops the worker and waits for it. Safe to call twice.
+func (d *Difficulty) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cancel == nil {
+		return
+	}
+	d.cancel()
+	d.loop.Wait()
+	d.cancel = nil
+}
