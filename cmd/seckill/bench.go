@@ -46,6 +46,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	c.secretFlags(fs)
 	c.workerFlags(fs)
 	c.limitFlags(fs)
+	c.challengeFlags(fs) // the in-process server's difficulty, as serve's
 	fs.StringVar(&c.Mode, "mode", "stream", "mode of the in-process server: stream, queue or sync")
 	fs.StringVar(&b.url, "url", "", "bench a running server at this URL instead of one in this process (needs its --jwt-secret); several instances comma-separated, each sent requests in turn")
 	fs.StringVar(&b.compare, "compare", "", "run each of these modes in turn, each on a fresh sale, e.g. sync,queue,stream")
