@@ -798,16 +798,30 @@ func (r *run) soldOut(ctx context.Context) {
 		tokens[i] = t
 	}
 	path := r.path(r.report.Voucher)
+	var refused sync.Map // code → *atomic.Int64
 	p := r.phase("sold-out", func() loopResult {
 		return r.closedLoop(ctx, r.cfg.SoldOutFor, 0, func(ctx context.Context, i int64) error {
 			rep, code, err := r.buyCode(ctx, "", path, tokens[i%int64(len(tokens))])
 			if err == nil && (rep.status != http.StatusConflict || code != "sold_out") {
+				key := code
+				if key == "" {
+					key = strconv.Itoa(rep.status)
+				}
+				c, _ := refused.LoadOrStore(key, new(atomic.Int64))
+				c.(*atomic.Int64).Add(1)
 				return fmt.Errorf("answered %d %s", rep.status, code)
 			}
 			return err
 		})
 	})
 	r.report.SoldOut = p.Rate
+	refused.Range(func(k, v any) bool {
+		if r.report.SoldOutOther == nil {
+			r.report.SoldOutOther = map[string]int64{}
+		}
+		r.report.SoldOutOther[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
 }
 
 // drain waits for the database to hold every admitted order. Its count is

@@ -73,7 +73,7 @@ func (f *fakeShop) handler() http.Handler {
 		w.Header().Set("Content-Type", soldOutType)
 		// As the server decides: a voucher known sold out is told so
 		// without a solution; a duplicate needs one.
-		if f.challenges != nil && v.challenge != nil && *v.challenge && int64(len(v.orders)) < v.stock {
+		if f.challenges != nil && v.challenge != nil && *v.challenge && (int64(len(v.orders)) < v.stock || f.challenges.forgetSoldOut) {
 			if code := f.challenges.check(r, vid, u); code != "" {
 				w.WriteHeader(403)
 				fmt.Fprintf(w, `{"code":%q,"message":"no"}`+"\n", code)
@@ -361,8 +361,11 @@ type fakeChallenges struct {
 	key       []byte
 	maxNumber int64
 	refuse    bool
-	used      map[string]bool // the shop's lock guards it
-	verified  int64
+	// forgetSoldOut asks for a solution even once sold out, as a server
+	// whose memory of the sell-out lapsed.
+	forgetSoldOut bool
+	used          map[string]bool // the shop's lock guards it
+	verified      int64
 }
 
 func newFakeChallenges(maxNumber int64) *fakeChallenges {

@@ -109,6 +109,27 @@ func TestChallengeRefused(t *testing.T) {
 	}
 }
 
+// TestChallengeSoldOutRefused: the sold-out phase's buys carry no
+// solution; a server that asks for one then is counted by its answer.
+func TestChallengeSoldOutRefused(t *testing.T) {
+	t.Parallel()
+	shop := &fakeShop{challenges: newFakeChallenges(100)}
+	shop.challenges.forgetSoldOut = true
+	r, err := runChallengeFake(t, shop, Config{Users: 30, Repeat: 1, Stock: 3, Concurrency: 4, SoldOutFor: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.phase("sold-out")
+	if !r.OK() || p == nil || p.Errors == 0 || r.SoldOutOther["challenge_required"] != p.Errors {
+		t.Fatalf("OK %v, the sold-out phase %+v, its other answers %v: want every one challenge_required", r.OK(), p, r.SoldOutOther)
+	}
+	var b strings.Builder
+	Table(&b, []*Report{r})
+	if !strings.Contains(b.String(), "once sold out, answers other than sold_out map[challenge_required:") {
+		t.Errorf("the notes do not tell them:\n%s", b.String())
+	}
+}
+
 // TestChallengeNotIssued: a server that issues no challenge stops the run
 // before its sale, saying so.
 func TestChallengeNotIssued(t *testing.T) {

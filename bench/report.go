@@ -60,6 +60,11 @@ type Report struct {
 	SoldOutAnswer Answer `json:"soldOutAnswer"`
 	// SoldOut is the rate of sold-out answers, measured after the sale.
 	SoldOut float64 `json:"soldOutReqPerSec"`
+	// SoldOutOther counts, by code, that phase's answers other than
+	// sold_out (its failures that got an answer): with Challenge, a buy
+	// without a solution is answered challenge_required once the server
+	// no longer knows the voucher sold out.
+	SoldOutOther map[string]int64 `json:"soldOutOtherAnswers,omitempty"`
 	// TimesBare are the rates over Bare.
 	TimesBare Ratios `json:"timesBare"`
 	// RateUntilSoldOut and RateAfterSoldOut split the sale at its first
@@ -436,6 +441,9 @@ func notes(w io.Writer, r *Report) {
 	}
 	if r.SoldOutAfterLastUnit != nil {
 		fmt.Fprintf(w, "; the first sold_out %v after the last 200", *r.SoldOutAfterLastUnit)
+	}
+	if len(r.SoldOutOther) > 0 {
+		fmt.Fprintf(w, "; once sold out, answers other than sold_out %v", r.SoldOutOther)
 	}
 	if r.Agree != nil {
 		fmt.Fprintf(w, "; Redis and database agree: %v (%s)", *r.Agree, r.AgreeNote)
