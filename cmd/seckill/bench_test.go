@@ -128,8 +128,9 @@ func TestBenchOpenLoopEmbedded(t *testing.T) {
 
 // TestBenchChallengeEmbedded is the smoke run of bench --challenge: every
 // buy solves a challenge of the in-process server's, the books balance,
-// the sold-out answers need no solution, and the start rounds alternate a
-// plain voucher and a challenge one, each sent every buy it offers.
+// the sold-out answers are counted by code, and the start rounds
+// alternate a plain voucher and a challenge one, each sent every buy it
+// offers.
 func TestBenchChallengeEmbedded(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "bench.json")
 	code, out, errOut := runCmd(environ{}, "bench", "--challenge", "--challenge-min-number", "1000", "--challenge-max-number", "1000",
@@ -153,9 +154,13 @@ func TestBenchChallengeEmbedded(t *testing.T) {
 	if s := r.Solves; s == nil || s.Solved != 200 || len(s.MaxNumbers) != 1 || s.MaxNumbers[1000] != 200 {
 		t.Errorf("solves %+v: want 200 of maxnumber 1,000", s)
 	}
+	// Asked without a solution: sold_out while the server remembers the
+	// sell-out (a second, renewed by buys that reach Redis, and none do
+	// then), challenge_required after; a loaded machine may take longer
+	// than that second over the drain and the books.
 	for _, p := range r.Phases {
-		if p.Name == "sold-out" && (p.Requests == 0 || p.Errors != 0) {
-			t.Errorf("the sold-out answers, asked without a solution: %+v", p)
+		if p.Name == "sold-out" && (p.Requests+p.Errors == 0 || p.Errors != r.SoldOutOther["challenge_required"] || len(r.SoldOutOther) > 1) {
+			t.Errorf("the sold-out answers, asked without a solution: %+v; other answers %v", p, r.SoldOutOther)
 		}
 	}
 	st := r.Start
