@@ -94,6 +94,21 @@ type Config struct {
 	// sale's line redraws in place with a progress bar.
 	Progress io.Writer
 	Terminal bool
+	// Challenge makes the sale's voucher ask for a solved challenge
+	// ("challenge": true on create): before each buy the buyer gets a
+	// challenge with its token, solves it in Go and sends the solution in
+	// the X-Altcha header, as a buyer's page does. The references, the
+	// sold-out answers (which a challenge voucher gives without a
+	// solution) and the open loop are as without it.
+	Challenge bool
+	// StartRounds, with Challenge, is how many pairs of start rounds run
+	// after the books: the sale's buyers buy a fresh voucher from its
+	// start, once without the challenge and once with it, the pairs in
+	// alternating order, and the buys' arrivals are counted per 100 ms
+	// (see Start). 0: none.
+	StartRounds int
+	// StartFor is how long a start round sends at most. Default 2s.
+	StartFor time.Duration
 	// Client sends the requests; default one with Concurrency connections
 	// per host, and another like it for the bare handler.
 	Client *http.Client
@@ -135,6 +150,9 @@ func (c *Config) withDefaults() error {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 60 * time.Second
 	}
+	if c.StartFor <= 0 {
+		c.StartFor = 2 * time.Second
+	}
 	if c.Watch == nil {
 		c.Watch = []Watch{{Name: "bench", Self: true}}
 	}
@@ -175,6 +193,8 @@ type run struct {
 	// before), and afterSoldOut counts the answers since.
 	soldOutAt    atomic.Int64
 	afterSoldOut atomic.Int64
+	// solves are the sale's challenges solved (Config.Challenge).
+	solves solver
 	// lastOK is when the sale last answered 200 (unix ns).
 	lastOK      atomic.Int64
 	soldOutSeen sync.Once
@@ -236,6 +256,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := r.books(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.Challenge && cfg.StartRounds > 0 {
+		if err := r.startRounds(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.OpenRate > 0 || len(cfg.OpenSteps) > 0 {
 		if err := r.openLoop(ctx); err != nil {
 			return nil, err
@@ -262,6 +287,12 @@ type reply struct {
 // send sends one request to base, or to the server's instances in turn
 // when base is empty, and decodes a JSON answer into out (nil: discard).
 func (r *run) send(ctx context.Context, client *http.Client, base, method, path, token string, body any, out any) (reply, error) {
+	return r.sendAltcha(ctx, client, base, method, path, token, "", body, out)
+}
+
+// sendAltcha is send with a challenge's solution in the X-Altcha header
+// (none when altcha is empty).
+func (r *run) sendAltcha(ctx context.Context, client *http.Client, base, method, path, token, altcha string, body any, out any) (reply, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -279,6 +310,9 @@ func (r *run) send(ctx context.Context, client *http.Client, base, method, path,
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if altcha != "" {
+		req.Header.Set("X-Altcha", altcha)
 	}
 	res, err := client.Do(req)
 	if err != nil {
@@ -466,8 +500,8 @@ func (r *run) warm(ctx context.Context, d time.Duration, send func(ctx context.C
 }
 
 // createVoucher creates a voucher on sale now, with Config.Shards shards,
-// and returns its id.
-func (r *run) createVoucher(stock int64, title string) (int64, error) {
+// asking for a challenge if challenge, and returns its id.
+func (r *run) createVoucher(stock int64, title string, challenge bool) (int64, error) {
 	admin, err := r.cfg.Token(1, true)
 	if err != nil {
 		return 0, fmt.Errorf("bench: admin token: %w", err)
@@ -484,6 +518,11 @@ func (r *run) createVoucher(stock int64, title string) (int64, error) {
 		// No more shards than units: the server refuses that.
 		body["shards"] = min(int64(r.cfg.Shards), stock)
 	}
+	if challenge {
+		// Sent only when asked, as shards: a server without challenges
+		// takes every plain run's voucher as before.
+		body["challenge"] = true
+	}
 	status, err := r.request(context.Background(), "POST", "/api/admin/vouchers", admin, body, &v)
 	if err != nil || status != http.StatusCreated {
 		return 0, fmt.Errorf("bench: create the voucher: status %d, %v", status, err)
@@ -497,12 +536,19 @@ func (r *run) createVoucher(stock int64, title string) (int64, error) {
 
 // setUp creates the sale's voucher and mints the buyers' tokens.
 func (r *run) setUp() error {
-	id, err := r.createVoucher(r.cfg.Stock, "sale")
+	id, err := r.createVoucher(r.cfg.Stock, "sale", r.cfg.Challenge)
 	if err != nil {
 		return err
 	}
 	r.report.Voucher = id
-	return r.mintTokens(r.cfg.Users)
+	if err := r.mintTokens(r.cfg.Users); err != nil {
+		return err
+	}
+	if r.cfg.Challenge {
+		r.report.Challenge = true
+		return r.probeChallenge(context.Background(), id)
+	}
+	return nil
 }
 
 // mintTokens makes sure buyers 0 to n-1 have tokens.
@@ -524,11 +570,31 @@ type answer struct {
 	Status  string `json:"status"`
 }
 
-// buy sends one buyer's request and records it.
+// buy sends one buyer's request and records it. With Config.Challenge
+// the buyer first gets and solves a challenge; the latency recorded is
+// the buy's alone.
 func (r *run) buy(ctx context.Context, buyer int) {
+	var altcha string
+	if r.cfg.Challenge {
+		header, key, err := r.solve(ctx, &r.solves, r.report.Voucher, r.tokens[buyer])
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil || key != "" {
+			// No buy is sent: the attempt is counted by what stopped it.
+			r.done.Add(1)
+			if err != nil {
+				key = r.errs.add(err)
+			}
+			c, _ := r.answers.LoadOrStore(key, new(atomic.Int64))
+			c.(*atomic.Int64).Add(1)
+			return
+		}
+		altcha = header
+	}
 	start := time.Now()
 	var a answer
-	rep, err := r.send(ctx, r.client, "", "POST", r.path(r.report.Voucher), r.tokens[buyer], nil, &a)
+	rep, err := r.sendAltcha(ctx, r.client, "", "POST", r.path(r.report.Voucher), r.tokens[buyer], altcha, nil, &a)
 	d := time.Since(start)
 	if ctx.Err() != nil {
 		return
@@ -644,6 +710,8 @@ func (r *run) sale(ctx context.Context) (loopResult, error) {
 		r.report.Answers[k.(string)] = v.(*atomic.Int64).Load()
 		return true
 	})
+	r.report.ChallengeErrors = countCodes(r.report.Answers, challengeCodes)
+	r.report.Solves = r.solves.stats()
 	r.report.Admitted = int64(len(r.orders))
 	return loopResult{n: s.n, elapsed: elapsed, errs: &r.errs}, ctx.Err()
 }
@@ -730,16 +798,30 @@ func (r *run) soldOut(ctx context.Context) {
 		tokens[i] = t
 	}
 	path := r.path(r.report.Voucher)
+	var refused sync.Map // code → *atomic.Int64
 	p := r.phase("sold-out", func() loopResult {
 		return r.closedLoop(ctx, r.cfg.SoldOutFor, 0, func(ctx context.Context, i int64) error {
 			rep, code, err := r.buyCode(ctx, "", path, tokens[i%int64(len(tokens))])
 			if err == nil && (rep.status != http.StatusConflict || code != "sold_out") {
+				key := code
+				if key == "" {
+					key = strconv.Itoa(rep.status)
+				}
+				c, _ := refused.LoadOrStore(key, new(atomic.Int64))
+				c.(*atomic.Int64).Add(1)
 				return fmt.Errorf("answered %d %s", rep.status, code)
 			}
 			return err
 		})
 	})
 	r.report.SoldOut = p.Rate
+	refused.Range(func(k, v any) bool {
+		if r.report.SoldOutOther == nil {
+			r.report.SoldOutOther = map[string]int64{}
+		}
+		r.report.SoldOutOther[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
 }
 
 // drain waits for the database to hold every admitted order. Its count is

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill"
 )
 
 // fakeShop is a stand-in server that sells correctly, except that it can be
@@ -25,12 +28,16 @@ type fakeShop struct {
 	lose     bool
 	lost     int64
 	nextID   int64
+	// challenges are the challenge vouchers' (see fakeChallenges): nil,
+	// the shop has no challenge route, as before challenges.
+	challenges *fakeChallenges
 }
 
 type fakeVoucher struct {
-	stock  int64
-	shards *int             // as asked: nil when not sent
-	orders map[string]int64 // user → order id
+	stock     int64
+	shards    *int             // as asked: nil when not sent
+	challenge *bool            // as asked: nil when not sent
+	orders    map[string]int64 // user → order id
 }
 
 func (f *fakeShop) voucher(r *http.Request) (int64, *fakeVoucher) {
@@ -47,13 +54,14 @@ func (f *fakeShop) handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"status":"ok"}`) })
 	mux.HandleFunc("POST /api/admin/vouchers", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
-			Stock  int64 `json:"stock"`
-			Shards *int  `json:"shards"`
+			Stock     int64 `json:"stock"`
+			Shards    *int  `json:"shards"`
+			Challenge *bool `json:"challenge"`
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.vouchers = append(f.vouchers, &fakeVoucher{stock: body.Stock, shards: body.Shards, orders: map[string]int64{}})
+		f.vouchers = append(f.vouchers, &fakeVoucher{stock: body.Stock, shards: body.Shards, challenge: body.Challenge, orders: map[string]int64{}})
 		w.WriteHeader(201)
 		fmt.Fprintf(w, `{"id":"%d"}`, len(f.vouchers))
 	})
@@ -63,6 +71,15 @@ func (f *fakeShop) handler() http.Handler {
 		vid, v := f.voucher(r)
 		u := user(r)
 		w.Header().Set("Content-Type", soldOutType)
+		// As the server decides: a voucher known sold out is told so
+		// without a solution; a duplicate needs one.
+		if f.challenges != nil && v.challenge != nil && *v.challenge && (int64(len(v.orders)) < v.stock || f.challenges.forgetSoldOut) {
+			if code := f.challenges.check(r, vid, u); code != "" {
+				w.WriteHeader(403)
+				fmt.Fprintf(w, `{"code":%q,"message":"no"}`+"\n", code)
+				return
+			}
+		}
 		if id, ok := v.orders[u]; ok {
 			w.WriteHeader(409)
 			fmt.Fprintf(w, `{"code":"duplicate_order","message":"you hold order %d","orderId":"%d"}`+"\n", id, id)
@@ -80,6 +97,26 @@ func (f *fakeShop) handler() http.Handler {
 		}
 		fmt.Fprintf(w, `{"orderId":"%d","status":"pending"}`+"\n", f.nextID)
 	})
+	if f.challenges != nil {
+		mux.HandleFunc("GET /api/vouchers/{id}/challenge", func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			vid, v := f.voucher(r)
+			f.mu.Unlock()
+			if v.challenge == nil || !*v.challenge {
+				w.WriteHeader(409)
+				fmt.Fprint(w, `{"code":"challenge_not_needed","message":"no"}`)
+				return
+			}
+			uid, _ := strconv.ParseInt(user(r), 10, 64)
+			ch, err := seckill.NewChallenge(f.challenges.key, seckill.ChallengeClaims{UserID: uid, VoucherID: vid, Expires: time.Now().Add(time.Minute)}, f.challenges.maxNumber, nil)
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			w.Header().Set("Cache-Control", "no-store")
+			json.NewEncoder(w).Encode(ch)
+		})
+	}
 	mux.HandleFunc("GET /api/vouchers/{id}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -315,4 +352,40 @@ func TestTable(t *testing.T) {
 	if strings.Contains(out, "ceiling") || strings.Contains(out, "WARNING") {
 		t.Errorf("the table speaks of a ceiling or warns:\n%s", out)
 	}
+}
+
+// fakeChallenges are a fake shop's challenges, made and verified with the
+// protocol's own code, each solution taken once; refuse refuses every
+// solution, as a broken server would.
+type fakeChallenges struct {
+	key       []byte
+	maxNumber int64
+	refuse    bool
+	// forgetSoldOut asks for a solution even once sold out, as a server
+	// whose memory of the sell-out lapsed.
+	forgetSoldOut bool
+	used          map[string]bool // the shop's lock guards it
+	verified      int64
+}
+
+func newFakeChallenges(maxNumber int64) *fakeChallenges {
+	return &fakeChallenges{key: seckill.ChallengeKey([]byte("bench test")), maxNumber: maxNumber, used: map[string]bool{}}
+}
+
+// check returns the code that refuses the buy's solution, or "".
+func (c *fakeChallenges) check(r *http.Request, voucherID int64, user string) string {
+	sol, err := seckill.ParseSolution(r.Header.Get("X-Altcha"))
+	if errors.Is(err, seckill.ErrChallengeRequired) {
+		return "challenge_required"
+	}
+	if err != nil || c.refuse {
+		return "challenge_invalid"
+	}
+	claims, err := seckill.VerifySolution(c.key, sol, time.Now())
+	if err != nil || strconv.FormatInt(claims.UserID, 10) != user || claims.VoucherID != voucherID || c.used[sol.Challenge] {
+		return "challenge_invalid"
+	}
+	c.used[sol.Challenge] = true
+	c.verified++
+	return ""
 }

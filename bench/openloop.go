@@ -210,7 +210,7 @@ func (r *run) openLoop(ctx context.Context) error {
 			return err
 		}
 		step.Bare = r.openPhase(ctx, rate, n, warm, r.bare.url, r.path(r.report.Voucher), r.bareClient)
-		id, err := r.createVoucher(n+warm, fmt.Sprintf("open loop %.0f/s", rate))
+		id, err := r.createVoucher(n+warm, fmt.Sprintf("open loop %.0f/s", rate), false)
 		if err != nil {
 			return err
 		}
@@ -242,7 +242,7 @@ func (r *run) admissionsMax(ctx context.Context) (Phase, error) {
 	if err := r.mintTokens(int(limit)); err != nil {
 		return Phase{}, err
 	}
-	id, err := r.createVoucher(limit, "admissions maximum")
+	id, err := r.createVoucher(limit, "admissions maximum", false)
 	if err != nil {
 		return Phase{}, err
 	}

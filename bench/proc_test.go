@@ -121,6 +121,10 @@ func TestPortOwners(t *testing.T) {
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 	m := newCPUMeter([]Watch{{Name: "listener", Port: port}})
+	// Looked up before any phase, whose CPU would count the lookup's.
+	if !slices.Contains(m.owners[0], os.Getpid()) {
+		t.Errorf("the port's owners after newCPUMeter: %v, want this process (%d), looked up already", m.owners[0], os.Getpid())
+	}
 	got := m.pids(0, m.watches[0], readProcs(m.root))
 	if !slices.Contains(got, os.Getpid()) {
 		t.Errorf("the processes listening on port %d: %v, want this one (%d)", port, got, os.Getpid())

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,11 @@ type Report struct {
 	SoldOutAnswer Answer `json:"soldOutAnswer"`
 	// SoldOut is the rate of sold-out answers, measured after the sale.
 	SoldOut float64 `json:"soldOutReqPerSec"`
+	// SoldOutOther counts, by code, that phase's answers other than
+	// sold_out (its failures that got an answer): with Challenge, a buy
+	// without a solution is answered challenge_required once the server
+	// no longer knows the voucher sold out.
+	SoldOutOther map[string]int64 `json:"soldOutOtherAnswers,omitempty"`
 	// TimesBare are the rates over Bare.
 	TimesBare Ratios `json:"timesBare"`
 	// RateUntilSoldOut and RateAfterSoldOut split the sale at its first
@@ -87,6 +93,15 @@ type Report struct {
 	Database          string  `json:"database,omitempty"`
 	DatabaseCores     float64 `json:"databaseCoresDuringSale"`
 	DatabaseCoresBare float64 `json:"databaseCoresDuringBare"`
+	// Challenge says the sale's voucher asked for a solved challenge
+	// (Config.Challenge); Solves are the sale's, and ChallengeErrors the
+	// sale's buys refused for their challenge (challenge_required,
+	// challenge_invalid) or not solved: a fault, against the books.
+	Challenge       bool    `json:"challenge,omitempty"`
+	Solves          *Solves `json:"solves,omitempty"`
+	ChallengeErrors int64   `json:"challengeErrors"`
+	// Start is the start-of-sale figure, when its rounds were run.
+	Start *Start `json:"start,omitempty"`
 	// Open is the open-loop part, when one was run.
 	Open      *OpenLoop     `json:"openLoop,omitempty"`
 	Admitted  int64         `json:"admitted"`
@@ -134,10 +149,12 @@ type Phase struct {
 }
 
 // OK reports whether the books balance: no oversell, no order lost, no
-// buyer twice, no transport error, and Redis and the database agree where
+// buyer twice, no transport error, no buy refused for its challenge (in
+// the sale or the start rounds), and Redis and the database agree where
 // that was checked.
 func (r *Report) OK() bool {
-	return r.Oversold == 0 && r.Lost == 0 && r.Doubles == 0 && r.Errors == 0 && (r.Agree == nil || *r.Agree)
+	return r.Oversold == 0 && r.Lost == 0 && r.Doubles == 0 && r.Errors == 0 && r.ChallengeErrors == 0 &&
+		(r.Start == nil || r.Start.Errors == 0 && r.Start.ChallengeErrors == 0) && (r.Agree == nil || *r.Agree)
 }
 
 // phase returns the run's phase of that name, or nil.
@@ -216,6 +233,16 @@ func Table(w io.Writer, reports []*Report) {
 	if slices.ContainsFunc(reports, func(r *Report) bool { return r.Open != nil }) {
 		fmt.Fprintln(w)
 		openTable(w, reports)
+	}
+	if slices.ContainsFunc(reports, func(r *Report) bool { return r.Solves != nil }) {
+		fmt.Fprintln(w)
+		solveTable(w, reports)
+	}
+	for _, r := range reports {
+		if r.Start != nil {
+			fmt.Fprintln(w)
+			startTable(w, r)
+		}
 	}
 	fmt.Fprintln(w)
 	for _, r := range reports {
@@ -415,6 +442,9 @@ func notes(w io.Writer, r *Report) {
 	if r.SoldOutAfterLastUnit != nil {
 		fmt.Fprintf(w, "; the first sold_out %v after the last 200", *r.SoldOutAfterLastUnit)
 	}
+	if len(r.SoldOutOther) > 0 {
+		fmt.Fprintf(w, "; once sold out, answers other than sold_out %v", r.SoldOutOther)
+	}
 	if r.Agree != nil {
 		fmt.Fprintf(w, "; Redis and database agree: %v (%s)", *r.Agree, r.AgreeNote)
 	}
@@ -476,8 +506,49 @@ func Verdict(r *Report) string {
 	check(r.Lost == 0, fmt.Sprintf("nothing lost: all %d orders answered 200 are in the database", r.Admitted),
 		fmt.Sprintf("%d of %d orders answered 200 are not in the database", r.Lost, r.Admitted))
 	check(r.Errors == 0, "every request was answered", fmt.Sprintf("%d requests got no answer (%d refused, %d reset)", r.Errors, r.ConnRefused, r.ConnReset))
+	if r.Challenge || r.ChallengeErrors > 0 {
+		check(r.ChallengeErrors == 0, "no buy refused for its challenge: each carried a fresh solution of its own",
+			fmt.Sprintf("%d buys refused for their challenge or not solved (challenge_required, challenge_invalid, %s)", r.ChallengeErrors, unsolvable))
+	}
+	if s := r.Start; s != nil {
+		check(s.Errors == 0 && s.ChallengeErrors == 0, fmt.Sprintf("the %d start rounds: every request answered, no buy refused for its challenge", len(s.Rounds)),
+			fmt.Sprintf("the start rounds: %d requests got no answer, %d buys refused for their challenge", s.Errors, s.ChallengeErrors))
+	}
 	if r.Agree != nil {
 		check(*r.Agree, "Redis and the database agree ("+r.AgreeNote+")", "Redis and the database DISAGREE ("+r.AgreeNote+")")
 	}
 	return b.String()
+}
+
+// solveTable writes the sale's solves: what a buyer waited to solve its
+// challenge on this machine, the work it did, and the maxnumbers asked.
+func solveTable(w io.Writer, reports []*Report) {
+	fmt.Fprintln(w, "Challenges, solved in Go before each buy by every buyer at once on this machine's cores (solve: wall time;")
+	fmt.Fprintln(w, "hashes: numbers tried, the work whatever the device; get: GET /api/vouchers/{id}/challenge):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tconns\tsolved\tsolve mean\tp50\tp99\tmax\thashes mean\tp99\tmax\tget p50\tget p99\tmaxnumber seen\trefused\t")
+	for _, r := range reports {
+		v := r.Solves
+		if v == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.Label, r.Connections, v.Solved,
+			ms(v.Mean), ms(v.P50), ms(v.P99), ms(v.Max), thousands(v.HashesMean), thousands(float64(v.HashesP99)), thousands(float64(v.HashesMax)),
+			ms(v.FetchP50), ms(v.FetchP99), maxNumbers(v.MaxNumbers), r.ChallengeErrors)
+	}
+	tw.Flush()
+}
+
+// maxNumbers formats the maxnumbers seen, each with its count when there
+// are several.
+func maxNumbers(m map[int64]int64) string {
+	keys := slices.Sorted(maps.Keys(m))
+	if len(keys) == 1 {
+		return thousands(float64(keys[0]))
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", thousands(float64(k)), m[k])
+	}
+	return strings.Join(parts, ", ")
 }

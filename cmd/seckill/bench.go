@@ -30,6 +30,9 @@ type benchFlags struct {
 	duration, references, soldOut      time.Duration
 	rateFor                            time.Duration
 	backlog                            bool
+	challenge                          bool
+	startRounds                        int
+	startFor                           time.Duration
 }
 
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -43,6 +46,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	c.secretFlags(fs)
 	c.workerFlags(fs)
 	c.limitFlags(fs)
+	c.challengeFlags(fs) // the in-process server's difficulty, as serve's
 	fs.StringVar(&c.Mode, "mode", "stream", "mode of the in-process server: stream, queue or sync")
 	fs.StringVar(&b.url, "url", "", "bench a running server at this URL instead of one in this process (needs its --jwt-secret); several instances comma-separated, each sent requests in turn")
 	fs.StringVar(&b.compare, "compare", "", "run each of these modes in turn, each on a fresh sale, e.g. sync,queue,stream")
@@ -60,6 +64,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&b.rateFor, "rate-for", 5*time.Second, "how long each open-loop rate is sent, and the closed-loop maximum measured")
 	fs.DurationVar(&b.soldOut, "sold-out", 3*time.Second, "how long to measure the answers once sold out (0: skip)")
 	fs.BoolVar(&b.backlog, "backlog", false, "hold the workers back during the sale, to time the drain of the whole backlog (in-process only)")
+	fs.BoolVar(&b.challenge, "challenge", false, "the sale's voucher asks for a solved challenge: each buyer gets one with its token, solves it in Go and buys with the X-Altcha header; the solve times are reported, then --start-rounds")
+	fs.IntVar(&b.startRounds, "start-rounds", 3, "with --challenge: pairs of start rounds, the sale's buyers buying a fresh voucher from its start without and with the challenge, alternated; their buys counted per 100 ms (0: skip)")
+	fs.DurationVar(&b.startFor, "start-for", 2*time.Second, "with --challenge: how long each start round sends at most")
 	fs.StringVar(&b.jsonFile, "json", "", "also write the reports to this file as JSON")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and in-process server) to this file")
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
@@ -67,6 +74,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if b.shards < 1 || b.shards > seckill.MaxShards {
 		return fmt.Errorf("--shards %d: want 1 to %d", b.shards, seckill.MaxShards)
+	}
+	if b.startRounds < 0 || b.startFor <= 0 {
+		return fmt.Errorf("--start-rounds %d, --start-for %v: want 0 or more rounds, and a time above 0", b.startRounds, b.startFor)
 	}
 	c.Migrate, c.TokenTTL, c.ShutdownTimeout = true, time.Hour, 15*time.Second
 	c.Addr, c.LogLevel, c.LogFormat = "127.0.0.1:0", "error", "text"
@@ -140,11 +150,15 @@ func benchConfig(c *Config, b *benchFlags, label string, stdout io.Writer) (benc
 	if b.shards > 1 {
 		label += fmt.Sprintf("/%d shards", b.shards)
 	}
+	if b.challenge {
+		label += "/challenge"
+	}
 	cfg := bench.Config{
 		Label: label, Users: b.users, Repeat: b.repeat, Stock: b.stock, Shards: b.shards, Concurrency: b.concurrency,
 		Duration: b.duration, ReferenceFor: orSkip(b.references), SoldOutFor: orSkip(b.soldOut),
 		Bare:    bench.ServerTimeouts{ReadHeader: c.ReadHeaderTimeout, Read: c.ReadTimeout, Write: c.WriteTimeout, Idle: c.IdleTimeout},
 		OpenFor: b.rateFor, Progress: stdout, Terminal: isTerminal(stdout),
+		Challenge: b.challenge, StartRounds: b.startRounds, StartFor: b.startFor,
 	}
 	var err error
 	cfg.OpenRate, cfg.OpenSteps, err = b.openLoop()
@@ -302,7 +316,7 @@ func serverWatches(urls string) []bench.Watch {
 	var out []bench.Watch
 	for _, raw := range strings.Split(urls, ",") {
 		if port := loopbackPort(strings.TrimSpace(raw), 80); port > 0 {
-			out = append(out, bench.Watch{Name: "seckill :" + strconv.Itoa(port), Port: port, Comms: []string{"seckill"}})
+			out = append(out, bench.Watch{Name: "seckill :" + strconv.Itoa(port), Port: port, Comms: []string{"seckill"}, Server: true})
 		}
 	}
 	return out
