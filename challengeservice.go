@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -113,6 +114,9 @@ type ChallengeService struct {
 	Difficulty Difficulty
 
 	stats challengeStats
+	// probed holds, by voucher id, when (unix ns, an *atomic.Int64) its
+	// stock was last read to renew the memory that it is sold out.
+	probed sync.Map
 }
 
 // challengeStats are a ChallengeService's counts since it started.
@@ -172,7 +176,8 @@ func (s *ChallengeService) row(ctx context.Context, voucherID int64) (*Voucher, 
 // voucher's ChallengeLead before its sale begins until it ends; it expires
 // TTL after the later of now and the start. A voucher that takes no
 // challenge is ErrChallengeNotNeeded; before its lead, ErrNotStarted with
-// RetryAfter; after its end, ErrEnded; one that does not exist,
+// RetryAfter; after its end, ErrEnded; one known sold out, ErrSoldOut (or
+// the buyer's order, ErrDuplicateOrder); one that does not exist,
 // ErrVoucherNotFound.
 func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (Challenge, error) {
 	v, err := s.row(ctx, voucherID)
@@ -189,6 +194,13 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 	}
 	if !now.Before(v.EndTime) {
 		return Challenge{}, Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
+	}
+	if !now.Before(v.BeginTime) {
+		// A voucher sold out has nothing to solve for: the buyer is told
+		// so, or given their order, at once.
+		if err := s.soldOut(ctx, v, userID, true); err != nil {
+			return Challenge{}, err
+		}
 	}
 	cfg := s.Config.withDefaults()
 	s.Difficulty.hit(voucherID)
@@ -232,7 +244,7 @@ func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, h
 	if !now.Before(v.EndTime) {
 		return Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
 	}
-	if err := s.soldOut(ctx, userID, voucherID); err != nil {
+	if err := s.soldOut(ctx, v, userID, header == ""); err != nil {
 		return err
 	}
 	s.Difficulty.hit(voucherID)
@@ -256,16 +268,52 @@ func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, h
 // soldOut answers a buyer of a voucher the order service knows sold out,
 // as its Buy would, from the same memory and read; nil when it does not
 // know, or the read cannot vouch (the buy asks for a solution then).
-func (s *ChallengeService) soldOut(ctx context.Context, userID, voucherID int64) error {
+//
+// The memory lasts SoldOutFor (1 s) and only an admission renews it; of a
+// challenge voucher's buys after the sell-out, those that carry no
+// solution never reach an admission. So, for them (probe), a memory that
+// lapsed is renewed here from the cache's stock: one read per voucher per
+// soldOutProbeEvery, whatever the number of buyers. Only for an
+// unsharded voucher: a sharded one is sold out when a borrow says so,
+// not when its shards' stocks add up to 0 for an instant.
+func (s *ChallengeService) soldOut(ctx context.Context, v *Voucher, userID int64, probe bool) error {
 	o := s.Orders
-	if o == nil || o.SoldOut == nil || o.Admitter == nil || !o.knownSoldOut(voucherID, o.Admitter.Fence.seen.load()) {
+	if o == nil || o.SoldOut == nil || o.Admitter == nil {
 		return nil
 	}
-	err := o.soldOutAnswer(ctx, userID, voucherID)
+	fence := o.Admitter.Fence.seen.load()
+	if !o.knownSoldOut(v.ID, fence) && (!probe || v.ShardCount() > 1 || !s.probeSoldOut(ctx, v.ID, fence)) {
+		return nil
+	}
+	err := o.soldOutAnswer(ctx, userID, v.ID)
 	if errors.Is(err, ErrSoldOut) || (errors.Is(err, ErrDuplicateOrder) && !o.Confirmed) {
 		return err
 	}
 	return nil
+}
+
+// soldOutProbeEvery is how often, at most, a voucher's stock is read to
+// renew the memory that it is sold out (soldOut).
+const soldOutProbeEvery = 100 * time.Millisecond
+
+// probeSoldOut reads the voucher's stock in the cache, unless it was read
+// less than soldOutProbeEvery ago (or is being read), and notes the
+// voucher sold out, under the fence word read before, when it is at 0.
+// It reports whether the voucher is now known sold out.
+func (s *ChallengeService) probeSoldOut(ctx context.Context, voucherID int64, fence uint64) bool {
+	now := s.now().UnixNano()
+	last, _ := s.probed.LoadOrStore(voucherID, new(atomic.Int64))
+	at := last.(*atomic.Int64)
+	prev := at.Load()
+	if now-prev < int64(soldOutProbeEvery) || !at.CompareAndSwap(prev, now) {
+		return false
+	}
+	left, err := s.Vouchers.Cache.Remaining(ctx, voucherID)
+	if n, loaded := left[voucherID]; err != nil || !loaded || n > 0 {
+		return false
+	}
+	s.Orders.noteSoldOut(voucherID, fence)
+	return s.Orders.knownSoldOut(voucherID, fence)
 }
 
 // spend verifies the solution for the buyer and the voucher v at now, and

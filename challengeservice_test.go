@@ -70,7 +70,7 @@ func solve(t *testing.T, cs *seckill.ChallengeService, user, voucher int64) seck
 // voucher, and for no one else; the cheap answers need none.
 func TestChallengeCheck(t *testing.T) {
 	t.Parallel()
-	cs, vs, orders, _ := challenges(t, nil)
+	cs, vs, orders, clk := challenges(t, nil)
 	ctx := t.Context()
 	a := challengeVoucher(t, vs, "a", 10)
 	b := challengeVoucher(t, vs, "b", 10)
@@ -116,6 +116,22 @@ func TestChallengeCheck(t *testing.T) {
 	st := cs.Stats()
 	if st.Passed != 3 || st.Required != 1 || st.Invalid != 5 || st.Issued != 4 {
 		t.Errorf("Stats = %+v; want 4 issued, 3 passed, 1 required, 5 invalid", st)
+	}
+
+	// Two seconds on: the memory of the sell-out lapsed, and no buy has
+	// reached an admission since to renew it. A buy without a solution,
+	// and a request for a challenge, renew it from the stock and are told
+	// sold out all the same, not to solve a challenge.
+	orders.Now = func() time.Time { return time.Now().Add(2 * time.Second) }
+	clk.Set(clk.Now().Add(2 * time.Second)) // the stock's last read is as old
+	check("sold out, the memory lapsed, no solution", 1004, small.ID, "", seckill.ErrSoldOut)
+	orders.Now = func() time.Time { return time.Now().Add(4 * time.Second) }
+	clk.Set(clk.Now().Add(2 * time.Second))
+	if _, err := cs.Issue(ctx, 1005, small.ID); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Errorf("a challenge for a sold-out voucher, the memory lapsed: %v, want sold out", err)
+	}
+	if _, err := cs.Issue(ctx, 1005, a.ID); err != nil {
+		t.Errorf("a challenge for a voucher with stock: %v", err)
 	}
 }
 
