@@ -330,8 +330,19 @@ type VoucherService struct {
 	// so that a client going away fails nobody else. A voucher of a million
 	// orders takes a few seconds. Default 10m.
 	RebuildTimeout time.Duration
+	// ListFor is how long List keeps the rows it read (per limit): every
+	// visitor of the sale page polls the list, and a crowd of visitors
+	// must not become a crowd of database queries. The remaining stock is
+	// read afresh each time; a voucher created here is listed at once,
+	// elsewhere within ListFor. Default 1s; negative reads every time.
+	ListFor time.Duration
 
 	rebuilds singleflight.Group
+	// lists holds the rows List read, by limit, and lister makes the
+	// lists of one limit that miss wait for one read.
+	listMu sync.Mutex
+	lists  map[int]listedRows
+	lister singleflight.Group
 	// rows holds vouchers as first read, for admission.
 	rows voucherRows
 
@@ -434,6 +445,7 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 	s.openMu.Lock()
 	s.openRead = time.Time{}
 	s.openMu.Unlock()
+	s.forgetLists()
 	if s.Created != nil {
 		s.Created(v)
 	}
@@ -463,13 +475,68 @@ func (s *VoucherService) Get(ctx context.Context, id int64) (*VoucherView, error
 	return views[0], nil
 }
 
-// List returns up to limit vouchers, newest first, with their remaining stock.
+// List returns up to limit vouchers, newest first, with their remaining
+// stock: the rows as read at most ListFor ago, the stock as it is now.
 func (s *VoucherService) List(ctx context.Context, limit int) ([]*VoucherView, error) {
-	vs, err := s.Store.Vouchers(ctx, limit)
+	vs, err := s.listRows(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list vouchers: %w", err)
 	}
 	return s.withRemaining(ctx, vs)
+}
+
+// listedRows are vouchers' rows as List read them, and when.
+type listedRows struct {
+	rows []*Voucher
+	read time.Time
+}
+
+// listRows returns up to limit vouchers' rows, newest first, read at most
+// ListFor ago. The rows are shared: callers do not change them.
+func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, error) {
+	keep := orDefault(s.ListFor, time.Second)
+	if s.ListFor < 0 {
+		return s.Store.Vouchers(ctx, limit)
+	}
+	s.listMu.Lock()
+	l, ok := s.lists[limit]
+	s.listMu.Unlock()
+	if ok && s.Now().Sub(l.read) < keep {
+		return l.rows, nil
+	}
+	rows, err, _ := s.lister.Do(strconv.Itoa(limit), func() (any, error) {
+		// Read by another caller since this one looked?
+		s.listMu.Lock()
+		l, ok := s.lists[limit]
+		s.listMu.Unlock()
+		if ok && s.Now().Sub(l.read) < keep {
+			return l.rows, nil
+		}
+		read := s.Now()
+		rows, err := s.Store.Vouchers(ctx, limit)
+		if err != nil {
+			return nil, err
+		}
+		s.listMu.Lock()
+		if s.lists == nil {
+			s.lists = map[int]listedRows{}
+		}
+		s.lists[limit] = listedRows{rows: rows, read: read}
+		s.listMu.Unlock()
+		return rows, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows.([]*Voucher), nil
+}
+
+// forgetLists drops the rows List keeps: a voucher was created or changed
+// here, and this instance lists it at once.
+func (s *VoucherService) forgetLists() {
+	s.listMu.Lock()
+	clear(s.lists)
+	s.listMu.Unlock()
 }
 
 func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*VoucherView, error) {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,5 +345,59 @@ func TestCreateShards(t *testing.T) {
 	}
 	if n := count(); n != before || len(p.calls) != 1 {
 		t.Errorf("refused vouchers: %d stored, placer asked %d times; want none", n-before, len(p.calls)-1)
+	}
+}
+
+// listCounter is a store that counts its reads of the voucher list.
+type listCounter struct {
+	seckill.Store
+	reads atomic.Int64
+}
+
+func (s *listCounter) Vouchers(ctx context.Context, limit int) ([]*seckill.Voucher, error) {
+	s.reads.Add(1)
+	return s.Store.Vouchers(ctx, limit)
+}
+
+// TestListKeepsRows: a crowd listing the vouchers at once (the sale page's
+// visitors) costs the database one read a second, not one each; the
+// remaining stock is read afresh, and a voucher created here is listed at
+// once.
+func TestListKeepsRows(t *testing.T) {
+	t.Parallel()
+	vs, store, _ := services(t, "")
+	counted := &listCounter{Store: store}
+	vs.Store = counted
+	ctx := t.Context()
+	v := onSale("listed", 10)
+	if _, err := vs.Create(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			if views, err := vs.List(ctx, 100); err != nil || len(views) != 1 {
+				t.Errorf("List = %d vouchers, %v; want 1", len(views), err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := counted.reads.Load(); n != 1 {
+		t.Errorf("200 lists read the database %d times, want once", n)
+	}
+	// The stock is read afresh: a buy shows at once.
+	if err := vs.Cache.(*redis.Client).Admit(ctx, seckill.Admission{VoucherID: v.ID, UserID: 1, OrderID: 1, Generation: v.Generation}); err != nil {
+		t.Fatal(err)
+	}
+	views, err := vs.List(ctx, 100)
+	if err != nil || *views[0].Remaining != 9 {
+		t.Fatalf("List after a buy: %v, %v; want 9 remaining", views, err)
+	}
+	// A voucher created here is listed at once.
+	if _, err := vs.Create(ctx, onSale("new", 5)); err != nil {
+		t.Fatal(err)
+	}
+	if views, err := vs.List(ctx, 100); err != nil || len(views) != 2 {
+		t.Errorf("List after a create = %d vouchers, %v; want 2", len(views), err)
 	}
 }
