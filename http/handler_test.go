@@ -46,6 +46,7 @@ func TestErrorTable(t *testing.T) {
 		{"duplicate order", &seckill.Error{Kind: seckill.ErrDuplicateOrder, Message: "you already hold an order", OrderID: 9007199254740993}, 409, "duplicate_order", "you already hold an order", "", "9007199254740993"},
 		{"not started", seckill.ErrNotStarted, 409, "not_started", "sale has not started", "", ""},
 		{"ended", seckill.ErrEnded, 409, "ended", "sale has ended", "", ""},
+		{"paused", seckill.ErrPaused, 409, "paused", "sale is paused", "", ""},
 		{"order pending", &seckill.Error{Kind: seckill.ErrOrderPending, Message: "not yet", RetryAfter: time.Second}, 409, "order_pending", "not yet", "1", ""},
 		{"order paid", &seckill.Error{Kind: seckill.ErrOrderPaid, Message: "paid", OrderID: 7}, 409, "order_paid", "paid", "", "7"},
 		{"order cancelled", &seckill.Error{Kind: seckill.ErrOrderCancelled, Message: "cancelled", OrderID: 7}, 409, "order_cancelled", "cancelled", "", "7"},
@@ -90,7 +91,7 @@ func TestErrorTableCovered(t *testing.T) {
 	t.Parallel()
 	tried := []error{seckill.ErrInvalidArgument, seckill.ErrUnauthorized, seckill.ErrForbidden, seckill.ErrVoucherNotFound,
 		seckill.ErrOrderNotFound, seckill.ErrDeadLetterNotFound, errRouteNotFound, errMethodNotAllowed, seckill.ErrSoldOut,
-		seckill.ErrDuplicateOrder, seckill.ErrNotStarted, seckill.ErrEnded, errBodyTooLarge, seckill.ErrRateLimited,
+		seckill.ErrDuplicateOrder, seckill.ErrNotStarted, seckill.ErrEnded, seckill.ErrPaused, errBodyTooLarge, seckill.ErrRateLimited,
 		seckill.ErrUnavailable, seckill.ErrTransient, seckill.ErrOrderPending, seckill.ErrOrderPaid, seckill.ErrOrderCancelled,
 		seckill.ErrOrderFailed, seckill.ErrNoDeadline, seckill.ErrBadSignature, context.DeadlineExceeded}
 	for _, e := range errorCodes {
@@ -147,21 +148,21 @@ func TestJSONShapes(t *testing.T) {
 		calls               []string
 	}{
 		{"list vouchers", "GET", "/api/vouchers", "", nil, 200, `{"vouchers":[
-			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false},
-			{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}]}`,
+			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"paused":false},
+			{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"paused":false}]}`,
 			[]string{"List 100"}},
 		{"list vouchers with a limit", "GET", "/api/vouchers?limit=1", "", nil, 200, `{"vouchers":[
-			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}]}`,
+			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"paused":false}]}`,
 			[]string{"List 1"}},
 		{"get voucher", "GET", "/api/vouchers/9007199254740993", "", nil, 200,
-			`{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}`,
+			`{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"paused":false}`,
 			[]string{"Get 9007199254740993"}},
 		{"get voucher not loaded", "GET", "/api/vouchers/2", "", nil, 200,
-			`{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}`,
+			`{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"paused":false}`,
 			[]string{"Get 2"}},
 		{"create voucher", "POST", "/api/admin/vouchers", "admin",
 			`{"title":"new","stock":5,"beginTime":"2026-12-01T20:00:00.1234567+08:00","endTime":"2026-12-01T22:00:00+08:00"}`, 201,
-			`{"id":"11","title":"new","stock":5,"remaining":5,"beginTime":"2026-12-01T12:00:00.123456Z","endTime":"2026-12-01T14:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false}`,
+			`{"id":"11","title":"new","stock":5,"remaining":5,"beginTime":"2026-12-01T12:00:00.123456Z","endTime":"2026-12-01T14:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"paused":false}`,
 			[]string{"Create new"}},
 		{"buy", "POST", "/api/vouchers/9007199254740993/seckill", "buyer", nil, 200,
 			`{"orderId":"9007199254741993","status":"pending"}`, []string{"Buy 2 9007199254740993"}},

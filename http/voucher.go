@@ -40,6 +40,8 @@ type voucherJSON struct {
 	PayWithinSeconds int64 `json:"payWithinSeconds"`
 	// RebuyAfterCancel lets a buyer whose order was cancelled buy again.
 	RebuyAfterCancel bool `json:"rebuyAfterCancel"`
+	// Paused says an operator paused the sale: buys answer 409 paused.
+	Paused bool `json:"paused"`
 }
 
 func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
@@ -54,6 +56,7 @@ func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
 
 		PayWithinSeconds: int64(v.PayWithin / time.Second),
 		RebuyAfterCancel: v.RebuyAfterCancel,
+		Paused:           v.Paused,
 	}
 }
 

@@ -113,6 +113,9 @@ type finishRebuildArgs struct {
 	InitialStock      int64
 	// Begin and End are the sale window.
 	Begin, End time.Time
+	// Paused is the row's (seckill.Voucher.Paused): kept only where Redis
+	// holds no control of its own.
+	Paused bool
 }
 
 func (a finishRebuildArgs) argv() []string {
@@ -123,6 +126,30 @@ func (a finishRebuildArgs) argv() []string {
 		unixMillis(a.Begin),                   // ARGV[4]
 		unixMillis(a.End),                     // ARGV[5]
 		Group,                                 // ARGV[6]
+		flag(a.Paused),                        // ARGV[7]
+	}
+}
+
+// controlArgs are control.lua's ARGV.
+type controlArgs struct {
+	// Generation is the voucher's.
+	Generation int64
+	// Paused is the sale's pause, as the database holds it now.
+	Paused bool
+	// Ended marks the sale ended by an operator at End.
+	Ended bool
+	End   time.Time
+}
+
+func (a controlArgs) argv() []string {
+	end := ""
+	if a.Ended {
+		end = unixMillis(a.End)
+	}
+	return []string{
+		strconv.FormatInt(a.Generation, 10), // ARGV[1]
+		flag(a.Paused),                      // ARGV[2]
+		end,                                 // ARGV[3]
 	}
 }
 
