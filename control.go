@@ -83,10 +83,25 @@ func (s *VoucherService) AddStock(ctx context.Context, id int64, key string, uni
 		return nil, Errorf(ErrInvalidArgument, "Idempotency-Key: used already to add %d units, not %d", recorded, units)
 	}
 	s.rows.remember(v)
-	if s.Mode != ModeSync {
-		if err := s.restock(ctx, id, time.Now()); err != nil {
-			s.Logger.Error("stock added in the database but not yet in Redis: ask again with the same Idempotency-Key, or run seckill reconcile --repair", "voucher", id, "err", err)
-			return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("the stock of voucher %d was added in the database but Redis has not taken it yet; ask again with the same Idempotency-Key (nothing is added twice)", id), RetryAfter: time.Second}
+	if s.Mode == ModeSync {
+		return &VoucherView{Voucher: v, Remaining: &v.Stock}, nil
+	}
+	unavailable := func(err error) error {
+		s.Logger.Error("stock added in the database but not yet in Redis: ask again with the same Idempotency-Key, or run seckill reconcile --repair", "voucher", id, "err", err)
+		return &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("the stock of voucher %d was added in the database but Redis has not taken it yet; ask again with the same Idempotency-Key (nothing is added twice)", id), RetryAfter: time.Second}
+	}
+	if err := s.restock(ctx, id, time.Now()); err != nil {
+		return nil, unavailable(err)
+	}
+	for range 3 {
+		view, err := s.Get(ctx, id)
+		if err != nil || view.Remaining != nil {
+			return view, err
+		}
+		// Unloaded again since (another instance's addition): the
+		// answer says what Redis holds once rebuilt, as a buy would.
+		if err := s.Rebuild(ctx, id); err != nil {
+			return nil, unavailable(err)
 		}
 	}
 	return s.Get(ctx, id)
