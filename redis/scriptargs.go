@@ -130,29 +130,6 @@ func (a finishRebuildArgs) argv() []string {
 	}
 }
 
-// controlArgs are control.lua's ARGV.
-type controlArgs struct {
-	// Generation is the voucher's.
-	Generation int64
-	// Paused is the sale's pause, as the database holds it now.
-	Paused bool
-	// Ended marks the sale ended by an operator at End.
-	Ended bool
-	End   time.Time
-}
-
-func (a controlArgs) argv() []string {
-	end := ""
-	if a.Ended {
-		end = unixMillis(a.End)
-	}
-	return []string{
-		strconv.FormatInt(a.Generation, 10), // ARGV[1]
-		flag(a.Paused),                      // ARGV[2]
-		end,                                 // ARGV[3]
-	}
-}
-
 // loadVoucherArgs are load_voucher.lua's ARGV; the consumer group is
 // Group.
 type loadVoucherArgs struct {
