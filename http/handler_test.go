@@ -198,7 +198,7 @@ func TestJSONShapes(t *testing.T) {
 			[]string{"Reconcile 9007199254740993 repair"}},
 		{"stats", "GET", "/api/admin/stats", "admin", nil, 200, `{"time":"2026-12-01T12:00:00Z",
 			"vouchers":[{"id":"9007199254740993","title":"券 A","stock":100,"initialStock":100,"remaining":70,"created":0,"failed":0,
-				"pending":0,"drift":30,"awaitingPayment":0,"paid":0,"cancelled":0,"returned":0,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z",
+				"pending":0,"drift":30,"awaitingPayment":0,"paid":0,"cancelled":0,"returned":0,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","paused":false,
 				"stream":{"length":1,"pending":0,"lag":null,"oldestPendingSeconds":0.25,"consumers":1,"deadLetters":2},"redisNode":"10.0.0.7:6379","shards":1}],
 			"admissions":[{"time":"2026-12-01T12:00:00Z","counts":{"admitted":3}}],
 			"workers":{"consumer":"host-1","mode":"stream","busy":0,"allowed":4,"breaker":"closed"}}`,
