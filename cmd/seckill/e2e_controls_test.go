@@ -159,6 +159,8 @@ func TestPauseMidSale(t *testing.T) {
 			voucher := createVoucher(t, e.client, e.a.url, stock)
 			l := newLoad(t, e.client, voucher, buyers(crowd))
 			l.admitted = e.admitted()
+			l.controlled = true
+	l.controlled = true
 			l.setTargets(e.a.url, e.b.url)
 			l.start(t, shuffledAttempts(buyers(crowd), 0), 64, 0, 2*time.Minute)
 			l.waitCount(t, "200", stock/3, time.Minute)
@@ -206,6 +208,8 @@ func TestEndNowMidSale(t *testing.T) {
 			voucher := createVoucher(t, e.client, e.a.url, stock)
 			l := newLoad(t, e.client, voucher, buyers(crowd))
 			l.admitted = e.admitted()
+			l.controlled = true
+	l.controlled = true
 			l.setTargets(e.a.url, e.b.url)
 			l.start(t, shuffledAttempts(buyers(crowd), 0), 64, 0, 2*time.Minute)
 			l.waitCount(t, "200", stock/3, time.Minute)
@@ -270,6 +274,8 @@ func TestAddStockOnce(t *testing.T) {
 			first := buyers(crowd)
 			l := newLoad(t, e.client, voucher, first)
 			l.admitted = e.admitted()
+			l.controlled = true
+	l.controlled = true
 			l.setTargets(e.a.url, e.b.url)
 			l.start(t, shuffledAttempts(first, 0), 64, 0, 2*time.Minute)
 			l.waitCount(t, "200", (stock+add)/2, time.Minute)
@@ -288,6 +294,7 @@ func TestAddStockOnce(t *testing.T) {
 			second := buyers(2 * crowd)[crowd:]
 			l2 := newLoad(t, e.client, voucher, second)
 			l2.admitted = e.admitted()
+			l2.controlled = true
 			l2.setTargets(e.a.url, e.b.url)
 			l2.start(t, shuffledAttempts(second, 0), 64, 0, 2*time.Minute)
 			l2.wait()
