@@ -160,7 +160,6 @@ func TestPauseMidSale(t *testing.T) {
 			l := newLoad(t, e.client, voucher, buyers(crowd))
 			l.admitted = e.admitted()
 			l.controlled = true
-	l.controlled = true
 			l.setTargets(e.a.url, e.b.url)
 			l.start(t, shuffledAttempts(buyers(crowd), 0), 64, 0, 2*time.Minute)
 			l.waitCount(t, "200", stock/3, time.Minute)
@@ -209,7 +208,6 @@ func TestEndNowMidSale(t *testing.T) {
 			l := newLoad(t, e.client, voucher, buyers(crowd))
 			l.admitted = e.admitted()
 			l.controlled = true
-	l.controlled = true
 			l.setTargets(e.a.url, e.b.url)
 			l.start(t, shuffledAttempts(buyers(crowd), 0), 64, 0, 2*time.Minute)
 			l.waitCount(t, "200", stock/3, time.Minute)
@@ -275,7 +273,6 @@ func TestAddStockOnce(t *testing.T) {
 			l := newLoad(t, e.client, voucher, first)
 			l.admitted = e.admitted()
 			l.controlled = true
-	l.controlled = true
 			l.setTargets(e.a.url, e.b.url)
 			l.start(t, shuffledAttempts(first, 0), 64, 0, 2*time.Minute)
 			l.waitCount(t, "200", (stock+add)/2, time.Minute)
