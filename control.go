@@ -47,7 +47,10 @@ func (s *VoucherService) End(ctx context.Context, id int64) (*VoucherView, error
 // the database is what admission reads) and answers v.
 func (s *VoucherService) controlled(ctx context.Context, v *Voucher, ended bool) (*VoucherView, error) {
 	s.rows.remember(v)
-	if s.Mode != ModeSync {
+	// A voucher past its retention is not in Redis, nor ever rebuilt there
+	// (Rebuild refuses it): nothing there to control.
+	kept := s.Now().Before(v.EndTime.Add(orDefault(s.Retention, DefaultRetention)))
+	if s.Mode != ModeSync && kept {
 		if err := s.Cache.Control(ctx, v, ended); err != nil {
 			s.Logger.Error("voucher's control saved but not written to Redis", "voucher", v.ID, "paused", v.Paused, "ended", ended, "err", err)
 			return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was changed in the database but Redis could not be told; ask again", v.ID), RetryAfter: time.Second}

@@ -604,10 +604,13 @@ func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
 }
 
 // voucherRows holds vouchers as first read in this process: their
-// generation, window and initial stock, which never change (their stock
-// does: it is not read from here). Admission takes the generation from it
-// without asking the database on the hot path, even while the database is
-// down. A rebuild refreshes its voucher's row.
+// generation and shards, which never change (their stock does, and an
+// operator's controls change the end, the pause and the initial stock: no
+// admission decides on those from here, but the end of a voucher the cache
+// lost, which only spares a rebuild). Admission takes the generation from
+// it without asking the database on the hot path, even while the database
+// is down. A rebuild, and a control in this process, refreshes its
+// voucher's row.
 type voucherRows struct {
 	rows  sync.Map // id → *Voucher
 	reads singleflight.Group
