@@ -194,7 +194,7 @@ func (j *StatsJSON) Stats() *seckill.Stats {
 				TransfersOut: sh.TransfersOut, TransferredOut: sh.TransferredOut})
 		}
 		st.Vouchers = append(st.Vouchers, seckill.VoucherStats{
-			Voucher: &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime,
+			Voucher: &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime, Paused: v.Paused,
 				Shards: v.Shards},
 			Shards:    shards,
 			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift, RedisNode: v.RedisNode,

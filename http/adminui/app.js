@@ -587,6 +587,7 @@
     sold_out: "sold out: the order stays failed",
     duplicate_order: "the buyer already has an order for this voucher: this one stays failed",
     ended: "the sale has ended: the order stays failed",
+    paused: "the sale is paused: the dead letter stays; retry once it is resumed",
     not_started: "the sale has not started: the order stays failed",
     dead_letter_not_found: "no such dead letter: already settled",
     voucher_not_found: "the voucher is gone: the order stays failed",
