@@ -294,7 +294,8 @@
         "data-voucher": key, "data-field": "addUnits", "aria-label": "Units to add to voucher " + key });
       const add = el("button", { type: "button", class: "small quiet", "data-action": "add-stock", "data-voucher": key }, "Add");
       add.addEventListener("click", () => addStock(key, units, add));
-      tr.append(el("td", { class: "actions" }, reconcile, " ", repair, " ", pause, " ", end, " ", units, " ", add));
+      tr.append(el("td", { class: "actions" }, reconcile, " ", repair,
+        el("div", { class: "controls", role: "group", "aria-label": "Live controls of voucher " + key }, pause, end, units, add)));
       return tr;
     }, (tr, v) => {
       const key = v.id;
