@@ -10,16 +10,19 @@ import (
 // (with %w, or in an [*Error] carrying a message for the client); the HTTP
 // layer maps each to one status and code in a single table.
 var (
-	ErrInvalidArgument    = errors.New("invalid argument")
-	ErrUnauthorized       = errors.New("unauthorized")
-	ErrForbidden          = errors.New("forbidden")
-	ErrVoucherNotFound    = errors.New("voucher not found")
-	ErrOrderNotFound      = errors.New("order not found")
-	ErrUserNotFound       = errors.New("user not found")
-	ErrSoldOut            = errors.New("sold out")
-	ErrDuplicateOrder     = errors.New("duplicate order")
-	ErrNotStarted         = errors.New("sale has not started")
-	ErrEnded              = errors.New("sale has ended")
+	ErrInvalidArgument = errors.New("invalid argument")
+	ErrUnauthorized    = errors.New("unauthorized")
+	ErrForbidden       = errors.New("forbidden")
+	ErrVoucherNotFound = errors.New("voucher not found")
+	ErrOrderNotFound   = errors.New("order not found")
+	ErrUserNotFound    = errors.New("user not found")
+	ErrSoldOut         = errors.New("sold out")
+	ErrDuplicateOrder  = errors.New("duplicate order")
+	ErrNotStarted      = errors.New("sale has not started")
+	ErrEnded           = errors.New("sale has ended")
+	// ErrPaused says an operator paused the voucher's sale: nothing is
+	// admitted until they resume it.
+	ErrPaused             = errors.New("sale is paused")
 	ErrRateLimited        = errors.New("rate limited")
 	ErrUnavailable        = errors.New("service unavailable")
 	ErrDeadLetterNotFound = errors.New("dead letter not found")

@@ -78,6 +78,9 @@ type Voucher struct {
 	// impossible. Whole seconds, at most MaxChallengeLead; the API
 	// defaults it to DefaultChallengeLead.
 	ChallengeLead time.Duration
+	// Paused says an operator paused the sale (VoucherService.Pause):
+	// admission answers ErrPaused, and admits nobody, until resumed.
+	Paused bool
 }
 
 // Validate reports every rule the voucher breaks as one ErrInvalidArgument
@@ -138,6 +141,23 @@ type VoucherStore interface {
 	// UnendedVouchers returns every voucher whose sale ends after t, oldest
 	// first: those that admission may still need.
 	UnendedVouchers(ctx context.Context, t time.Time) ([]*Voucher, error)
+	// PauseVoucher sets the voucher's Paused and returns it as it is now,
+	// or ErrVoucherNotFound. In the sync mode a pause committed is a
+	// pause seen: PlaceOrder's guarded update takes no stock of a paused
+	// voucher.
+	PauseVoucher(ctx context.Context, id int64, paused bool) (*Voucher, error)
+	// EndVoucher moves the voucher's EndTime to at, unless it ends earlier
+	// already, and returns it as it is now, or ErrVoucherNotFound.
+	// PlaceOrder's guarded update takes no stock of a voucher whose end is
+	// not after its now.
+	EndVoucher(ctx context.Context, id int64, at time.Time) (*Voucher, error)
+	// AddStock grows the voucher's Stock and InitialStock by units, once
+	// per key: in one transaction it records (voucher, key, units) under a
+	// unique key and adds the units. A key recorded already adds nothing
+	// (added false; units is what it added then). A total above MaxStock
+	// is ErrInvalidArgument, and adds nothing; an unknown voucher
+	// ErrVoucherNotFound.
+	AddStock(ctx context.Context, id int64, key string, units int64) (v *Voucher, added bool, recorded int64, err error)
 }
 
 // VoucherCache is the copy of a voucher's stock and sale window that
@@ -169,6 +189,13 @@ type VoucherCache interface {
 	// UnloadStock is Unload that keeps the buyers: the rebuild counts them
 	// with those it finds.
 	UnloadStock(ctx context.Context, voucherID int64) error
+	// Control writes an operator's control into what admission reads, on
+	// every shard of v held in this generation: paused (v.Paused), and,
+	// if ended, that the sale was ended now (admission then answers
+	// ErrEnded whatever the clocks say). The controls outlive Unload, and
+	// a rebuild keeps them over the row it read (which may be older);
+	// only a cache that lost the voucher takes them from the row again.
+	Control(ctx context.Context, v *Voucher, ended bool) error
 }
 
 // OrderPages reads a voucher's orders (in every status but failed) a page
@@ -345,6 +372,9 @@ type VoucherService struct {
 	lister singleflight.Group
 	// rows holds vouchers as first read, for admission.
 	rows voucherRows
+	// restocks holds, by voucher id, the *restocker that makes additions
+	// of stock take turns in Redis (AddStock).
+	restocks sync.Map
 
 	openMu   sync.Mutex
 	openIDs  []int64
@@ -662,10 +692,13 @@ func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
 }
 
 // voucherRows holds vouchers as first read in this process: their
-// generation, window and initial stock, which never change (their stock
-// does: it is not read from here). Admission takes the generation from it
-// without asking the database on the hot path, even while the database is
-// down. A rebuild refreshes its voucher's row.
+// generation and shards, which never change (their stock does, and an
+// operator's controls change the end, the pause and the initial stock: no
+// admission decides on those from here, but the end of a voucher the cache
+// lost, which only spares a rebuild). Admission takes the generation from
+// it without asking the database on the hot path, even while the database
+// is down. A rebuild, and a control in this process, refreshes its
+// voucher's row.
 type voucherRows struct {
 	rows  sync.Map // id → *Voucher
 	reads singleflight.Group

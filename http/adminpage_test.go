@@ -536,3 +536,132 @@ func jsArray(s ...string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestAdminPageControls drives the operator's controls from the admin
+// page: it creates a voucher with its options from the form, then pauses
+// it (a buy answers 409 paused), resumes it (a buy is admitted), adds
+// units (remaining shows them at once) and ends it now (a buy answers 409
+// ended), each checked against the API.
+func TestAdminPageControls(t *testing.T) {
+	t.Parallel()
+	needChromium(t)
+	e := newEnv(t)
+	ctx := newBrowser(t)
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			text, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, text)
+		}
+	}
+	eval := func(expr string) map[string]string {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(sctx, chromedp.Evaluate[map[string]string](expr))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", expr, err)
+		}
+		return v
+	}
+	step("sign in",
+		chromedp.Navigate(e.url+"/admin/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), e.admin),
+		chromedp.Click(chromedp.ID("sign-in-button")),
+		chromedp.WaitVisible(chromedp.ID("dashboard")),
+	)
+
+	// Create, with options other than the defaults.
+	step("create a voucher from the form",
+		chromedp.SendKeys(chromedp.ID("cv-title"), "Door test: 40 units"),
+		chromedp.SendKeys(chromedp.ID("cv-stock"), "40"),
+		run(`(() => {
+			const local = (d) => new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19);
+			document.querySelector("#cv-begin").value = local(new Date(Date.now() - 60000));
+			document.querySelector("#cv-end").value = local(new Date(Date.now() + 3600000));
+			document.querySelector("#cv-pay").value = "120";
+		})()`),
+		chromedp.Click(chromedp.ID("cv-rebuy")),
+		chromedp.Click(chromedp.ID("create-button")),
+		present(`#create-result[data-outcome="ok"][data-voucher]`),
+	)
+	vid := eval(`({id: document.querySelector("#create-result").dataset.voucher})`)["id"]
+	v := e.adminJSON("GET", "/api/vouchers/"+vid)
+	if v["title"] != "Door test: 40 units" || v["stock"] != 40.0 || v["payWithinSeconds"] != 120.0 || v["rebuyAfterCancel"] != true || v["paused"] != false {
+		t.Fatalf("the voucher created from the page: %v", v)
+	}
+	buy := func(user int64) response {
+		t.Helper()
+		return e.do("POST", "/api/vouchers/"+vid+"/seckill", e.mint(auth.Identity{UserID: user}, time.Hour), nil)
+	}
+	if res := buy(1); res.status != 200 {
+		t.Fatalf("a buy: %d %s", res.status, res.raw)
+	}
+	control := func() map[string]string {
+		return eval(`(() => { const r = document.querySelector("#control-result"); const f = (n) => r.querySelector('[data-field="control.' + n + '"]');
+			return {outcome: r.dataset.outcome, action: r.dataset.action, voucher: r.dataset.voucher, paused: f("paused").dataset.value,
+				remaining: f("remaining").dataset.value, endTime: f("endTime").dataset.value}; })()`)
+	}
+
+	step("pause",
+		present(fmt.Sprintf(`button[data-action="pause"][data-voucher=%q]`, vid)),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="pause"][data-voucher=%q]`, vid))),
+		present(fmt.Sprintf(`#control-result[data-action="pause"][data-voucher=%q]`, vid)),
+	)
+	if got := control(); got["outcome"] != "ok" || got["paused"] != "true" {
+		t.Fatalf("the page after pause: %v", got)
+	}
+	e.wantError(buy(2), 409, "paused")
+	step("the row shows the pause, and offers resume",
+		present(fmt.Sprintf(`#vouchers [data-voucher=%q][data-field="window"][data-paused="true"]`, vid)),
+		present(fmt.Sprintf(`button[data-action="resume"][data-voucher=%q]`, vid)),
+	)
+
+	step("resume",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="resume"][data-voucher=%q]`, vid))),
+		present(fmt.Sprintf(`#control-result[data-action="resume"][data-voucher=%q]`, vid)),
+	)
+	if got := control(); got["outcome"] != "ok" || got["paused"] != "false" {
+		t.Fatalf("the page after resume: %v", got)
+	}
+	if res := buy(2); res.status != 200 {
+		t.Fatalf("a buy once resumed: %d %s", res.status, res.raw)
+	}
+
+	step("add 15 units",
+		run(fmt.Sprintf(`document.querySelector('input[data-field="addUnits"][data-voucher=%q]').value = "15"`, vid)),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="add-stock"][data-voucher=%q]`, vid))),
+		present(fmt.Sprintf(`#control-result[data-action="add-stock"][data-voucher=%q]`, vid)),
+	)
+	// 40 − 2 sold + 15: in the answer, and in what the API says at once.
+	if got := control(); got["outcome"] != "ok" || got["remaining"] != "53" {
+		t.Fatalf("the page after adding 15: %v", got)
+	}
+	if v := e.adminJSON("GET", "/api/vouchers/"+vid); v["remaining"] != 53.0 {
+		t.Errorf("remaining after adding 15 = %v, want 53", v["remaining"])
+	}
+	e.eventually(10*time.Second, "the stats show 55 units in all", func() bool {
+		return statsVoucher(e.adminJSON("GET", "/api/admin/stats"), vid)["initialStock"] == 55.0
+	})
+
+	asked := time.Now()
+	step("end now",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="end"][data-voucher=%q]`, vid))),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-action="end"][data-voucher=%q][data-confirm="1"]`, vid))),
+		present(fmt.Sprintf(`#control-result[data-action="end"][data-voucher=%q]`, vid)),
+	)
+	got := control()
+	end, err := time.Parse(time.RFC3339Nano, got["endTime"])
+	if got["outcome"] != "ok" || err != nil || end.Before(asked.Add(-time.Second)) || end.After(time.Now().Add(time.Second)) {
+		t.Fatalf("the page after end now: %v (%v), want an endTime about %v", got, err, asked)
+	}
+	e.wantError(buy(3), 409, "ended")
+	if res := buy(1); res.status != 409 || res.body["code"] != "duplicate_order" {
+		t.Errorf("a buyer with an order after the end: %d %s, want their order (duplicate_order)", res.status, res.raw)
+	}
+}

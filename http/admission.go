@@ -15,7 +15,7 @@ import (
 // counts as "other" in the per-second ring (the Prometheus counter keeps
 // its name: the codes come from one fixed table).
 var admissionResults = [...]string{
-	"admitted", "sold_out", "duplicate_order", "not_started", "ended",
+	"admitted", "sold_out", "duplicate_order", "not_started", "ended", "paused",
 	"rate_limited", "unavailable", "voucher_not_found", "invalid_argument", "internal",
 }
 

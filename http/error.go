@@ -53,6 +53,7 @@ var errorCodes = []errorCode{
 	{seckill.ErrChallengeNotNeeded, http.StatusConflict, "challenge_not_needed", ""},
 	{seckill.ErrNotStarted, http.StatusConflict, "not_started", ""},
 	{seckill.ErrEnded, http.StatusConflict, "ended", ""},
+	{seckill.ErrPaused, http.StatusConflict, "paused", ""},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, "body_too_large", ""},
 	{seckill.ErrRateLimited, http.StatusTooManyRequests, "rate_limited", ""},
 	{seckill.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", ""},

@@ -53,6 +53,7 @@ type fakeVouchers struct {
 	err      error
 	vouchers []*seckill.VoucherView
 	nextID   int64
+	keys     map[string]bool // AddStock's keys
 }
 
 var _ VoucherService = (*fakeVouchers)(nil)
@@ -100,6 +101,54 @@ func (f *fakeVouchers) List(_ context.Context, limit int) ([]*seckill.VoucherVie
 	out := slices.Clone(f.vouchers)
 	slices.Reverse(out)
 	return out[:min(limit, len(out))], nil
+}
+
+// Pause sets the voucher's Paused, as the real service does.
+func (f *fakeVouchers) Pause(ctx context.Context, id int64, paused bool) (*seckill.VoucherView, error) {
+	f.add("Pause " + itoa(id) + " " + strconv.FormatBool(paused))
+	return f.change(id, func(v *seckill.Voucher) { v.Paused = paused })
+}
+
+// End moves the voucher's end to fakeNow.
+func (f *fakeVouchers) End(ctx context.Context, id int64) (*seckill.VoucherView, error) {
+	f.add("End " + itoa(id))
+	return f.change(id, func(v *seckill.Voucher) { v.EndTime = fakeNow })
+}
+
+// AddStock adds the units once per key.
+func (f *fakeVouchers) AddStock(ctx context.Context, id int64, key string, units int64) (*seckill.VoucherView, error) {
+	f.add("AddStock " + itoa(id) + " " + key + " " + itoa(units))
+	f.mu.Lock()
+	seen := f.keys[key]
+	if f.keys == nil {
+		f.keys = map[string]bool{}
+	}
+	f.keys[key] = true
+	f.mu.Unlock()
+	return f.change(id, func(v *seckill.Voucher) {
+		if !seen {
+			v.Stock += units
+			v.InitialStock += units
+		}
+	})
+}
+
+// change applies fn to a copy of the voucher with the id and keeps it.
+func (f *fakeVouchers) change(id int64, fn func(v *seckill.Voucher)) (*seckill.VoucherView, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, view := range f.vouchers {
+		if view.ID == id {
+			v := *view.Voucher
+			fn(&v)
+			f.vouchers[i] = &seckill.VoucherView{Voucher: &v, Remaining: &v.Stock}
+			return f.vouchers[i], nil
+		}
+	}
+	return nil, seckill.Errorf(seckill.ErrVoucherNotFound, "voucher %d not found", id)
 }
 
 // fakeOrders is an OrderService of fixed orders: a buyer sees only their

@@ -49,6 +49,7 @@ func TestErrorTable(t *testing.T) {
 		{"challenge not needed", seckill.ErrChallengeNotNeeded, 409, "challenge_not_needed", "challenge not needed", "", ""},
 		{"not started", seckill.ErrNotStarted, 409, "not_started", "sale has not started", "", ""},
 		{"ended", seckill.ErrEnded, 409, "ended", "sale has ended", "", ""},
+		{"paused", seckill.ErrPaused, 409, "paused", "sale is paused", "", ""},
 		{"order pending", &seckill.Error{Kind: seckill.ErrOrderPending, Message: "not yet", RetryAfter: time.Second}, 409, "order_pending", "not yet", "1", ""},
 		{"order paid", &seckill.Error{Kind: seckill.ErrOrderPaid, Message: "paid", OrderID: 7}, 409, "order_paid", "paid", "", "7"},
 		{"order cancelled", &seckill.Error{Kind: seckill.ErrOrderCancelled, Message: "cancelled", OrderID: 7}, 409, "order_cancelled", "cancelled", "", "7"},
@@ -93,7 +94,7 @@ func TestErrorTableCovered(t *testing.T) {
 	t.Parallel()
 	tried := []error{seckill.ErrInvalidArgument, seckill.ErrUnauthorized, seckill.ErrForbidden, seckill.ErrVoucherNotFound,
 		seckill.ErrOrderNotFound, seckill.ErrDeadLetterNotFound, errRouteNotFound, errMethodNotAllowed, seckill.ErrSoldOut,
-		seckill.ErrDuplicateOrder, seckill.ErrNotStarted, seckill.ErrEnded, errBodyTooLarge, seckill.ErrRateLimited,
+		seckill.ErrDuplicateOrder, seckill.ErrNotStarted, seckill.ErrEnded, seckill.ErrPaused, errBodyTooLarge, seckill.ErrRateLimited,
 		seckill.ErrUnavailable, seckill.ErrTransient, seckill.ErrOrderPending, seckill.ErrOrderPaid, seckill.ErrOrderCancelled,
 		seckill.ErrOrderFailed, seckill.ErrNoDeadline, seckill.ErrBadSignature, context.DeadlineExceeded,
 		seckill.ErrChallengeRequired, seckill.ErrChallengeInvalid, seckill.ErrChallengeNotNeeded}
@@ -151,21 +152,21 @@ func TestJSONShapes(t *testing.T) {
 		calls               []string
 	}{
 		{"list vouchers", "GET", "/api/vouchers", "", nil, 200, `{"vouchers":[
-			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0},
-			{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}]}`,
+			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false},
+			{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}]}`,
 			[]string{"List 100"}},
 		{"list vouchers with a limit", "GET", "/api/vouchers?limit=1", "", nil, 200, `{"vouchers":[
-			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}]}`,
+			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}]}`,
 			[]string{"List 1"}},
 		{"get voucher", "GET", "/api/vouchers/9007199254740993", "", nil, 200,
-			`{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}`,
+			`{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}`,
 			[]string{"Get 9007199254740993"}},
 		{"get voucher not loaded", "GET", "/api/vouchers/2", "", nil, 200,
-			`{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}`,
+			`{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}`,
 			[]string{"Get 2"}},
 		{"create voucher", "POST", "/api/admin/vouchers", "admin",
 			`{"title":"new","stock":5,"beginTime":"2026-12-01T20:00:00.1234567+08:00","endTime":"2026-12-01T22:00:00+08:00"}`, 201,
-			`{"id":"11","title":"new","stock":5,"remaining":5,"beginTime":"2026-12-01T12:00:00.123456Z","endTime":"2026-12-01T14:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0}`,
+			`{"id":"11","title":"new","stock":5,"remaining":5,"beginTime":"2026-12-01T12:00:00.123456Z","endTime":"2026-12-01T14:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}`,
 			[]string{"Create new"}},
 		{"buy", "POST", "/api/vouchers/9007199254740993/seckill", "buyer", nil, 200,
 			`{"orderId":"9007199254741993","status":"pending"}`, []string{"Buy 2 9007199254740993"}},
@@ -201,7 +202,7 @@ func TestJSONShapes(t *testing.T) {
 			[]string{"Reconcile 9007199254740993 repair"}},
 		{"stats", "GET", "/api/admin/stats", "admin", nil, 200, `{"time":"2026-12-01T12:00:00Z",
 			"vouchers":[{"id":"9007199254740993","title":"券 A","stock":100,"initialStock":100,"remaining":70,"created":0,"failed":0,
-				"pending":0,"drift":30,"awaitingPayment":0,"paid":0,"cancelled":0,"returned":0,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z",
+				"pending":0,"drift":30,"awaitingPayment":0,"paid":0,"cancelled":0,"returned":0,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","paused":false,
 				"stream":{"length":1,"pending":0,"lag":null,"oldestPendingSeconds":0.25,"consumers":1,"deadLetters":2},"redisNode":"10.0.0.7:6379","shards":1}],
 			"admissions":[{"time":"2026-12-01T12:00:00Z","counts":{"admitted":3}}],
 			"workers":{"consumer":"host-1","mode":"stream","busy":0,"allowed":4,"breaker":"closed"}}`,

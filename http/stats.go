@@ -39,13 +39,15 @@ type VoucherStatsJSON struct {
 	Drift     int64  `json:"drift"`
 	// AwaitingPayment, Paid, Cancelled and Returned are the orders' lives
 	// after admission, of a voucher with a deadline; 0 without one.
-	AwaitingPayment int64           `json:"awaitingPayment"`
-	Paid            int64           `json:"paid"`
-	Cancelled       int64           `json:"cancelled"`
-	Returned        int64           `json:"returned"`
-	BeginTime       time.Time       `json:"beginTime"`
-	EndTime         time.Time       `json:"endTime"`
-	Stream          StreamStatsJSON `json:"stream"`
+	AwaitingPayment int64     `json:"awaitingPayment"`
+	Paid            int64     `json:"paid"`
+	Cancelled       int64     `json:"cancelled"`
+	Returned        int64     `json:"returned"`
+	BeginTime       time.Time `json:"beginTime"`
+	EndTime         time.Time `json:"endTime"`
+	// Paused says an operator paused the sale.
+	Paused bool            `json:"paused"`
+	Stream StreamStatsJSON `json:"stream"`
 	// RedisNode is the Redis master holding the voucher; "" when unknown,
 	// and for a sharded voucher, whose shards each name theirs.
 	RedisNode string `json:"redisNode"`
@@ -135,6 +137,7 @@ func NewStatsJSON(st *seckill.Stats) StatsJSON {
 			Returned:        vs.Returned,
 			BeginTime:       v.BeginTime.UTC(),
 			EndTime:         v.EndTime.UTC(),
+			Paused:          v.Paused,
 			RedisNode:       vs.RedisNode,
 			Shards:          v.ShardCount(),
 			ShardStats:      newShardStatsJSON(vs.Shards),
@@ -191,7 +194,7 @@ func (j *StatsJSON) Stats() *seckill.Stats {
 				TransfersOut: sh.TransfersOut, TransferredOut: sh.TransferredOut})
 		}
 		st.Vouchers = append(st.Vouchers, seckill.VoucherStats{
-			Voucher: &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime,
+			Voucher: &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime, Paused: v.Paused,
 				Shards: v.Shards},
 			Shards:    shards,
 			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift, RedisNode: v.RedisNode,

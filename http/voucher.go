@@ -19,6 +19,12 @@ type VoucherService interface {
 	Create(ctx context.Context, v *seckill.Voucher) (*seckill.VoucherView, error)
 	Get(ctx context.Context, id int64) (*seckill.VoucherView, error)
 	List(ctx context.Context, limit int) ([]*seckill.VoucherView, error)
+	// Pause, End and AddStock are the operator's controls of a voucher on
+	// sale (control.go): each answers the voucher as it is once admission
+	// everywhere sees the change (docs/design.md, Operator controls).
+	Pause(ctx context.Context, id int64, paused bool) (*seckill.VoucherView, error)
+	End(ctx context.Context, id int64) (*seckill.VoucherView, error)
+	AddStock(ctx context.Context, id int64, key string, units int64) (*seckill.VoucherView, error)
 }
 
 var _ VoucherService = (*seckill.VoucherService)(nil)
@@ -45,6 +51,8 @@ type voucherJSON struct {
 	// before beginTime.
 	Challenge            bool  `json:"challenge"`
 	ChallengeLeadSeconds int64 `json:"challengeLeadSeconds"`
+	// Paused says an operator paused the sale: buys answer 409 paused.
+	Paused bool `json:"paused"`
 }
 
 func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
@@ -62,6 +70,7 @@ func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
 
 		Challenge:            v.Challenge,
 		ChallengeLeadSeconds: int64(v.ChallengeLead / time.Second),
+		Paused:               v.Paused,
 	}
 }
 

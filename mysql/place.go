@@ -19,7 +19,7 @@ const (
 	// unless the voucher has rebuy_after_cancel). A plain read, which
 	// locks nothing: the refusals (most requests, once a sale is sold out)
 	// wait for no one.
-	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, o.id
+	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, v.paused, o.id
 FROM vouchers v LEFT JOIN orders o ON o.user_id = ? AND o.voucher_id = v.id AND o.slot IS NOT NULL
 WHERE v.id = ?`
 	// placeOrderSQL inserts an order, locking its voucher row (FOR UPDATE)
@@ -27,8 +27,15 @@ WHERE v.id = ?`
 	// error.
 	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
 SELECT ?, ?, id, 'created', ?, ? FROM vouchers WHERE id = ? FOR UPDATE`
-	// takeOneSQL is hm-dianping's: one from the stock, unless none is left.
-	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = ? AND stock > 0`
+	// takeOneSQL is hm-dianping's: one from the stock, unless none is
+	// left; nor while the sale is paused or once it ended, read under the
+	// row's lock, so that an operator's pause or end committed is seen by
+	// every order committed after it (docs/design.md, Operator controls).
+	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = ? AND stock > 0 AND paused = 0 AND end_time > ?`
+	// selectNotTakenSQL reads why takeOneSQL took nothing: a locking read,
+	// which sees the latest commit (a plain one, the transaction's
+	// snapshot).
+	selectNotTakenSQL = `SELECT end_time, paused FROM vouchers WHERE id = ? FOR UPDATE`
 	// selectBuyerOrderSQL reads the buyer's order that holds their slot.
 	selectBuyerOrderSQL = `SELECT id FROM orders WHERE user_id = ? AND voucher_id = ? AND slot IS NOT NULL`
 )
@@ -87,7 +94,7 @@ func (s *Store) placeOrder(ctx context.Context, o *seckill.Order, now time.Time)
 
 	sale := orderbatch.Sale{VoucherID: o.VoucherID}
 	var existing sql.NullInt64
-	err = tx.QueryRowContext(ctx, selectSaleSQL, o.UserID, o.VoucherID).Scan(&sale.Begin, &sale.End, &sale.Stock, &existing)
+	err = tx.QueryRowContext(ctx, selectSaleSQL, o.UserID, o.VoucherID).Scan(&sale.Begin, &sale.End, &sale.Stock, &sale.Paused, &existing)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return orderbatch.VoucherNotFound(o.VoucherID)
@@ -120,7 +127,7 @@ func (s *Store) placeOrder(ctx context.Context, o *seckill.Order, now time.Time)
 
 	// After the insert, as docs/design.md, Database, says. The guard, not the stock read
 	// above, is what refuses to oversell.
-	res, err = tx.ExecContext(ctx, takeOneSQL, o.VoucherID)
+	res, err = tx.ExecContext(ctx, takeOneSQL, o.VoucherID, utc(now))
 	if err != nil {
 		if isDeadlock(err) || isLockWaitTimeout(err) {
 			return err
@@ -130,7 +137,11 @@ func (s *Store) placeOrder(ctx context.Context, o *seckill.Order, now time.Time)
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("take from the stock of voucher %d: %w", o.VoucherID, dbErr(err))
 	} else if n == 0 {
-		return orderbatch.SoldOut(o.VoucherID)
+		after := orderbatch.Sale{VoucherID: o.VoucherID}
+		if err := tx.QueryRowContext(ctx, selectNotTakenSQL, o.VoucherID).Scan(&after.End, &after.Paused); err != nil {
+			return fmt.Errorf("read voucher %d: %w", o.VoucherID, dbErr(err))
+		}
+		return orderbatch.NotTaken(after, now)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", dbErr(err))

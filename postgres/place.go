@@ -18,7 +18,7 @@ const (
 	// selectSaleSQL reads a voucher's window and stock and the buyer's
 	// order of it that holds their slot (created, paid, or cancelled
 	// unless the voucher has rebuy_after_cancel), at one instant.
-	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, o.id
+	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, v.paused, o.id
 FROM vouchers v LEFT JOIN orders o ON o.user_id = $1 AND o.voucher_id = v.id AND o.slot IS NOT NULL
 WHERE v.id = $2`
 	// placeOrderSQL inserts an order (slot 1) unless its buyer has one of
@@ -38,7 +38,13 @@ RETURNING id`
 	// takeOneSQL is hm-dianping's: one from the stock, unless none is left.
 	// A concurrent transaction's change to the voucher is waited for, and
 	// the condition checked again on the changed row.
-	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = $1 AND stock > 0`
+	// Nor while the sale is paused or once it ended: an operator's pause
+	// or end committed is then seen by every order committed after it
+	// (docs/design.md, Operator controls).
+	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = $1 AND stock > 0 AND NOT paused AND end_time > $2`
+	// selectNotTakenSQL reads why takeOneSQL took nothing; in a statement
+	// of its own, it sees the latest commit.
+	selectNotTakenSQL = `SELECT end_time, paused FROM vouchers WHERE id = $1`
 )
 
 // placeRetry is when PlaceOrder runs its transaction again: when it lost
@@ -81,7 +87,7 @@ func placeOrder(ctx context.Context, conn *pgx.Conn, o *seckill.Order, now time.
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		sale := orderbatch.Sale{VoucherID: o.VoucherID}
 		var existing *int64
-		err := tx.QueryRow(ctx, selectSaleSQL, o.UserID, o.VoucherID).Scan(&sale.Begin, &sale.End, &sale.Stock, &existing)
+		err := tx.QueryRow(ctx, selectSaleSQL, o.UserID, o.VoucherID).Scan(&sale.Begin, &sale.End, &sale.Stock, &sale.Paused, &existing)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return orderbatch.VoucherNotFound(o.VoucherID)
@@ -116,12 +122,16 @@ func placeOrder(ctx context.Context, conn *pgx.Conn, o *seckill.Order, now time.
 
 		// After the insert, as docs/design.md, Database, says. The guard, not the stock
 		// read above, is what refuses to oversell.
-		tag, err := tx.Exec(ctx, takeOneSQL, o.VoucherID)
+		tag, err := tx.Exec(ctx, takeOneSQL, o.VoucherID, utc(now))
 		if err != nil {
 			return fmt.Errorf("take from the stock of voucher %d: %w", o.VoucherID, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return orderbatch.SoldOut(o.VoucherID)
+			after := orderbatch.Sale{VoucherID: o.VoucherID}
+			if err := tx.QueryRow(ctx, selectNotTakenSQL, o.VoucherID).Scan(&after.End, &after.Paused); err != nil {
+				return fmt.Errorf("read voucher %d: %w", o.VoucherID, err)
+			}
+			return orderbatch.NotTaken(after, now)
 		}
 		return nil
 	})

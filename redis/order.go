@@ -20,6 +20,7 @@ const (
 	admitEnded
 	admitNotLoaded
 	admitHeld
+	admitPaused
 )
 
 // Admit runs the admission script for a, appending the order to the
@@ -153,6 +154,8 @@ func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool
 		return 0, seckill.Errorf(seckill.ErrEnded, "the sale of voucher %d has ended", a.VoucherID)
 	case admitNotLoaded:
 		return 0, fmt.Errorf("redis: voucher %d generation %d: %w", a.VoucherID, a.Generation, seckill.ErrVoucherNotLoaded)
+	case admitPaused:
+		return 0, seckill.Errorf(seckill.ErrPaused, "the sale of voucher %d is paused; try again later", a.VoucherID)
 	case admitHeld:
 		// Nothing was written: running the script again is safe.
 		ms, _ := res[1].AsInt64()

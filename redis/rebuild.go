@@ -102,7 +102,7 @@ func (c *Client) rebuildOnce(ctx context.Context, v *seckill.Voucher, orders sec
 		return out, err
 	}
 	fin, err := finishRebuildScript.run(ctx, c, []string{k.Stock, k.Meta, k.Buyers, k.Orders},
-		finishRebuildArgs{Generation: gen, Epoch: epoch, InitialStock: v.InitialStock, Begin: v.BeginTime, End: v.EndTime}).ToArray()
+		finishRebuildArgs{Generation: gen, Epoch: epoch, InitialStock: v.InitialStock, Begin: v.BeginTime, End: v.EndTime, Paused: v.Paused}).ToArray()
 	if err != nil {
 		return out, redisErr(op, err)
 	}

@@ -107,7 +107,9 @@ func TestRebuild(t *testing.T) {
 			"begin": strconv.FormatInt(v.BeginTime.UnixMilli(), 10),
 			"end":   strconv.FormatInt(v.EndTime.UnixMilli(), 10),
 			// Generation 0 (a voucher made before generations) and the
-			// first epoch are the absent fields.
+			// first epoch are the absent fields. The row's pause, where
+			// meta held none (control.lua).
+			"paused": "0",
 		}
 		gotMeta := hash(t, c, k.Meta)
 		// The rebuild held the stock for a moment, and set a new version

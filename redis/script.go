@@ -24,6 +24,7 @@ var scriptFiles embed.FS
 var (
 	admitScript          = newScript[admitArgs]("admit")
 	claimStaleScript     = newScript[claimStaleArgs]("claim_stale")
+	controlScript        = newScript[args]("control")
 	copyChangesScript    = newScript[args]("copy_changes")
 	countPersistedScript = newScript[args]("count_persisted")
 	deadLetterScript     = newScript[deadLetterArgs]("dead_letter")

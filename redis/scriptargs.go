@@ -113,6 +113,9 @@ type finishRebuildArgs struct {
 	InitialStock      int64
 	// Begin and End are the sale window.
 	Begin, End time.Time
+	// Paused is the row's (seckill.Voucher.Paused): kept only where Redis
+	// holds no control of its own.
+	Paused bool
 }
 
 func (a finishRebuildArgs) argv() []string {
@@ -123,6 +126,7 @@ func (a finishRebuildArgs) argv() []string {
 		unixMillis(a.Begin),                   // ARGV[4]
 		unixMillis(a.End),                     // ARGV[5]
 		Group,                                 // ARGV[6]
+		flag(a.Paused),                        // ARGV[7]
 	}
 }
 

@@ -356,7 +356,7 @@ func (c *Client) finishShards(ctx context.Context, v *seckill.Voucher, shards []
 	for j, s := range lost {
 		share := seckill.ShardStock(rest, len(lost), j)
 		fin, err := finishRebuildScript.run(ctx, c, []string{s.k.Stock, s.k.Meta, s.k.Buyers, s.k.Orders},
-			finishRebuildArgs{Generation: gen, Epoch: s.epoch, InitialStock: buyers[j] + share, Begin: v.BeginTime, End: v.EndTime}).ToArray()
+			finishRebuildArgs{Generation: gen, Epoch: s.epoch, InitialStock: buyers[j] + share, Begin: v.BeginTime, End: v.EndTime, Paused: v.Paused}).ToArray()
 		if err != nil {
 			return out, redisErr(fmt.Sprintf("finish the rebuild of shard %d of voucher %d", s.index, v.ID), err)
 		}

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/rueidis"
 
@@ -84,4 +85,24 @@ func (c *Client) Remaining(ctx context.Context, ids ...int64) (map[int64]int64, 
 		delete(left, id)
 	}
 	return left, nil
+}
+
+// Control writes an operator's control of v (v.Paused; ended, the sale
+// ended now at v.EndTime) into every shard's meta, one script call per
+// shard (control.lua), where admission reads it. It returns once every
+// shard took it: from then on no admission on any shard sees the sale
+// unpaused (or not ended).
+func (c *Client) Control(ctx context.Context, v *seckill.Voucher, ended bool) error {
+	end := ""
+	if ended {
+		end = unixMillis(v.EndTime)
+	}
+	a := args{strconv.FormatInt(v.Generation, 10), flag(v.Paused), end}
+	l := c.Learn(v)
+	for i, k := range l.shards {
+		if err := controlScript.run(ctx, c, []string{k.Meta}, a).Error(); err != nil {
+			return redisErr(fmt.Sprintf("control voucher %d shard %d", v.ID, i), err)
+		}
+	}
+	return nil
 }

@@ -16,7 +16,7 @@ const (
 	// selectSaleSQL reads a voucher's window and stock and the buyer's
 	// order of it that holds their slot (created, paid, or cancelled
 	// unless the voucher has rebuy_after_cancel).
-	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, o.id
+	selectSaleSQL = `SELECT v.begin_time, v.end_time, v.stock, v.paused, o.id
 FROM vouchers v LEFT JOIN orders o ON o.user_id = ?1 AND o.voucher_id = v.id AND o.slot IS NOT NULL
 WHERE v.id = ?2`
 	// placeOrderSQL inserts an order. A plain INSERT: a clash is an error.
@@ -50,7 +50,7 @@ func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time)
 		begin, end int64
 		existing   sql.NullInt64
 	)
-	err = tx.QueryRowContext(ctx, selectSaleSQL, o.UserID, o.VoucherID).Scan(&begin, &end, &sale.Stock, &existing)
+	err = tx.QueryRowContext(ctx, selectSaleSQL, o.UserID, o.VoucherID).Scan(&begin, &end, &sale.Stock, &sale.Paused, &existing)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return orderbatch.VoucherNotFound(o.VoucherID)

@@ -140,6 +140,13 @@ type load struct {
 	counts     map[string]int    // "200", "sold_out", "duplicate_order", "503", "conn_error", "gave_up", …
 	unexpected []string          // answers the API does not allow
 	maxLatency time.Duration     // of a 200
+	// sentAt is when the request answered 200 was sent, by order id: an
+	// admission after a pause or an end was answered is one sent after.
+	sentAt map[int64]time.Time
+	// controlled says an operator may pause or end the sale: 409 paused
+	// (the buyer presses again) and 409 ended are answers the API allows;
+	// else they are unexpected.
+	controlled bool
 }
 
 func newLoad(t *testing.T, c *http.Client, voucher int64, users []int64) *load {
@@ -154,6 +161,7 @@ func newLoad(t *testing.T, c *http.Client, voucher int64, users []int64) *load {
 		byUser:   map[int64][]int64{},
 		dups:     map[int64]int64{},
 		counts:   map[string]int{},
+		sentAt:   map[int64]time.Time{},
 	}
 	tokens, err := auth.NewTokens([]byte(testSecret))
 	if err != nil {
@@ -244,11 +252,15 @@ func (l *load) buy(ctx context.Context, user int64) {
 				l.accepted[id] = user
 				l.byUser[user] = append(l.byUser[user], id)
 				l.maxLatency = max(l.maxLatency, took)
+				l.sentAt[id] = start
 			})
 			return
-		case status == 409 && code == "sold_out":
+		case status == 409 && (code == "sold_out" || (l.controlled && code == "ended")):
 			l.record(code, nil)
 			return
+		case status == 409 && l.controlled && code == "paused":
+			// The operator paused the sale: the buyer presses again.
+			l.record(code, nil)
 		case status == 409 && code == "duplicate_order":
 			id, perr := strconv.ParseInt(fmt.Sprint(body["orderId"]), 10, 64)
 			if perr != nil {

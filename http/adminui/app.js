@@ -17,6 +17,7 @@
     ["duplicate_order", "duplicate"],
     ["not_started", "not started"],
     ["ended", "ended"],
+    ["paused", "paused"],
     ["rate_limited", "rate limited"],
     ["unavailable", "unavailable"],
     ["other", "other"], // any result the page does not know; shown when seen
@@ -43,33 +44,36 @@
     }
   }
 
-  async function api(method, path) {
+  async function api(method, path, body, headers) {
     const gen = generation;
     let res;
     try {
+      const h = { Authorization: "Bearer " + token, Accept: "application/json", ...(headers || {}) };
+      if (body !== undefined) h["Content-Type"] = "application/json";
       res = await fetch(path, {
         method,
-        headers: { Authorization: "Bearer " + token, Accept: "application/json" },
+        headers: h,
+        body: body === undefined ? undefined : JSON.stringify(body),
         cache: "no-store",
       });
     } catch (e) {
       throw new APIError(0, "network", "the server cannot be reached");
     }
-    let body = null;
+    let answer = null;
     try {
-      body = await res.json();
+      answer = await res.json();
     } catch (e) {
-      body = null;
+      answer = null;
     }
     if (!res.ok) {
-      const code = (body && body.code) || "http_" + res.status;
-      const message = (body && body.message) || res.statusText || "request failed";
+      const code = (answer && answer.code) || "http_" + res.status;
+      const message = (answer && answer.message) || res.statusText || "request failed";
       if (res.status === 401 && gen === generation && token) {
         signOut("The server refused the token (" + message + "): sign in again.");
       }
       throw new APIError(res.status, code, message);
     }
-    return body;
+    return answer;
   }
 
   // ---- signing in and out ------------------------------------------------
@@ -101,7 +105,7 @@
     for (const tb of document.querySelectorAll("#dashboard tbody")) tb.replaceChildren();
     $("#chart").replaceChildren();
     $("#legend").replaceChildren();
-    for (const el of document.querySelectorAll("#reconcile-result, #dlq-outcome, #refresh-error")) el.hidden = true;
+    for (const el of document.querySelectorAll("#reconcile-result, #control-result, #create-result, #dlq-outcome, #refresh-error")) el.hidden = true;
     showSignIn(message);
   }
 
@@ -281,15 +285,34 @@
       const repair = el("button", { type: "button", class: "small quiet", "data-action": "repair", "data-voucher": key }, "Repair");
       reconcile.addEventListener("click", () => reconcileVoucher(key, false, reconcile));
       repair.addEventListener("click", () => confirmThen(repair, "Confirm repair", () => reconcileVoucher(key, true, repair)));
-      tr.append(el("td", { class: "actions" }, reconcile, " ", repair));
+      // The live controls: pause or resume, end now, add units.
+      const pause = el("button", { type: "button", class: "small quiet", "data-action": "pause", "data-voucher": key }, "Pause");
+      pause.addEventListener("click", () => controlVoucher(key, pause.dataset.action, pause));
+      const end = el("button", { type: "button", class: "small quiet danger", "data-action": "end", "data-voucher": key }, "End now");
+      end.addEventListener("click", () => confirmThen(end, "Confirm end", () => controlVoucher(key, "end", end)));
+      const units = el("input", { type: "number", class: "units", min: "1", max: "10000000", step: "1", value: "10",
+        "data-voucher": key, "data-field": "addUnits", "aria-label": "Units to add to voucher " + key });
+      const add = el("button", { type: "button", class: "small quiet", "data-action": "add-stock", "data-voucher": key }, "Add");
+      add.addEventListener("click", () => addStock(key, units, add));
+      tr.append(el("td", { class: "actions" }, reconcile, " ", repair,
+        el("div", { class: "controls", role: "group", "aria-label": "Live controls of voucher " + key }, pause, end, units, add)));
       return tr;
     }, (tr, v) => {
       const key = v.id;
       field(tr, "title").textContent = v.title;
       const begin = new Date(v.beginTime), end = new Date(v.endTime);
       const w = field(tr, "window");
-      w.textContent = now < begin ? "starts " + hhmm(begin) : now >= end ? "ended " + hhmm(end) : "on sale, ends " + hhmm(end);
+      w.textContent = (v.paused ? "paused · " : "") +
+        (now < begin ? "starts " + hhmm(begin) : now >= end ? "ended " + hhmm(end) : "on sale, ends " + hhmm(end));
       w.title = v.beginTime + " – " + v.endTime;
+      w.dataset.paused = String(!!v.paused);
+      tr.classList.toggle("paused", !!v.paused);
+      const pause = tr.querySelector('button[data-action="pause"], button[data-action="resume"]');
+      if (!pause.disabled) {
+        pause.dataset.action = v.paused ? "resume" : "pause";
+        pause.textContent = v.paused ? "Resume" : "Pause";
+        pause.setAttribute("aria-label", (v.paused ? "Resume" : "Pause") + " voucher " + key);
+      }
       for (const n of numbers) setNum(field(tr, n), v[n] ?? null);
       const rem = field(tr, "remaining"), unloaded = v.remaining === null || v.remaining === undefined;
       if (unloaded) setNum(rem, null, "not loaded");
@@ -565,6 +588,7 @@
     sold_out: "sold out: the order stays failed",
     duplicate_order: "the buyer already has an order for this voucher: this one stays failed",
     ended: "the sale has ended: the order stays failed",
+    paused: "the sale is paused: the dead letter stays; retry once it is resumed",
     not_started: "the sale has not started: the order stays failed",
     dead_letter_not_found: "no such dead letter: already settled",
     voucher_not_found: "the voucher is gone: the order stays failed",
@@ -619,6 +643,136 @@
       button.textContent = button._label;
       button.classList.remove("confirm");
     }, 4000);
+  }
+
+  // ---- creating a voucher, and its live controls -------------------------
+
+  // isoOf reads a datetime-local input (the browser's local time) as an
+  // RFC 3339 time.
+  function isoOf(input) {
+    const d = new Date(input.value);
+    return isNaN(d) ? input.value : d.toISOString();
+  }
+
+  async function createVoucher(ev) {
+    ev.preventDefault();
+    const out = $("#create-result");
+    const button = $("#create-button");
+    const num = (id) => Number($(id).value);
+    const body = {
+      title: $("#cv-title").value,
+      stock: num("#cv-stock"),
+      beginTime: isoOf($("#cv-begin")),
+      endTime: isoOf($("#cv-end")),
+      shards: num("#cv-shards"),
+      payWithinSeconds: num("#cv-pay"),
+      rebuyAfterCancel: $("#cv-rebuy").checked,
+    };
+    // The challenge's options go with a challenge only: without one, the
+    // API's defaults (no challenge, a lead of 60 s) are what the form says.
+    if ($("#cv-challenge").checked) {
+      body.challenge = true;
+      body.challengeLeadSeconds = num("#cv-lead");
+    }
+    button.disabled = true;
+    try {
+      const v = await api("POST", "/api/admin/vouchers", body);
+      out.hidden = false;
+      out.className = "result ok";
+      out.dataset.outcome = "ok";
+      out.dataset.voucher = v.id;
+      out.replaceChildren(el("span", { class: "at" }, clock(new Date())), " Created ",
+        el("strong", { "data-field": "created.title" }, v.title), " ",
+        el("span", { class: "id muted", "data-field": "created.id", "data-value": v.id }, "#" + v.id),
+        ": " + fmt(v.stock) + " units, " + new Date(v.beginTime).toLocaleString("en-GB") + " – " + new Date(v.endTime).toLocaleString("en-GB") + ".");
+      $("#create-voucher").reset();
+    } catch (e) {
+      out.hidden = false;
+      out.className = "result error";
+      out.dataset.outcome = "error";
+      delete out.dataset.voucher;
+      out.replaceChildren("Not created: " + describe(e) + ".");
+    } finally {
+      button.disabled = false;
+    }
+    poll();
+  }
+
+  // A control's words, by action.
+  const CONTROLS = {
+    pause: ["Paused", "paused: buys are answered 409 paused, nothing is admitted"],
+    resume: ["Resumed", "on sale again"],
+    end: ["Ended", "ended now: buys are answered 409 ended"],
+    "add-stock": ["Added", "stock added"],
+  };
+
+  async function controlVoucher(id, action, button, body, headers) {
+    const out = $("#control-result");
+    button.disabled = true;
+    button.setAttribute("aria-busy", "true");
+    const path = "/api/admin/vouchers/" + encodeURIComponent(id) + "/" + (action === "add-stock" ? "stock" : action);
+    let ok = false;
+    try {
+      const v = await api("POST", path, body, headers);
+      ok = true;
+      showControl(out, "ok", action, id, v);
+    } catch (e) {
+      out.hidden = false;
+      out.className = "result error";
+      out.dataset.outcome = "error";
+      out.dataset.action = action;
+      out.dataset.voucher = id;
+      out.replaceChildren(el("span", { class: "at" }, clock(new Date())), " " +
+        CONTROLS[action][0] + " refused for voucher #" + id + ": " + describe(e) +
+        (action === "add-stock" ? ". Adding again adds once: the same request is sent." : "."));
+    } finally {
+      button.disabled = false;
+      button.removeAttribute("aria-busy");
+    }
+    poll();
+    return ok;
+  }
+
+  function showControl(out, kind, action, id, v) {
+    out.hidden = false;
+    out.className = "result " + kind;
+    out.dataset.outcome = kind;
+    out.dataset.action = action;
+    out.dataset.voucher = id;
+    const f = (name, value, text) => el("span", { "data-field": "control." + name, "data-value": String(value) }, text);
+    out.replaceChildren(el("span", { class: "at" }, clock(new Date())), " ",
+      el("strong", {}, v.title), " #" + id + " " + CONTROLS[action][1] + ". ",
+      f("paused", !!v.paused, v.paused ? "Paused" : "Not paused"), "; stock ",
+      f("stock", v.stock, fmt(v.stock)), ", remaining ",
+      f("remaining", v.remaining ?? "", v.remaining === null || v.remaining === undefined ? "not loaded" : fmt(v.remaining)),
+      "; ends ", f("endTime", v.endTime, new Date(v.endTime).toLocaleString("en-GB")), ".");
+  }
+
+  // randomKey makes an Idempotency-Key; crypto.getRandomValues works on a
+  // page served over plain HTTP too.
+  function randomKey() {
+    const b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return "admin-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  }
+
+  // addStock adds the units once: the click's Idempotency-Key is kept until
+  // the server answers, so that pressing again after a failure (a lost
+  // answer, a 503) sends the same request and adds nothing twice.
+  async function addStock(id, input, button) {
+    const units = Number(input.value);
+    if (!Number.isInteger(units) || units < 1) {
+      input.focus();
+      return;
+    }
+    if (!button._key || button._units !== units) {
+      button._key = randomKey();
+      button._units = units;
+    }
+    button.dataset.key = button._key;
+    if (await controlVoucher(id, "add-stock", button, { add: units }, { "Idempotency-Key": button._key })) {
+      button._key = null;
+    }
   }
 
   // ---- reconcile -------------------------------------------------------
@@ -699,6 +853,7 @@
   });
   document.addEventListener("DOMContentLoaded", () => {
     $("#sign-in").addEventListener("submit", signIn);
+    $("#create-voucher").addEventListener("submit", createVoucher);
     $("#sign-out").addEventListener("click", () => signOut(""));
     for (const b of document.querySelectorAll("[data-span]")) b.addEventListener("click", () => setSpan(Number(b.dataset.span)));
     if (token) start();

@@ -17,6 +17,8 @@ type Sale struct {
 	// OrderID which.
 	Ordered bool
 	OrderID int64
+	// Paused says an operator paused the sale.
+	Paused bool
 }
 
 // Refusal returns the error with which PlaceOrder refuses an order of the
@@ -35,10 +37,31 @@ func Refusal(s Sale, now time.Time) error {
 		return seckill.Errorf(seckill.ErrNotStarted, "the sale of voucher %d has not started", s.VoucherID)
 	case !now.Before(s.End):
 		return seckill.Errorf(seckill.ErrEnded, "the sale of voucher %d has ended", s.VoucherID)
+	case s.Paused:
+		return Paused(s.VoucherID)
 	case s.Stock <= 0:
 		return SoldOut(s.VoucherID)
 	}
 	return nil
+}
+
+// NotTaken returns why PlaceOrder's guarded update took nothing from the
+// stock, from the voucher's row read after it (not the buyer's order: the
+// insert settled that): its end reached, or moved before now by an
+// operator, the sale paused, else sold out.
+func NotTaken(s Sale, now time.Time) error {
+	switch {
+	case !now.Truncate(time.Microsecond).Before(s.End):
+		return seckill.Errorf(seckill.ErrEnded, "the sale of voucher %d has ended", s.VoucherID)
+	case s.Paused:
+		return Paused(s.VoucherID)
+	}
+	return SoldOut(s.VoucherID)
+}
+
+// Paused is PlaceOrder's answer when an operator paused the sale.
+func Paused(voucherID int64) error {
+	return seckill.Errorf(seckill.ErrPaused, "the sale of voucher %d is paused; try again later", voucherID)
 }
 
 // VoucherNotFound is PlaceOrder's answer for a voucher that does not exist.

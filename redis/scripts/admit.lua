@@ -6,7 +6,10 @@
 --
 -- KEYS[1] stock   string: units left to admit
 -- KEYS[2] meta    hash: begin, end (unix milliseconds), gen (generation),
---                 held (unix ms: units given back are not sold before it)
+--                 held (unix ms: units given back are not sold before it),
+--                 paused ('1' while an operator paused the sale) and cut
+--                 (set once an operator ended the sale: ended whatever the
+--                 clock says); see control.lua
 -- KEYS[3] buyers  hash: user id -> order id
 -- KEYS[4] orders  stream: the admitted orders, for the workers
 -- KEYS[5] cancelled hash: user id -> cancelled order id (return_unit.lua):
@@ -34,8 +37,9 @@
 --                 or the state of another generation of its id
 --   {6, ms}       stock is there but held for ms more: it was given back,
 --                 or rebuilt, a moment ago (see release.lua); ask again then
+--   {7, ''}       an operator paused the sale
 local stock = redis.call('GET', KEYS[1])
-local meta = redis.call('HMGET', KEYS[2], 'begin', 'end', 'gen', 'held')
+local meta = redis.call('HMGET', KEYS[2], 'begin', 'end', 'gen', 'held', 'paused', 'cut')
 if not stock or not meta[1] or not meta[2] or (meta[3] or '0') ~= ARGV[5] then
   return {5, ''}
 end
@@ -58,8 +62,11 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(meta[1]) then
   return {3, ''}
 end
-if now >= tonumber(meta[2]) then
+if meta[6] or now >= tonumber(meta[2]) then
   return {4, ''}
+end
+if meta[5] == '1' then
+  return {7, ''}
 end
 if tonumber(stock) <= 0 then
   return {2, ''}

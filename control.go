@@ -1,0 +1,157 @@
+package seckill
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxIdempotencyKey bounds the Idempotency-Key of an addition of stock.
+const MaxIdempotencyKey = 100
+
+// The operator's controls of a voucher on sale (docs/design.md, Operator
+// controls): pause and resume, end now, add stock. Each answers only once
+// what admission reads holds it: the database (the truth, which a rebuild
+// reads), and in the stream and queue modes Redis too.
+
+// Pause pauses the voucher's sale (paused true) or resumes it, and returns
+// it as it is now. Once Pause has returned, no buy is admitted to a paused
+// voucher, on any instance, until it is resumed: the database holds the
+// pause (the sync mode's PlaceOrder checks it under the voucher's row
+// lock), and so does every shard's control in Redis, which Unload keeps
+// and a rebuild does not overwrite. A pause the database took and Redis
+// did not is ErrUnavailable: the caller asks again.
+func (s *VoucherService) Pause(ctx context.Context, id int64, paused bool) (*VoucherView, error) {
+	v, err := s.Store.PauseVoucher(ctx, id, paused)
+	if err != nil {
+		return nil, fmt.Errorf("pause voucher %d: %w", id, err)
+	}
+	return s.controlled(ctx, v, false)
+}
+
+// End ends the voucher's sale now: its EndTime becomes now (unless it
+// ended before) in the database, and every shard in Redis is marked ended,
+// so that no buy is admitted once End has returned, whatever Redis's clock
+// says. It returns the voucher as it is now.
+func (s *VoucherService) End(ctx context.Context, id int64) (*VoucherView, error) {
+	v, err := s.Store.EndVoucher(ctx, id, s.Now())
+	if err != nil {
+		return nil, fmt.Errorf("end voucher %d: %w", id, err)
+	}
+	return s.controlled(ctx, v, true)
+}
+
+// controlled writes v's controls into Redis (not in the sync mode, where
+// the database is what admission reads) and answers v.
+func (s *VoucherService) controlled(ctx context.Context, v *Voucher, ended bool) (*VoucherView, error) {
+	s.rows.remember(v)
+	// A voucher past its retention is not in Redis, nor ever rebuilt there
+	// (Rebuild refuses it): nothing there to control.
+	kept := s.Now().Before(v.EndTime.Add(orDefault(s.Retention, DefaultRetention)))
+	if s.Mode != ModeSync && kept {
+		if err := s.Cache.Control(ctx, v, ended); err != nil {
+			s.Logger.Error("voucher's control saved but not written to Redis", "voucher", v.ID, "paused", v.Paused, "ended", ended, "err", err)
+			return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was changed in the database but Redis could not be told; ask again", v.ID), RetryAfter: time.Second}
+		}
+	}
+	views, err := s.withRemaining(ctx, []*Voucher{v})
+	if err != nil {
+		return nil, err
+	}
+	return views[0], nil
+}
+
+// AddStock adds units to the voucher's stock, exactly once per key: the
+// database records the key with the units in the transaction that adds
+// them, so a retry, a concurrent duplicate or the same request on another
+// instance adds nothing more. Redis then takes the stock from the database
+// (UnloadStock, then Rebuild: the recovery path G6 rests on), also for a
+// key recorded already, so that a retry after a failure half-way puts
+// Redis right. The answer's Remaining includes the units. The same key
+// with other units is ErrInvalidArgument.
+func (s *VoucherService) AddStock(ctx context.Context, id int64, key string, units int64) (*VoucherView, error) {
+	if units < 1 || units > MaxStock {
+		return nil, Errorf(ErrInvalidArgument, "add: must be between 1 and %d, got %d", MaxStock, units)
+	}
+	if n := utf8.RuneCountInString(key); strings.TrimSpace(key) == "" || n > MaxIdempotencyKey || !utf8.ValidString(key) {
+		return nil, Errorf(ErrInvalidArgument, "Idempotency-Key: must be 1 to %d characters", MaxIdempotencyKey)
+	}
+	v, _, recorded, err := s.Store.AddStock(ctx, id, key, units)
+	if err != nil {
+		return nil, fmt.Errorf("add stock to voucher %d: %w", id, err)
+	}
+	if recorded != units {
+		return nil, Errorf(ErrInvalidArgument, "Idempotency-Key: used already to add %d units, not %d", recorded, units)
+	}
+	s.rows.remember(v)
+	if s.Mode == ModeSync {
+		return &VoucherView{Voucher: v, Remaining: &v.Stock}, nil
+	}
+	unavailable := func(err error) error {
+		s.Logger.Error("stock added in the database but not yet in Redis: ask again with the same Idempotency-Key, or run seckill reconcile --repair", "voucher", id, "err", err)
+		return &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("the stock of voucher %d was added in the database but Redis has not taken it yet; ask again with the same Idempotency-Key (nothing is added twice)", id), RetryAfter: time.Second}
+	}
+	if err := s.restock(ctx, id, time.Now()); err != nil {
+		return nil, unavailable(err)
+	}
+	for range 3 {
+		view, err := s.Get(ctx, id)
+		if err != nil || view.Remaining != nil {
+			return view, err
+		}
+		// Unloaded again since (another instance's addition): the
+		// answer says what Redis holds once rebuilt, as a buy would.
+		if err := s.Rebuild(ctx, id); err != nil {
+			return nil, unavailable(err)
+		}
+	}
+	return s.Get(ctx, id)
+}
+
+// restock makes Redis take the voucher's stock from the database as it was
+// committed at committed (a time on this process's clock), or later: it
+// unloads the stock (keeping the buyers) and rebuilds it. Calls for one
+// voucher take turns; one that finds a restock begun after its commit
+// succeeded already is done.
+func (s *VoucherService) restock(ctx context.Context, id int64, committed time.Time) error {
+	r := s.restocker(id)
+	select {
+	case r.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-r.turn }()
+	if r.done.After(committed) {
+		return nil
+	}
+	began := time.Now()
+	if err := s.Cache.UnloadStock(ctx, id); err != nil {
+		return err
+	}
+	// The row read now, after the commit and the unload: not a rebuild
+	// in flight's, which may have read it before the units were added.
+	v, err := s.Store.Voucher(ctx, id)
+	if err != nil {
+		return err
+	}
+	s.rows.remember(v)
+	if err := s.rebuild(ctx, v); err != nil {
+		return err
+	}
+	r.done = began
+	return nil
+}
+
+// restocker is one voucher's turn to restock, and when the last restock
+// that succeeded began (guarded by the turn).
+type restocker struct {
+	turn chan struct{}
+	done time.Time
+}
+
+func (s *VoucherService) restocker(id int64) *restocker {
+	r, _ := s.restocks.LoadOrStore(id, &restocker{turn: make(chan struct{}, 1)})
+	return r.(*restocker)
+}

@@ -1,0 +1,98 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	seckill "github.com/seckill/seckill"
+)
+
+// The statements of the operator's controls (docs/design.md, Operator
+// controls).
+const (
+	pauseVoucherSQL = `UPDATE vouchers SET paused = ? WHERE id = ?`
+	endVoucherSQL   = `UPDATE vouchers SET end_time = MIN(end_time, ?) WHERE id = ?`
+	growStockSQL    = `UPDATE vouchers SET stock = stock + ?1, initial_stock = initial_stock + ?1
+WHERE id = ?2 AND initial_stock + ?1 <= ?3`
+	insertStockAdditionSQL = `INSERT INTO voucher_stock_additions (voucher_id, idem_key, units, added_at) VALUES (?, ?, ?, ?)`
+	selectStockAdditionSQL = `SELECT units FROM voucher_stock_additions WHERE voucher_id = ? AND idem_key = ?`
+)
+
+// PauseVoucher sets the voucher's paused flag; see [seckill.VoucherStore].
+func (s *Store) PauseVoucher(ctx context.Context, id int64, paused bool) (_ *seckill.Voucher, err error) {
+	defer s.closeReadOnly(ctx, &err)
+	if _, err := s.db.ExecContext(ctx, pauseVoucherSQL, paused, id); err != nil {
+		return nil, fmt.Errorf("sqlite: pause voucher %d: %w", id, dbErr(err))
+	}
+	return s.Voucher(ctx, id)
+}
+
+// EndVoucher ends the voucher's sale at at, unless it ends earlier; see
+// [seckill.VoucherStore].
+func (s *Store) EndVoucher(ctx context.Context, id int64, at time.Time) (_ *seckill.Voucher, err error) {
+	defer s.closeReadOnly(ctx, &err)
+	if _, err := s.db.ExecContext(ctx, endVoucherSQL, micros(at), id); err != nil {
+		return nil, fmt.Errorf("sqlite: end voucher %d: %w", id, dbErr(err))
+	}
+	return s.Voucher(ctx, id)
+}
+
+// AddStock adds units to the voucher's stock once per key, in one
+// transaction; see [seckill.VoucherStore].
+func (s *Store) AddStock(ctx context.Context, id int64, key string, units int64) (_ *seckill.Voucher, added bool, recorded int64, err error) {
+	defer s.closeReadOnly(ctx, &err)
+	added, err = s.addStock(ctx, id, key, units)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("sqlite: add stock to voucher %d: %w", id, err)
+	}
+	if err := s.db.QueryRowContext(ctx, selectStockAdditionSQL, id, key).Scan(&recorded); err != nil {
+		return nil, false, 0, fmt.Errorf("sqlite: add stock to voucher %d: read the addition: %w", id, dbErr(err))
+	}
+	v, err := s.Voucher(ctx, id)
+	if err != nil {
+		return nil, false, 0, err
+	}
+	return v, added, recorded, nil
+}
+
+// addStock is AddStock's transaction; it reports false when the key was
+// recorded already.
+func (s *Store) addStock(ctx context.Context, id int64, key string, units int64) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", dbErr(err))
+	}
+	defer tx.Rollback()
+	var recorded int64
+	switch err := tx.QueryRowContext(ctx, selectStockAdditionSQL, id, key).Scan(&recorded); {
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, dbErr(err)
+	}
+	res, err := tx.ExecContext(ctx, growStockSQL, units, id, seckill.MaxStock)
+	if err != nil {
+		return false, dbErr(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return false, dbErr(err)
+	} else if n == 0 {
+		if _, err := s.Voucher(ctx, id); err != nil {
+			return false, err
+		}
+		return false, seckill.Errorf(seckill.ErrInvalidArgument, "add: the stock would pass %d", seckill.MaxStock)
+	}
+	if _, err := tx.ExecContext(ctx, insertStockAdditionSQL, id, key, units, micros(time.Now())); err != nil {
+		if isUniqueViolation(err) {
+			return false, nil
+		}
+		return false, dbErr(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("commit: %w", dbErr(err))
+	}
+	return true, nil
+}
