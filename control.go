@@ -47,6 +47,7 @@ func (s *VoucherService) End(ctx context.Context, id int64) (*VoucherView, error
 // the database is what admission reads) and answers v.
 func (s *VoucherService) controlled(ctx context.Context, v *Voucher, ended bool) (*VoucherView, error) {
 	s.rows.remember(v)
+	s.forgetLists()
 	// A voucher past its retention is not in Redis, nor ever rebuilt there
 	// (Rebuild refuses it): nothing there to control.
 	kept := s.Now().Before(v.EndTime.Add(orDefault(s.Retention, DefaultRetention)))
@@ -86,6 +87,7 @@ func (s *VoucherService) AddStock(ctx context.Context, id int64, key string, uni
 		return nil, Errorf(ErrInvalidArgument, "Idempotency-Key: used already to add %d units, not %d", recorded, units)
 	}
 	s.rows.remember(v)
+	s.forgetLists()
 	if s.Mode == ModeSync {
 		return &VoucherView{Voucher: v, Remaining: &v.Stock}, nil
 	}
