@@ -41,6 +41,7 @@ var commands = []command{
 	{"serve", "run the HTTP service", runServe},
 	{"migrate", "apply the database migrations", runMigrate},
 	{"token", "mint a JWT for a user or an admin", runToken},
+	{"solve", "get a voucher's challenge for a buyer, solve it, print the X-Altcha header", runSolve},
 	{"reconcile", "compare Redis with the database per voucher; --repair fixes Redis", runReconcile},
 	{"dlq", "list, retry or discard dead-lettered orders", runDLQ},
 	{"stats", "the open vouchers, their streams and the drift; --url for a server's admissions", runStats},

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill"
+)
+
+// runSolve gets a voucher's challenge for a buyer, solves it as the sale
+// page does, and prints the X-Altcha header that carries the solution:
+// the challenge from a shell, as the README's walk-through uses it.
+func runSolve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var (
+		base    string
+		token   string
+		voucher int64
+		timeout time.Duration
+	)
+	fs := flag.NewFlagSet("solve", flag.ContinueOnError)
+	fs.StringVar(&base, "url", "http://localhost:8080", "the server's base URL")
+	fs.StringVar(&token, "token", "", "the buyer's token (seckill token --user N); the solution is bound to this buyer")
+	fs.Int64Var(&voucher, "voucher", 0, "the voucher to buy (required)")
+	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	if err := parseFlags(fs, args, getenv, stderr); err != nil {
+		return err
+	}
+	if voucher <= 0 || token == "" {
+		fmt.Fprintln(stderr, "solve: --voucher and --token are required")
+		fs.Usage()
+		return errUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	url := strings.TrimSuffix(base, "/") + "/api/vouchers/" + strconv.FormatInt(voucher, 10) + "/challenge"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("solve: get the challenge: %w", err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if err != nil {
+		return fmt.Errorf("solve: read the challenge: %w", err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("solve: GET %s: %s: %s", url, res.Status, strings.TrimSpace(string(body)))
+	}
+	var ch seckill.Challenge
+	if err := json.Unmarshal(body, &ch); err != nil {
+		return fmt.Errorf("solve: the challenge: %w", err)
+	}
+	start := time.Now()
+	sol, err := seckill.SolveChallenge(ctx, ch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "solved in %v: number %d of at most %d\n", time.Since(start).Round(time.Millisecond), sol.Number, ch.MaxNumber)
+	fmt.Fprintln(stdout, sol.Header())
+	return nil
+}
