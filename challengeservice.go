@@ -292,6 +292,11 @@ func (s *ChallengeService) soldOut(ctx context.Context, v *Voucher, userID int64
 	return nil
 }
 
+// spentMargin is how long a spent solution's mark outlives its expiry on
+// the spending instance's clock: the skew between instances' clocks it
+// covers.
+const spentMargin = time.Minute
+
 // soldOutProbeEvery is how often, at most, a voucher's stock is read to
 // renew the memory that it is sold out (soldOut).
 const soldOutProbeEvery = 100 * time.Millisecond
@@ -326,9 +331,12 @@ func (s *ChallengeService) spend(ctx context.Context, v *Voucher, userID int64, 
 	if claims.UserID != userID || claims.VoucherID != v.ID {
 		return Errorf(ErrChallengeInvalid, "challenge solution was issued for another buyer or voucher: get your own")
 	}
-	// The key lives until the challenge expires, and a little after, so
-	// that no clock between here and the cache lets it be spent twice.
-	ttl := claims.Expires.Sub(now) + time.Second
+	// The key lives until the challenge expires, and a minute after: an
+	// instance whose clock is behind this one's still finds the solution
+	// unexpired after that, and must find it spent (found by review: with
+	// a second, a clock 30 s behind let it pass twice). G-level: the
+	// instances' clocks agree within a minute.
+	ttl := claims.Expires.Sub(now) + spentMargin
 	tag := v.ShardTag(HomeShard(userID, v.ShardCount()))
 	fresh, err := s.Spent.SpendChallenge(ctx, tag, strings.ToLower(sol.Challenge), ttl)
 	if err != nil {

@@ -23,24 +23,77 @@ const MaxIdempotencyKey = 100
 // lock), and so does every shard's control in Redis, which Unload keeps
 // and a rebuild does not overwrite. A pause the database took and Redis
 // did not is ErrUnavailable: the caller asks again.
-func (s *VoucherService) Pause(ctx context.Context, id int64, paused bool) (*VoucherView, error) {
-	v, err := s.Store.PauseVoucher(ctx, id, paused)
-	if err != nil {
-		return nil, fmt.Errorf("pause voucher %d: %w", id, err)
-	}
-	return s.controlled(ctx, v, false)
+func (s *VoucherService) Pause(ctx context.Context, id int64, paused bool) (view *VoucherView, err error) {
+	err = s.withControlLock(ctx, id, func() error {
+		v, err := s.Store.PauseVoucher(ctx, id, paused)
+		if err != nil {
+			return fmt.Errorf("pause voucher %d: %w", id, err)
+		}
+		view, err = s.controlled(ctx, v, false)
+		return err
+	})
+	return view, err
 }
 
 // End ends the voucher's sale now: its EndTime becomes now (unless it
 // ended before) in the database, and every shard in Redis is marked ended,
 // so that no buy is admitted once End has returned, whatever Redis's clock
 // says. It returns the voucher as it is now.
-func (s *VoucherService) End(ctx context.Context, id int64) (*VoucherView, error) {
-	v, err := s.Store.EndVoucher(ctx, id, s.Now())
-	if err != nil {
-		return nil, fmt.Errorf("end voucher %d: %w", id, err)
+func (s *VoucherService) End(ctx context.Context, id int64) (view *VoucherView, err error) {
+	err = s.withControlLock(ctx, id, func() error {
+		v, err := s.Store.EndVoucher(ctx, id, s.Now())
+		if err != nil {
+			return fmt.Errorf("end voucher %d: %w", id, err)
+		}
+		view, err = s.controlled(ctx, v, true)
+		return err
+	})
+	return view, err
+}
+
+// controlLockTTL bounds a control's hold on the voucher's control lock: a
+// holder that died frees it after this long.
+const controlLockTTL = 30 * time.Second
+
+// withControlLock runs f holding the voucher's control lock in Redis
+// (VoucherCache.LockControl), waiting within ctx for another holder. A
+// control is a database write and then writes in Redis: without the lock,
+// a pause and a resume on two instances could apply in one order in the
+// database and the other in Redis (found by review: the database paused,
+// Redis admitting), and two additions of stock could each rebuild Redis
+// from a row that lacks the other's units, the later rebuild finding the
+// earlier's stock and setting nothing (an addition lost in Redis, both
+// answered 200). In the sync mode the database is all admission reads,
+// and its row lock orders the controls.
+func (s *VoucherService) withControlLock(ctx context.Context, id int64, f func() error) error {
+	if s.Mode == ModeSync {
+		return f()
 	}
-	return s.controlled(ctx, v, true)
+	token := newToken()
+	busy := &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("another control of voucher %d is under way; ask again", id), RetryAfter: time.Second}
+	for {
+		ok, err := s.Cache.LockControl(ctx, id, token, controlLockTTL)
+		if err != nil {
+			s.Logger.Warn("the voucher's control lock could not be taken", "voucher", id, "err", err)
+			return &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d cannot be changed right now: Redis does not answer; ask again", id), RetryAfter: time.Second}
+		}
+		if ok {
+			break
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return busy
+		case <-t.C:
+		}
+	}
+	defer func() {
+		if err := s.Cache.UnlockControl(context.WithoutCancel(ctx), id, token); err != nil {
+			s.Logger.Warn("the voucher's control lock could not be given back; it lapses by itself", "voucher", id, "lapses_in", controlLockTTL, "err", err)
+		}
+	}()
+	return f()
 }
 
 // controlled writes v's controls into Redis (not in the sync mode, where
@@ -79,6 +132,26 @@ func (s *VoucherService) AddStock(ctx context.Context, id int64, key string, uni
 	if n := utf8.RuneCountInString(key); strings.TrimSpace(key) == "" || n > MaxIdempotencyKey || !utf8.ValidString(key) {
 		return nil, Errorf(ErrInvalidArgument, "Idempotency-Key: must be 1 to %d characters", MaxIdempotencyKey)
 	}
+	// A voucher past its retention is not in Redis, nor rebuilt there:
+	// its sale is over, and nothing is added (found by review: the units
+	// went into the database, and Redis answered "ask again" forever).
+	row, err := s.Store.Voucher(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("add stock to voucher %d: %w", id, err)
+	}
+	if !s.Now().Before(row.EndTime.Add(orDefault(s.Retention, DefaultRetention))) {
+		return nil, Errorf(ErrEnded, "the sale of voucher %d is over: no stock can be added", id)
+	}
+	var view *VoucherView
+	err = s.withControlLock(ctx, id, func() (err error) {
+		view, err = s.addStock(ctx, id, key, units)
+		return err
+	})
+	return view, err
+}
+
+// addStock is AddStock's work, under the voucher's control lock.
+func (s *VoucherService) addStock(ctx context.Context, id int64, key string, units int64) (*VoucherView, error) {
 	v, _, recorded, err := s.Store.AddStock(ctx, id, key, units)
 	if err != nil {
 		return nil, fmt.Errorf("add stock to voucher %d: %w", id, err)

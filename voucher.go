@@ -196,6 +196,11 @@ type VoucherCache interface {
 	// a rebuild keeps them over the row it read (which may be older);
 	// only a cache that lost the voucher takes them from the row again.
 	Control(ctx context.Context, v *Voucher, ended bool) error
+	// LockControl takes the voucher's control lock for the caller (token)
+	// for ttl, unless another instance holds it, and reports whether it
+	// did; UnlockControl ends the caller's hold.
+	LockControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error)
+	UnlockControl(ctx context.Context, voucherID int64, token string) error
 }
 
 // OrderPages reads a voucher's orders (in every status but failed) a page
@@ -369,7 +374,9 @@ type VoucherService struct {
 	// lists of one limit that miss wait for one read.
 	listMu sync.Mutex
 	lists  map[int]listedRows
-	lister singleflight.Group
+	// listGen counts forgetLists: a read that began before one is not kept.
+	listGen uint64
+	lister  singleflight.Group
 	// rows holds vouchers as first read, for admission.
 	rows voucherRows
 	// restocks holds, by voucher id, the *restocker that makes additions
@@ -525,7 +532,9 @@ type listedRows struct {
 // ListFor ago. The rows are shared: callers do not change them.
 func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, error) {
 	keep := orDefault(s.ListFor, time.Second)
-	if s.ListFor < 0 {
+	if s.ListFor < 0 || s.Mode == ModeSync {
+		// The sync mode's remaining is the row's stock: kept, it would
+		// lag the sales.
 		return s.Store.Vouchers(ctx, limit)
 	}
 	s.listMu.Lock()
@@ -543,15 +552,26 @@ func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, e
 			return l.rows, nil
 		}
 		read := s.Now()
-		rows, err := s.Store.Vouchers(ctx, limit)
+		s.listMu.Lock()
+		gen := s.listGen
+		s.listMu.Unlock()
+		// Shared by every caller that joins it: not ended by the first
+		// caller going away (found by review: the others answered 500).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		rows, err := s.Store.Vouchers(rctx, limit)
 		if err != nil {
 			return nil, err
 		}
 		s.listMu.Lock()
-		if s.lists == nil {
-			s.lists = map[int]listedRows{}
+		// Kept only if nothing was created or changed here meanwhile: a
+		// read begun before a pause must not be kept after it.
+		if s.listGen == gen {
+			if s.lists == nil || len(s.lists) >= maxKeptLists {
+				s.lists = map[int]listedRows{}
+			}
+			s.lists[limit] = listedRows{rows: rows, read: read}
 		}
-		s.lists[limit] = listedRows{rows: rows, read: read}
 		s.listMu.Unlock()
 		return rows, nil
 	})
@@ -566,8 +586,13 @@ func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, e
 func (s *VoucherService) forgetLists() {
 	s.listMu.Lock()
 	clear(s.lists)
+	s.listGen++
 	s.listMu.Unlock()
 }
+
+// maxKeptLists bounds the lists kept, by limit: a client asking for every
+// limit from 1 to 1,000 must not make the instance keep a thousand lists.
+const maxKeptLists = 8
 
 func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*VoucherView, error) {
 	if s.Mode == ModeSync {

@@ -91,6 +91,15 @@ func (k keyspace) challenge(tag, hash string) string {
 	return k.prefix + ":{" + tag + "}:challenge:" + hash
 }
 
+// control is the key of a voucher's control lock (string: the token of
+// the instance holding it; LockControl): an operator's pause, resume, end
+// or addition of stock holds it from its database write to its last write
+// in Redis, so that two of them on two instances do not interleave. Under
+// the voucher's own hash tag (shard 0's).
+func (k keyspace) control(id int64) string {
+	return k.prefix + ":{" + seckill.DefaultShardTag(id, 1, 0) + "}:control"
+}
+
 // hotKeys keeps the keys of the vouchers admitted to, so that each buy
 // does not build (and allocate) them again. A sale has few vouchers; past
 // maxHotKeys it starts over. Its zero value is empty and ready.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -105,4 +106,27 @@ func (c *Client) Control(ctx context.Context, v *seckill.Voucher, ended bool) er
 		}
 	}
 	return nil
+}
+
+// LockControl takes the voucher's control lock for the caller (token) for
+// ttl, unless another instance holds it, and reports whether it did. An
+// operator's control of a voucher holds it from its database write to its
+// last write in Redis (seckill.VoucherService.Pause, End, AddStock), so
+// that two controls on two instances apply in one order in both.
+func (c *Client) LockControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error) {
+	err := c.rdb.Do(ctx, c.rdb.B().Set().Key(c.keys.control(voucherID)).Value(token).Nx().PxMilliseconds(ttl.Milliseconds()).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, redisErr(fmt.Sprintf("lock the controls of voucher %d", voucherID), err)
+	}
+	return true, nil
+}
+
+// UnlockControl ends the caller's hold on the voucher's control lock, if
+// it still holds it.
+func (c *Client) UnlockControl(ctx context.Context, voucherID int64, token string) error {
+	_, err := fenceRenewScript.runInt(ctx, c, "unlock the controls of a voucher", []string{c.keys.control(voucherID)}, args{token, "0"})
+	return err
 }

@@ -1,7 +1,8 @@
 #!lua
 -- fence_renew: extend the caller's hold on the check of the Redis server
 -- (see fence_set) while it unloads the open vouchers, or on the rebuilding
--- of the vouchers a check unloaded; or end it.
+-- of the vouchers a check unloaded, or on a voucher's control lock
+-- (Client.LockControl); or end it.
 --
 -- KEYS[1] lock   string: the token of the instance holding it
 -- ARGV[1] the caller's token
