@@ -458,6 +458,7 @@
       // later; buying fetches one itself anyway.
       v.prepareAfter = serverNow() + Math.max(err.retryAfter || 0, 2) * 1000;
       if (err.code === "challenge_not_needed") d.challenge = false;
+      else if (err.code === "sold_out") d.remaining = 0; // shown as sold out at the next draw
       else if (err.code !== "not_started" && err.code !== "rate_limited" && err.code !== "unavailable") {
         outcome(v, "wait", "The check could not be prepared: " + err.message + ". Buying will try again.");
       }
