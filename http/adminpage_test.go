@@ -76,27 +76,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	}
 
 	ctx := newBrowser(t)
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			text, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, text)
-		}
-	}
-	eval := func(expr string) map[string]string {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(sctx, chromedp.Evaluate[map[string]string](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		return v
-	}
+	step, eval := browserSteps(t, ctx)
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.url+"/admin/")); err != nil {
 		t.Fatalf("open the page: %v", err)
@@ -547,27 +527,7 @@ func TestAdminPageControls(t *testing.T) {
 	needChromium(t)
 	e := newEnv(t)
 	ctx := newBrowser(t)
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			text, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, text)
-		}
-	}
-	eval := func(expr string) map[string]string {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(sctx, chromedp.Evaluate[map[string]string](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		return v
-	}
+	step, eval := browserSteps(t, ctx)
 	step("sign in",
 		chromedp.Navigate(e.url+"/admin/"),
 		chromedp.WaitVisible(chromedp.ID("token")),
@@ -664,4 +624,33 @@ func TestAdminPageControls(t *testing.T) {
 	if res := buy(1); res.status != 409 || res.body["code"] != "duplicate_order" {
 		t.Errorf("a buyer with an order after the end: %d %s, want their order (duplicate_order)", res.status, res.raw)
 	}
+}
+
+// browserSteps returns the browser tests' two verbs on the browser ctx:
+// step runs actions (each step within 30 s) and fails the test with the
+// page's text when they fail; eval evaluates an expression to a map of
+// strings, or fails the test.
+func browserSteps(t *testing.T, ctx context.Context) (step func(what string, actions ...chromedp.Action[chromedp.Void]), eval func(expr string) map[string]string) {
+	step = func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			text, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, text)
+		}
+	}
+	eval = func(expr string) map[string]string {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(sctx, chromedp.Evaluate[map[string]string](expr))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", expr, err)
+		}
+		return v
+	}
+	return step, eval
 }

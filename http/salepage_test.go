@@ -1,7 +1,6 @@
 package http_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -85,27 +84,7 @@ func TestSalePageInBrowser(t *testing.T) {
 	})["id"].(string)
 
 	ctx := newBrowser(t)
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			text, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`document.body.innerText`))
-			t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, text)
-		}
-	}
-	eval := func(expr string) map[string]string {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(sctx, chromedp.Evaluate[map[string]string](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		return v
-	}
+	step, eval := browserSteps(t, ctx)
 	voucherSel := func(id, sel string) string { return fmt.Sprintf(`[data-voucher=%q] %s`, id, sel) }
 
 	// The browser's clock runs fast: performance.now, which the page reads
