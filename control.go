@@ -52,8 +52,13 @@ func (s *VoucherService) End(ctx context.Context, id int64) (view *VoucherView, 
 }
 
 // controlLockTTL bounds a control's hold on the voucher's control lock: a
-// holder that died frees it after this long.
+// holder that died frees it after this long. A live holder renews it
+// every third of that.
 const controlLockTTL = 30 * time.Second
+
+// controlWrites bounds a control's writes in Redis after its database
+// write, which go on when the caller has gone away.
+const controlWrites = 10 * time.Second
 
 // withControlLock runs f holding the voucher's control lock in Redis
 // (VoucherCache.LockControl), waiting within ctx for another holder. A
@@ -74,6 +79,9 @@ func (s *VoucherService) withControlLock(ctx context.Context, id int64, f func()
 	for {
 		ok, err := s.Cache.LockControl(ctx, id, token, controlLockTTL)
 		if err != nil {
+			// The SET may have taken it and its answer been lost: give it
+			// back rather than hold every control off for the TTL.
+			s.Cache.UnlockControl(context.WithoutCancel(ctx), id, token)
 			s.Logger.Warn("the voucher's control lock could not be taken", "voucher", id, "err", err)
 			return &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d cannot be changed right now: Redis does not answer; ask again", id), RetryAfter: time.Second}
 		}
@@ -88,7 +96,29 @@ func (s *VoucherService) withControlLock(ctx context.Context, id int64, f func()
 		case <-t.C:
 		}
 	}
+	// Renewed while the control runs: a rebuild of a big voucher, or a
+	// Redis failover waited out, may outlast the TTL (found by review).
+	done := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(controlLockTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if ok, err := s.Cache.RenewControl(context.WithoutCancel(ctx), id, token, controlLockTTL); err == nil && !ok {
+					s.Logger.Error("a control lost the voucher's control lock while it ran: another control may have interleaved with it; compare the admin page with reconcile", "voucher", id)
+					return
+				}
+			}
+		}
+	}()
 	defer func() {
+		close(done)
+		<-renewed
 		if err := s.Cache.UnlockControl(context.WithoutCancel(ctx), id, token); err != nil {
 			s.Logger.Warn("the voucher's control lock could not be given back; it lapses by itself", "voucher", id, "lapses_in", controlLockTTL, "err", err)
 		}
@@ -105,7 +135,11 @@ func (s *VoucherService) controlled(ctx context.Context, v *Voucher, ended bool)
 	// (Rebuild refuses it): nothing there to control.
 	kept := s.Now().Before(v.EndTime.Add(orDefault(s.Retention, DefaultRetention)))
 	if s.Mode != ModeSync && kept {
-		if err := s.Cache.Control(ctx, v, ended); err != nil {
+		// The database has it: Redis must too, even if the caller went
+		// away meanwhile (found by review: nobody was left to ask again).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlWrites)
+		defer cancel()
+		if err := s.Cache.Control(rctx, v, ended); err != nil {
 			s.Logger.Error("voucher's control saved but not written to Redis", "voucher", v.ID, "paused", v.Paused, "ended", ended, "err", err)
 			return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was changed in the database but Redis could not be told; ask again", v.ID), RetryAfter: time.Second}
 		}
@@ -168,7 +202,11 @@ func (s *VoucherService) addStock(ctx context.Context, id int64, key string, uni
 		s.Logger.Error("stock added in the database but not yet in Redis: ask again with the same Idempotency-Key, or run seckill reconcile --repair", "voucher", id, "err", err)
 		return &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("the stock of voucher %d was added in the database but Redis has not taken it yet; ask again with the same Idempotency-Key (nothing is added twice)", id), RetryAfter: time.Second}
 	}
-	if err := s.restock(ctx, id, time.Now()); err != nil {
+	// As for the controls: the database has the units, so Redis takes
+	// them even if the caller went away.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(s.RebuildTimeout, 10*time.Minute)+controlWrites)
+	defer cancel()
+	if err := s.restock(rctx, id, time.Now()); err != nil {
 		return nil, unavailable(err)
 	}
 	for range 3 {

@@ -201,6 +201,9 @@ type VoucherCache interface {
 	// did; UnlockControl ends the caller's hold.
 	LockControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error)
 	UnlockControl(ctx context.Context, voucherID int64, token string) error
+	// RenewControl extends the caller's hold on the lock by ttl, and
+	// reports false if it no longer held it.
+	RenewControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error)
 }
 
 // OrderPages reads a voucher's orders (in every status but failed) a page
@@ -539,11 +542,14 @@ func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, e
 	}
 	s.listMu.Lock()
 	l, ok := s.lists[limit]
+	gen := s.listGen
 	s.listMu.Unlock()
 	if ok && s.Now().Sub(l.read) < keep {
 		return l.rows, nil
 	}
-	rows, err, _ := s.lister.Do(strconv.Itoa(limit), func() (any, error) {
+	// Keyed by the generation too: a List after a control here joins no
+	// read begun before it (found by review).
+	rows, err, _ := s.lister.Do(strconv.Itoa(limit)+"/"+strconv.FormatUint(gen, 10), func() (any, error) {
 		// Read by another caller since this one looked?
 		s.listMu.Lock()
 		l, ok := s.lists[limit]
@@ -552,9 +558,6 @@ func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, e
 			return l.rows, nil
 		}
 		read := s.Now()
-		s.listMu.Lock()
-		gen := s.listGen
-		s.listMu.Unlock()
 		// Shared by every caller that joins it: not ended by the first
 		// caller going away (found by review: the others answered 500).
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -705,15 +708,38 @@ const defaultRebuildTimeout = 10 * time.Minute
 
 // rebuild is Rebuild's work, for a voucher read already.
 func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
-	res, err := s.Cache.Rebuild(ctx, v, s.Store.VoucherOrders)
-	if err != nil {
-		return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
-	}
-	if res.Done {
+	for try := 0; ; try++ {
+		res, err := s.Cache.Rebuild(ctx, v, s.Store.VoucherOrders)
+		if err != nil {
+			return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
+		}
+		if !res.Done {
+			return nil
+		}
 		s.Logger.Warn("voucher rebuilt in Redis from the database", "voucher", v.ID, "remaining", res.Remaining,
 			"initial_stock", v.InitialStock, "replaced_other_generation", res.Replaced)
+		// The stock was set from the initial stock of the row this rebuild
+		// read, which may be older than an addition of stock committed
+		// since (AddStock): a rebuild begun before it (a buyer's, a
+		// repair's) and started over by the addition's unload, finishing
+		// first, left the addition in the database only, and the
+		// addition's own rebuild found that stock and set nothing (found
+		// by review). The rebuild that set the stock reads the row again,
+		// and takes the stock anew from a row that grew.
+		row, err := s.Store.Voucher(ctx, v.ID)
+		if err != nil || row.InitialStock <= v.InitialStock {
+			return nil // unread: the addition's retry or reconcile puts it right
+		}
+		if try == 2 {
+			s.Logger.Error("voucher's stock grew during three rebuilds: Redis may hold less than the database until reconcile --repair", "voucher", v.ID)
+			return nil
+		}
+		s.rows.remember(row)
+		if err := s.Cache.UnloadStock(ctx, v.ID); err != nil {
+			return fmt.Errorf("rebuild voucher %d: take the added stock: %w", v.ID, err)
+		}
+		v = row
 	}
-	return nil
 }
 
 // voucherRows holds vouchers as first read in this process: their

@@ -130,3 +130,10 @@ func (c *Client) UnlockControl(ctx context.Context, voucherID int64, token strin
 	_, err := fenceRenewScript.runInt(ctx, c, "unlock the controls of a voucher", []string{c.keys.control(voucherID)}, args{token, "0"})
 	return err
 }
+
+// RenewControl extends the caller's hold on the voucher's control lock by
+// ttl, and reports false if it no longer held it.
+func (c *Client) RenewControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error) {
+	n, err := fenceRenewScript.runInt(ctx, c, "renew the controls of a voucher", []string{c.keys.control(voucherID)}, args{token, ms(ttl)})
+	return n == 1, err
+}
