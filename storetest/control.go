@@ -65,6 +65,9 @@ func (s suite) testPauseRacesPlaceOrder(t *testing.T) {
 						}
 					}
 				case errors.Is(err, seckill.ErrPaused):
+				case errors.Is(err, seckill.ErrTransient):
+					// SQLite's lock waited on past its busy timeout on a
+					// loaded machine: the buyer asks again.
 				default:
 					t.Errorf("PlaceOrder: %v", err)
 					return
