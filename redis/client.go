@@ -48,14 +48,19 @@ type Config struct {
 	// is answered unavailable (the buyer's retry finds it, or admits
 	// afresh). Default DefaultWaitTimeout.
 	WaitTimeout time.Duration
-	// WaitPoolSize is how many connections, per master, admissions that
-	// wait for replicas may hold at once: each holds one for its script and
-	// its WAIT, a round trip to a replica, up to WaitTimeout when replicas
-	// lag; more wait for one. They are a pool of their own, apart from the
-	// one that the stream readers' blocking reads share (one per voucher
-	// watched, each blocked up to the workers' Block on an idle stream),
-	// so that neither waits behind the other. Used only with WaitReplicas;
-	// default DefaultWaitPoolSize.
+	// WaitBatches is how many batches of admissions that wait for
+	// replicas may be in flight at once per master, each on a connection
+	// of its own: a batch pipelines the scripts of the admissions queued
+	// for the master and confirms them all with one WAIT (group commit,
+	// groupcommit.go). While they are all out, admissions queue for the
+	// next. Used only with WaitReplicas; default DefaultWaitBatches.
+	WaitBatches int
+	// WaitPoolSize bounds the connections per master of the pool that
+	// those batches, and transfers' takes that wait for replicas, hold: a
+	// pool of their own, apart from the one that the stream readers'
+	// blocking reads share (one per voucher watched, each blocked up to
+	// the workers' Block on an idle stream), so that neither waits behind
+	// the other. Used only with WaitReplicas; default DefaultWaitPoolSize.
 	WaitPoolSize int
 	// Vouchers reads a voucher's row, for the tags of its shards
 	// (seckill.Voucher.ShardTags) when a method is given the id of a
@@ -68,9 +73,8 @@ type Config struct {
 const DefaultWaitTimeout = 500 * time.Millisecond
 
 // DefaultWaitPoolSize is Config.WaitPoolSize's default, the size of
-// rueidis' own pool: at a millisecond per admission on a local network, a
-// million admissions a second; at the default WaitTimeout, while the
-// replicas do not answer, two thousand a second before they queue.
+// rueidis' own pool: far more than the batches (DefaultWaitBatches) and
+// the transfers in flight need; the pool closes idle connections.
 const DefaultWaitPoolSize = rueidis.DefaultPoolSize
 
 // Client is seckill's connection to Redis. It implements
@@ -78,11 +82,13 @@ const DefaultWaitPoolSize = rueidis.DefaultPoolSize
 // sold-out vouchers' buyers, [soldout.Reader].
 type Client struct {
 	rdb rueidis.Client
-	// confirm runs the admissions that wait for replicas (admitReplicated),
-	// each on a dedicated connection of its pool (Config.WaitPoolSize):
-	// rdb's pool of those is the one its blocking stream reads share. It is
-	// rdb when admissions do not wait.
+	// confirm runs the admissions that wait for replicas, batched by
+	// master (commits, groupcommit.go), each batch on a dedicated
+	// connection of its pool (Config.WaitPoolSize): rdb's pool of those is
+	// the one its blocking stream reads share. It is rdb when admissions
+	// do not wait.
 	confirm rueidis.Client
+	commits groupCommit
 	keys    keyspace
 	// admitLua is the deployment's admission script
 	// (admitScript.deployment).
@@ -147,9 +153,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.WaitReplicas < 0 || cfg.WaitPoolSize < 0 {
+	if cfg.WaitReplicas < 0 || cfg.WaitPoolSize < 0 || cfg.WaitBatches < 0 {
 		c.Close()
-		return nil, fmt.Errorf("redis: wait replicas %d, wait pool size %d: want 0 or more", cfg.WaitReplicas, cfg.WaitPoolSize)
+		return nil, fmt.Errorf("redis: wait replicas %d, wait pool size %d, wait batches %d: want 0 or more", cfg.WaitReplicas, cfg.WaitPoolSize, cfg.WaitBatches)
+	}
+	c.commits.lanes = cfg.WaitBatches
+	if c.commits.lanes == 0 {
+		c.commits.lanes = DefaultWaitBatches
 	}
 	if cfg.WaitReplicas > 0 && !cfg.Embedded {
 		opt.DisableCache, opt.DisableRetry = true, true // as open does

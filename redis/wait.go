@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +11,8 @@ import (
 )
 
 // admitReplicated runs the admission script and then WAIT for
-// Config.WaitReplicas replicas, on one connection of its own.
+// Config.WaitReplicas replicas, on one connection of its own: an
+// admission alone, where no batch can take it (groupcommit.go).
 //
 // WAIT counts only the writes of the connection it runs on, and blocks that
 // connection until it returns: on the shared, pipelined connections it
@@ -67,15 +67,7 @@ func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]
 		return nil, err
 	}
 	if scripted != nil {
-		var re *rueidis.RedisError
-		if errors.As(scripted, &re) && (re.IsNoScript() || !retryable(re.Error())) {
-			return nil, scripted // an answer: NOSCRIPT, a script error
-		}
-		// Lost, or refused for now (CLUSTERDOWN, TRYAGAIN, READONLY, a
-		// redirection during a failover): answered as final, so that the
-		// service does not settle it by reading the buyer's slot, whose
-		// order no replica may have. The retry runs the script again.
-		return nil, notConfirmed("the admission's answer was lost or refused", scripted)
+		return scriptFailed(scripted)
 	}
 	if waited != nil {
 		return nil, notConfirmed("not on enough replicas", waited)

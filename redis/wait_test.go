@@ -25,17 +25,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // that waits for one replica with the given timeout.
 func replicated(t *testing.T, timeout time.Duration) (*Client, *faults.RedisProc) {
 	t.Helper()
-	master := faults.StartRedisProc(t)
-	replica := faults.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port))
-	testenv.WaitFor(t, defaultWait, "the replica to sync", func() bool {
-		return replica.Role() == "slave" && testenvField(replica.Info("replication"), "master_link_status") == "up"
-	})
-	c, err := Open(context.Background(), Config{URL: "redis://" + master.Addr, WaitReplicas: 1, WaitTimeout: timeout}, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	arm(t, c)
+	c, _, replica := replicatedPair(t, timeout, 0)
 	return c, replica
 }
 

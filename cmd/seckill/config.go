@@ -26,6 +26,7 @@ type Config struct {
 	RedisWaitReplicas  int           // replicas that must have an admission before it is answered
 	SoldOutCopy        bool          // answer sold-out vouchers' buyers from a copy (app.Config.NoSoldOutCopy)
 	RedisWaitTimeout   time.Duration // how long an admission waits for them
+	RedisWaitBatches   int           // batches of admissions that wait for replicas in flight per master
 	RedisWaitPool      int           // connections per master for admissions that wait for replicas
 	DBURL              string        // mysql://, postgres://, sqlite://
 	DBMaxConns         int           // database connection pool size
@@ -152,7 +153,8 @@ func (c *Config) redisFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", redis.DefaultPrefix, "prefix of every Redis key")
 	fs.IntVar(&c.RedisWaitReplicas, "redis-wait-replicas", 0, "replicas that must acknowledge an admission (Redis WAIT) before it is answered 200; fewer within --redis-wait-timeout answer 503 (0: answer once the master has it, and a failover to a lagging replica may lose it)")
 	fs.DurationVar(&c.RedisWaitTimeout, "redis-wait-timeout", redis.DefaultWaitTimeout, "how long an admission waits for --redis-wait-replicas")
-	fs.IntVar(&c.RedisWaitPool, "redis-wait-pool", redis.DefaultWaitPoolSize, "connections per master that admissions waiting for --redis-wait-replicas may hold at once (one each, for its script and its WAIT), apart from those of the stream readers' blocking reads; more wait for one")
+	fs.IntVar(&c.RedisWaitBatches, "redis-wait-batches", redis.DefaultWaitBatches, "with --redis-wait-replicas, batches of admissions in flight per master, each on a connection of its own: a batch pipelines the admissions queued for the master and confirms them all with one WAIT; while every batch is out, admissions queue for the next")
+	fs.IntVar(&c.RedisWaitPool, "redis-wait-pool", redis.DefaultWaitPoolSize, "connections per master that the batches of --redis-wait-batches and transfers waiting for --redis-wait-replicas may hold at once, apart from those of the stream readers' blocking reads")
 	fs.BoolVar(&c.SoldOutCopy, "sold-out-copy", true, "answer the buyers of a sold-out voucher from this instance's copy of its buyers, not one Redis read each; turn off while instances of a version before it still run")
 }
 

@@ -215,5 +215,5 @@ func redact(raw string) string {
 // redisConfig is the configuration of the Redis client of c.
 func (c *Config) redisConfig() redis.Config {
 	return redis.Config{URL: c.RedisURL, Prefix: c.RedisPrefix, WaitReplicas: c.RedisWaitReplicas, WaitTimeout: c.RedisWaitTimeout,
-		WaitPoolSize: c.RedisWaitPool}
+		WaitBatches: c.RedisWaitBatches, WaitPoolSize: c.RedisWaitPool}
 }
