@@ -268,3 +268,54 @@ func TestGroupCommitClusterBatchPerMaster(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommitAbandoned: an admission whose request ends while it is
+// queued behind a batch (every lane out, waiting for a stopped replica) is
+// answered unavailable at once, as final, and never runs: its buyer holds
+// nothing, and the stock is only the first admission's less.
+func TestGroupCommitAbandoned(t *testing.T) {
+	t.Parallel()
+	c, _, replica := replicatedPair(t, 2*time.Second, 1)
+	mustLoad(t, c, onSale(1, 10))
+	replica.Pause()
+	defer replica.Resume()
+
+	first := make(chan error, 1)
+	go func() {
+		first <- c.Admit(context.Background(), seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 101})
+	}()
+	// The one lane is out once the first admission's script has run: it
+	// waits in WAIT for the stopped replica.
+	testenv.WaitFor(t, defaultWait, "the first admission's script to run", func() bool { return stock(t, c, 1) == 9 })
+	ctx, cancel := context.WithCancel(context.Background())
+	queued := make(chan error, 1)
+	go func() { queued <- c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 102}) }()
+	testenv.WaitFor(t, defaultWait, "the second admission to queue", func() bool {
+		q := c.commits.queue("")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.waiting) == 1
+	})
+	cancel()
+	select {
+	case err := <-queued:
+		var e *seckill.Error
+		if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable {
+			t.Fatalf("the abandoned admission = %v, want a final ErrUnavailable", err)
+		}
+	case <-first:
+		t.Fatal("the first admission was answered before the abandoned one: the abandoned one waited for the batch")
+	}
+	if err := <-first; !errors.Is(err, seckill.ErrUnavailable) {
+		t.Errorf("the first admission, with the replica stopped = %v, want ErrUnavailable", err)
+	}
+	// The lane is free again: the next batch skips the abandoned one.
+	replica.Resume()
+	mustAdmit(t, c, 1, 3, 103)
+	if got := stock(t, c, 1); got != 8 {
+		t.Errorf("stock = %d, want 8: the abandoned admission must never run", got)
+	}
+	if id, err := c.BuyerOrder(context.Background(), 2, 1); err != nil || id != 0 {
+		t.Errorf("the abandoned buyer holds order %d (%v), want none", id, err)
+	}
+}
