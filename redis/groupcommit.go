@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -40,6 +41,9 @@ const batchSlack = 2 * time.Second
 // groupCommit queues the admissions that wait for replicas, by master.
 type groupCommit struct {
 	lanes int
+
+	// The counts of GroupCommitStats.
+	batches, admissions, waits, unconfirmed atomic.Int64
 
 	mu      sync.Mutex
 	masters map[string]*commitQueue
@@ -175,6 +179,8 @@ func (c *Client) runBatch(addr string, batch []*pendingAdmission) {
 			return
 		}
 	}
+	c.commits.batches.Add(1)
+	c.commits.admissions.Add(int64(len(batch)))
 	ctx, cancel := context.WithTimeout(context.Background(), c.waitTimeout+batchSlack)
 	defer cancel()
 	cmds := make(rueidis.Commands, len(batch))
@@ -207,8 +213,12 @@ func (c *Client) runBatch(addr string, batch []*pendingAdmission) {
 		}
 		wait := dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()
 		acked, err := dc.Do(ctx, wait).AsInt64()
+		c.commits.waits.Add(1)
 		if err == nil && acked < int64(c.waitReplicas) {
 			err = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
+		}
+		if err != nil {
+			c.commits.unconfirmed.Add(int64(len(writers)))
 		}
 		for _, w := range writers {
 			if err != nil {
@@ -266,4 +276,24 @@ func (c *Client) forgetTopology() {
 	c.topoMu.Lock()
 	c.topo = nil
 	c.topoMu.Unlock()
+}
+
+// GroupCommitStats counts the batches of admissions that wait for
+// replicas since the client opened: what the group commit does.
+type GroupCommitStats struct {
+	// Batches run, and the Admissions they carried: their ratio is the
+	// mean batch.
+	Batches, Admissions int64
+	// Waits is the batches that sent a WAIT (some admission in them wrote),
+	// and Unconfirmed the admissions that wrote but were answered
+	// unavailable: too few replicas acknowledged in time, or the WAIT's
+	// reply was lost.
+	Waits, Unconfirmed int64
+}
+
+// GroupCommitStats returns the counts of the group commit; all zero when
+// admissions do not wait for replicas.
+func (c *Client) GroupCommitStats() GroupCommitStats {
+	g := &c.commits
+	return GroupCommitStats{Batches: g.batches.Load(), Admissions: g.admissions.Load(), Waits: g.waits.Load(), Unconfirmed: g.unconfirmed.Load()}
 }

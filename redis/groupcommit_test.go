@@ -95,6 +95,11 @@ func TestGroupCommitOneWaitCoversABatch(t *testing.T) {
 	if waits == 0 || waits > buyers/4 {
 		t.Errorf("%d WAITs for %d admissions that arrived together: want at least one and at most %d (a WAIT per batch)", waits, buyers, buyers/4)
 	}
+	st := c.GroupCommitStats()
+	if st.Admissions != buyers+soldOut || st.Waits != waits || st.Unconfirmed != 0 || st.Batches < st.Waits {
+		t.Errorf("GroupCommitStats = %+v; want %d admissions, %d waits (the master's count), none unconfirmed, batches ≥ waits",
+			st, buyers+soldOut, waits)
+	}
 	// Confirmed means on the replica: it has every buyer already.
 	n, err := replica.Do(ctx, "HLEN", c.keys.voucher(1).Buyers)
 	if err != nil || n != int64(buyers) {

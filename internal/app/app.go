@@ -253,6 +253,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := registerSweeper(cfg.Registry, a.Sweeper); err != nil {
 		return nil, err
 	}
+	if cfg.Cache.WaitReplicas() > 0 {
+		if err := registerGroupCommit(cfg.Registry, cfg.Cache); err != nil {
+			return nil, err
+		}
+	}
 	if err := a.Vouchers.Restore(ctx); err != nil {
 		// Not fatal: the vouchers that could be loaded are on sale, and
 		// admission checks Redis again before it admits.
@@ -483,6 +488,31 @@ func (a *App) Close() {
 			a.closers[i]()
 		}
 	})
+}
+
+// registerGroupCommit registers the counts of the group commit of
+// admissions that wait for replicas (redis.GroupCommitStats) on reg, read
+// at scrape time.
+func registerGroupCommit(reg *prometheus.Registry, c *redis.Client) error {
+	counter := func(name, help string, get func(redis.GroupCommitStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(get(c.GroupCommitStats())) })
+	}
+	for _, col := range []prometheus.Collector{
+		counter("seckill_wait_batches_total", "Batches of admissions that wait for replicas (--redis-wait-replicas), each confirmed by one WAIT.",
+			func(st redis.GroupCommitStats) int64 { return st.Batches }),
+		counter("seckill_wait_batch_admissions_total", "Admissions those batches carried: over seckill_wait_batches_total, the mean batch.",
+			func(st redis.GroupCommitStats) int64 { return st.Admissions }),
+		counter("seckill_wait_waits_total", "WAITs the batches sent (a batch whose admissions wrote nothing, all sold out, sends none).",
+			func(st redis.GroupCommitStats) int64 { return st.Waits }),
+		counter("seckill_wait_unconfirmed_total", "Admissions made but answered 503: too few replicas acknowledged them within --redis-wait-timeout, or the reply was lost.",
+			func(st redis.GroupCommitStats) int64 { return st.Unconfirmed }),
+	} {
+		if err := reg.Register(col); err != nil {
+			return fmt.Errorf("register the group commit's metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // registerSweeper registers the sweeper's metrics on reg, read at scrape
