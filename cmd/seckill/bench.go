@@ -36,6 +36,7 @@ type benchFlags struct {
 	// dbLatency, dbSpin and dbOutage put the in-process server's database
 	// behind a delaying proxy (benchdb.go).
 	dbLatency, dbSpin, dbOutage time.Duration
+	dbInProcess                 bool
 }
 
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -72,6 +73,7 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&b.startFor, "start-for", 2*time.Second, "with --challenge: how long each start round sends at most")
 	fs.DurationVar(&b.dbLatency, "db-latency", 0, "put the in-process server's database (mysql:// or postgres://) behind a proxy that adds this to each round trip, measure what it really adds and report it (0: no proxy)")
 	fs.DurationVar(&b.dbSpin, "db-latency-spin", 0, "with --db-latency: the last stretch of each delay the proxy spends spinning on one goroutine instead of on a timer, which an idle process wakes up to a millisecond late; costs CPU (0: never spin)")
+	fs.BoolVar(&b.dbInProcess, "db-proxy-in-process", false, "run --db-latency's proxy in this process instead of a child seckill latency-proxy: its goroutines then queue behind the bench's, and a loaded bench delays the database more than asked")
 	fs.DurationVar(&b.dbOutage, "db-outage", 0, "make the in-process server's database unreachable for this long from the middle of the sale (needs --duration), through the same proxy, then back; the books are checked after")
 	fs.StringVar(&b.jsonFile, "json", "", "also write the reports to this file as JSON")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and in-process server) to this file")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,10 +62,19 @@ func (b *benchFlags) dbProxied() bool { return b.dbLatency > 0 || b.dbOutage > 0
 // dbProxy is the delaying proxy in front of the in-process server's
 // database, and a pool of one connection each way to time round trips.
 type dbProxy struct {
-	*bench.LatencyProxy
+	latencyProxy
+	delay       time.Duration
 	direct, via seckill.Store
 	// added is what the proxy was measured to add before the run.
 	added bench.Added
+}
+
+// latencyProxy is a bench.LatencyProxy, in this process or in a child.
+type latencyProxy interface {
+	Addr() string
+	Down()
+	Up()
+	Close() error
 }
 
 // startDBProxy starts the proxy in front of c.DBURL's host and returns it
@@ -78,11 +88,17 @@ func startDBProxy(ctx context.Context, c *Config, b *benchFlags) (_ *dbProxy, pr
 	if port == "" {
 		port = map[string]string{"mysql": "3306", "postgres": "5432", "postgresql": "5432"}[u.Scheme]
 	}
-	p, err := bench.StartLatencyProxy(bench.LatencyConfig{Target: net.JoinHostPort(u.Hostname(), port), Delay: b.dbLatency, Spin: b.dbSpin})
+	cfg := bench.LatencyConfig{Target: net.JoinHostPort(u.Hostname(), port), Delay: b.dbLatency, Spin: b.dbSpin}
+	var p latencyProxy
+	if b.dbInProcess {
+		p, err = bench.StartLatencyProxy(cfg)
+	} else {
+		p, err = startProxyProcess(cfg)
+	}
 	if err != nil {
 		return nil, "", err
 	}
-	d := &dbProxy{LatencyProxy: p}
+	d := &dbProxy{latencyProxy: p, delay: b.dbLatency}
 	defer func() {
 		if err != nil {
 			d.close()
@@ -107,7 +123,7 @@ func startDBProxy(ctx context.Context, c *Config, b *benchFlags) (_ *dbProxy, pr
 
 // measure times n pings direct and through the proxy.
 func (d *dbProxy) measure(ctx context.Context, n int) (bench.Added, error) {
-	return bench.MeasureAdded(ctx, n, d.Delay(), d.direct.Ping, d.via.Ping)
+	return bench.MeasureAdded(ctx, n, d.delay, d.direct.Ping, d.via.Ping)
 }
 
 func (d *dbProxy) close() {
@@ -116,7 +132,7 @@ func (d *dbProxy) close() {
 			s.Close()
 		}
 	}
-	d.LatencyProxy.Close()
+	d.latencyProxy.Close()
 }
 
 // proxyDB starts the proxy for a run in this process, when asked (else it
@@ -133,7 +149,11 @@ func proxyDB(ctx context.Context, c *Config, b *benchFlags, stdout io.Writer) (*
 		d.close()
 		return nil, fmt.Errorf("--db-latency: %w", err)
 	}
-	fmt.Fprintf(stdout, "database behind a delaying proxy at %s: %v\n", d.Addr(), d.added)
+	where := "its own process"
+	if b.dbInProcess {
+		where = "this process"
+	}
+	fmt.Fprintf(stdout, "database behind a delaying proxy at %s, in %s: %v\n", d.Addr(), where, d.added)
 	c.DBURL = proxied
 	return d, nil
 }
@@ -141,6 +161,12 @@ func proxyDB(ctx context.Context, c *Config, b *benchFlags, stdout io.Writer) (*
 // configure sets a run's report of the proxy, its probe during the sale
 // and, with --db-outage, the outage at the sale's middle.
 func (d *dbProxy) configure(cfg *bench.Config, b *benchFlags, stdout io.Writer) {
+	if !b.dbInProcess {
+		if _, port, err := net.SplitHostPort(d.Addr()); err == nil {
+			n, _ := strconv.Atoi(port)
+			cfg.Watch = append(cfg.Watch, bench.Watch{Name: "latency proxy", Port: n})
+		}
+	}
 	added := d.added
 	cfg.DBLatency = &added
 	cfg.DBLatencyProbe = func(ctx context.Context) (bench.Added, error) { return d.measure(ctx, dbProbes/5) }
