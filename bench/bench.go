@@ -112,6 +112,15 @@ type Config struct {
 	// Client sends the requests; default one with Concurrency connections
 	// per host, and another like it for the bare handler.
 	Client *http.Client
+	// DBLatency, when the server's database is behind a delaying proxy, is
+	// what that proxy was measured to add to a round trip before the run:
+	// it is copied into the report. DBLatencyProbe, if set, measures it
+	// again during the sale, under the sale's load.
+	DBLatency      *Added
+	DBLatencyProbe func(ctx context.Context) (Added, error)
+	// Outage, if set, makes the database unreachable for a while during
+	// the sale (Config.Outage.At after it starts).
+	Outage *Outage
 }
 
 func (c *Config) withDefaults() error {
@@ -266,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	r.report.DBLatency = cfg.DBLatency
 	r.report.summarize(cfg.ServerInProcess)
 	return r.report, nil
 }
@@ -667,6 +677,16 @@ func (r *run) sale(ctx context.Context) (loopResult, error) {
 	var next atomic.Int64
 	start := time.Now()
 	stop := r.progress(start, total)
+	// The outage ends, and the probe returns, before the sale is over:
+	// the drain and the books are then of a database that is back.
+	var side sync.WaitGroup
+	defer side.Wait()
+	if o := r.cfg.Outage; o != nil {
+		side.Go(func() { r.report.DBOutage = o.run(ctx, start) })
+	}
+	if probe := r.cfg.DBLatencyProbe; probe != nil {
+		side.Go(func() { r.probeDBLatency(saleCtx, probe) })
+	}
 	var wg sync.WaitGroup
 	for range r.cfg.Concurrency {
 		wg.Go(func() {
@@ -685,7 +705,7 @@ func (r *run) sale(ctx context.Context) (loopResult, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	r.report.MaxRate = stop()
+	r.report.MaxRate, r.report.DatabaseCoresPeak = stop()
 	s := r.hist.take(false)
 	r.report.Requests, r.report.Seconds = s.n, elapsed.Seconds()
 	r.report.Rate = float64(s.n) / elapsed.Seconds()
@@ -718,11 +738,17 @@ func (r *run) sale(ctx context.Context) (loopResult, error) {
 
 // progress prints a line a second until the returned func is called, which
 // returns the best second's rate: of the whole seconds, and of the last
-// part if it lasted half a second or more.
-func (r *run) progress(start time.Time, total int64) func() float64 {
+// part if it lasted half a second or more; and the database's busiest
+// second, in cores, when it is watched.
+func (r *run) progress(start time.Time, total int64) func() (best, dbPeak float64) {
 	done := make(chan struct{})
-	var best float64
+	var best, dbPeak float64
 	last, lastAt := int64(0), start
+	db := r.cpu.watchesDatabase()
+	var cpuAt cpuSample
+	if db {
+		cpuAt = r.cpu.sample()
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(time.Second)
@@ -737,13 +763,18 @@ func (r *run) progress(start time.Time, total int64) func() float64 {
 				last, lastAt = n, now
 				best = max(best, rate)
 				s := r.second.take(true)
+				if db {
+					next := r.cpu.sample()
+					dbPeak = max(dbPeak, r.cpu.databaseCores(cpuAt, next))
+					cpuAt = next
+				}
 				if r.cfg.Progress != nil {
 					r.printProgress(now.Sub(start), n, total, rate, s)
 				}
 			}
 		}
 	})
-	return func() float64 {
+	return func() (float64, float64) {
 		close(done)
 		wg.Wait()
 		if r.cfg.Progress != nil && r.cfg.Terminal {
@@ -751,8 +782,11 @@ func (r *run) progress(start time.Time, total int64) func() float64 {
 		}
 		if rest := time.Since(lastAt); rest >= time.Second/2 || best == 0 { // best == 0: shorter than a second
 			best = max(best, float64(r.done.Load()-last)/rest.Seconds())
+			if db {
+				dbPeak = max(dbPeak, r.cpu.databaseCores(cpuAt, r.cpu.sample()))
+			}
 		}
-		return best
+		return best, dbPeak
 	}
 }
 

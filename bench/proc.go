@@ -307,3 +307,20 @@ func (m *cpuMeter) since(a, b cpuSample, n int64) []CPU {
 	}
 	return out
 }
+
+// watchesDatabase reports whether a watch is of the database.
+func (m *cpuMeter) watchesDatabase() bool {
+	return slices.ContainsFunc(m.watches, func(w Watch) bool { return w.Database })
+}
+
+// databaseCores returns the database's cores busy from a to b: the sum
+// over its watches.
+func (m *cpuMeter) databaseCores(a, b cpuSample) float64 {
+	var cores float64
+	for _, c := range m.since(a, b, 0) {
+		if c.Database {
+			cores += c.Cores
+		}
+	}
+	return cores
+}

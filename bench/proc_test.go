@@ -130,3 +130,18 @@ func TestPortOwners(t *testing.T) {
 		t.Errorf("the processes listening on port %d: %v, want this one (%d)", port, got, os.Getpid())
 	}
 }
+
+// TestDatabaseCores sums the database's watches only.
+func TestDatabaseCores(t *testing.T) {
+	t.Parallel()
+	m := &cpuMeter{watches: []Watch{{Name: "db", Database: true}, {Name: "redis"}, {Name: "db2", Database: true}}}
+	at := time.Unix(1000, 0)
+	a := cpuSample{at: at, ticks: []map[int]uint64{{1: 100}, {2: 0}, {3: 0}}}
+	b := cpuSample{at: at.Add(time.Second), ticks: []map[int]uint64{{1: 150}, {2: 100}, {3: 20}}}
+	if got := m.databaseCores(a, b); got != 0.7 {
+		t.Errorf("databaseCores = %v, want 0.7 (50 + 20 ticks in a second, not redis's 100)", got)
+	}
+	if !m.watchesDatabase() || (&cpuMeter{watches: []Watch{{Name: "redis"}}}).watchesDatabase() {
+		t.Error("watchesDatabase: want true with a database watch only")
+	}
+}

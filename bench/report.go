@@ -93,6 +93,17 @@ type Report struct {
 	Database          string  `json:"database,omitempty"`
 	DatabaseCores     float64 `json:"databaseCoresDuringSale"`
 	DatabaseCoresBare float64 `json:"databaseCoresDuringBare"`
+	// DatabaseCoresPeak is the database's busiest second of the sale, in
+	// cores: the best one-second sample of its watched processes.
+	DatabaseCoresPeak float64 `json:"databaseCoresPeak"`
+	// DBLatency, with the database behind a delaying proxy (seckill bench
+	// --db-latency), is what the proxy was measured to add to a round trip
+	// before the run, at idle; DBLatencyUnderLoad, during the sale.
+	DBLatency          *Added `json:"dbLatency,omitempty"`
+	DBLatencyUnderLoad *Added `json:"dbLatencyDuringSale,omitempty"`
+	// DBOutage is when the database was unreachable during the sale
+	// (Config.Outage).
+	DBOutage *OutageReport `json:"dbOutage,omitempty"`
 	// Challenge says the sale's voucher asked for a solved challenge
 	// (Config.Challenge); Solves are the sale's, and ChallengeErrors the
 	// sale's buys refused for their challenge (challenge_required,
@@ -282,13 +293,14 @@ func syncBase(reports []*Report, r *Report) *Report {
 
 func latencies(w io.Writer, reports []*Report) {
 	fmt.Fprintln(w, "The sale's latencies (closed loop: from each request's send) and books; DB CPU: the database's cores busy")
-	fmt.Fprintln(w, "during the sale (100% = one core), and during the bare phase, which sends it nothing (other clients' load):")
+	fmt.Fprintln(w, "during the sale (100% = one core), its busiest second's (peak), and during the bare phase, which sends it")
+	fmt.Fprintln(w, "nothing (other clients' load):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tconns\tmean\tp50\tp99\tp99.9\tmax\terrors\trefused\treset\toversold\tlost\ttwo orders\tdrain\tDB orders/s\tDB CPU, sale\t")
 	for _, r := range reports {
 		db := "-"
 		if r.Database != "" {
-			db = fmt.Sprintf("%.0f%% %s", 100*r.DatabaseCores, r.Database)
+			db = fmt.Sprintf("%.0f%% (peak %.0f%%) %s", 100*r.DatabaseCores, 100*r.DatabaseCoresPeak, r.Database)
 			if r.phase("bare") != nil {
 				db += fmt.Sprintf(" (bare: %.0f%%)", 100*r.DatabaseCoresBare)
 			}
@@ -301,11 +313,23 @@ func latencies(w io.Writer, reports []*Report) {
 	var db []string
 	for _, r := range reports {
 		if r.Database != "" {
-			db = append(db, fmt.Sprintf("%s %.0f%%", r.Label, 100*r.DatabaseCores))
+			db = append(db, fmt.Sprintf("%s %.0f%% (peak second %.0f%%)", r.Label, 100*r.DatabaseCores, 100*r.DatabaseCoresPeak))
 		}
 	}
 	if len(db) > 0 {
 		fmt.Fprintf(w, "Database CPU during the sale, %% of one core: %s\n", strings.Join(db, ", "))
+	}
+	for _, r := range reports {
+		if r.DBLatency != nil {
+			fmt.Fprintf(w, "%s: the database behind a delaying proxy; measured before the sale, it %v\n", r.Label, r.DBLatency)
+			if a := r.DBLatencyUnderLoad; a != nil {
+				fmt.Fprintf(w, "  during the sale, it %v\n", a)
+			}
+		}
+		if o := r.DBOutage; o != nil {
+			fmt.Fprintf(w, "%s: the database was unreachable from %v to %v into the sale (%v)\n", r.Label,
+				o.Down.Round(time.Millisecond), o.Up.Round(time.Millisecond), (o.Up - o.Down).Round(time.Millisecond))
+		}
 	}
 }
 

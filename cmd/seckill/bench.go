@@ -33,6 +33,10 @@ type benchFlags struct {
 	challenge                          bool
 	startRounds                        int
 	startFor                           time.Duration
+	// dbLatency, dbSpin and dbOutage put the in-process server's database
+	// behind a delaying proxy (benchdb.go).
+	dbLatency, dbSpin, dbOutage time.Duration
+	dbInProcess                 bool
 }
 
 func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -67,6 +71,10 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.BoolVar(&b.challenge, "challenge", false, "the sale's voucher asks for a solved challenge: each buyer gets one with its token, solves it in Go and buys with the X-Altcha header; the solve times are reported, then --start-rounds")
 	fs.IntVar(&b.startRounds, "start-rounds", 3, "with --challenge: pairs of start rounds, the sale's buyers buying a fresh voucher from its start without and with the challenge, alternated; their buys counted per 100 ms (0: skip)")
 	fs.DurationVar(&b.startFor, "start-for", 2*time.Second, "with --challenge: how long each start round sends at most")
+	fs.DurationVar(&b.dbLatency, "db-latency", 0, "put the in-process server's database (mysql:// or postgres://) behind a proxy that adds this to each round trip, measure what it really adds and report it (0: no proxy)")
+	fs.DurationVar(&b.dbSpin, "db-latency-spin", 0, "with --db-latency: the last stretch of each delay the proxy spends spinning on one goroutine instead of on a timer, which an idle process wakes up to a millisecond late; costs CPU (0: never spin)")
+	fs.BoolVar(&b.dbInProcess, "db-proxy-in-process", false, "run --db-latency's proxy in this process instead of a child seckill latency-proxy: its goroutines then queue behind the bench's, and a loaded bench delays the database more than asked")
+	fs.DurationVar(&b.dbOutage, "db-outage", 0, "make the in-process server's database unreachable for this long from the middle of the sale (needs --duration), through the same proxy, then back; the books are checked after")
 	fs.StringVar(&b.jsonFile, "json", "", "also write the reports to this file as JSON")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and in-process server) to this file")
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
@@ -74,6 +82,9 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if b.shards < 1 || b.shards > seckill.MaxShards {
 		return fmt.Errorf("--shards %d: want 1 to %d", b.shards, seckill.MaxShards)
+	}
+	if err := b.dbProxyFlags(&c); err != nil {
+		return err
 	}
 	if b.startRounds < 0 || b.startFor <= 0 {
 		return fmt.Errorf("--start-rounds %d, --start-for %v: want 0 or more rounds, and a time above 0", b.startRounds, b.startFor)
@@ -278,6 +289,22 @@ func benchInProcess(ctx context.Context, c *Config, b *benchFlags, stdout, stder
 	} else {
 		backend, _, _ = strings.Cut(c.DBURL, "://")
 	}
+	// The watches find the database by its own port, before the service's
+	// URL goes through the proxy.
+	watches := append([]bench.Watch{{Name: "bench (client + server)", Self: true}}, backendWatches(c)...)
+	db, err := proxyDB(ctx, c, b, stdout)
+	if err != nil {
+		return nil, err
+	}
+	if db != nil {
+		defer db.close()
+		if b.dbLatency > 0 {
+			backend += "+" + b.dbLatency.String()
+		}
+		if b.dbOutage > 0 {
+			backend += "/outage " + b.dbOutage.String()
+		}
+	}
 	svc, err := startService(ctx, c, stderr, b.backlog)
 	if err != nil {
 		return nil, err
@@ -291,7 +318,10 @@ func benchInProcess(ctx context.Context, c *Config, b *benchFlags, stdout, stder
 	}
 	cfg.URL = svc.url
 	cfg.ServerInProcess = true
-	cfg.Watch = append([]bench.Watch{{Name: "bench (client + server)", Self: true}}, backendWatches(c)...)
+	cfg.Watch = watches
+	if db != nil {
+		db.configure(&cfg, b, stdout)
+	}
 	cfg.Token = func(id int64, admin bool) (string, error) {
 		return svc.tokens.Mint(auth.Identity{UserID: id, Admin: admin}, time.Hour)
 	}

@@ -8,6 +8,7 @@
 //	seckill stats     the open vouchers, their streams and the drift, as tables
 //	seckill demo      a whole flash sale on the embedded default, explained
 //	seckill bench     load a server with a flash sale and check its books
+//	seckill latency-proxy  a TCP proxy that adds a delay to each round trip
 //	seckill version   print the version
 //
 // Every flag has an environment variable: --db-url is SECKILL_DB_URL. A flag
@@ -47,6 +48,7 @@ var commands = []command{
 	{"stats", "the open vouchers, their streams and the drift; --url for a server's admissions", runStats},
 	{"demo", "a whole flash sale on the embedded default, explained", runDemo},
 	{"bench", "load a server with a flash sale and check its books", runBench},
+	{"latency-proxy", "a TCP proxy that adds a delay to each round trip (bench --db-latency starts one)", runLatencyProxy},
 	{"version", "print the version", runVersion},
 }
 
