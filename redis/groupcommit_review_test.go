@@ -115,3 +115,54 @@ func TestGroupCommitClusterFailoverFollowsNewMaster(t *testing.T) {
 		t.Errorf("the admissions reached the new master %s after the failover was done; until then they were sent to the dead master", took.Round(time.Millisecond))
 	}
 }
+
+// TestGroupCommitClusterTopologyReadDoesNotStallAdmissions: on a Cluster
+// every admission now asks keyNode for its master, and keyNode reads the
+// topology (CLUSTER SHARDS, on whichever node rueidis picks for a keyless
+// command, replicas included) every topologyFor while holding c.topoMu, a
+// mutex no caller's deadline can leave. With one node hung (here two
+// replicas of other masters, stopped: a node blackholed, stuck in a fork
+// or a slow command is the same to a client), an admission due to refresh
+// the topology waits for that node up to its own deadline (or rueidis'
+// ConnWriteTimeout, 10 s, without one), and every other admission of every
+// master waits behind it on the mutex. Before group commit admissions did
+// not read the topology; a healthy master's admissions must not fail for
+// a hung replica of another master.
+func TestGroupCommitClusterTopologyReadDoesNotStallAdmissions(t *testing.T) {
+	t.Parallel()
+	cl := faults.StartCluster(t)
+	ctx := context.Background()
+	c, err := Open(ctx, Config{URL: cl.URL, Prefix: "t" + testenv.Random(), WaitReplicas: 1, WaitTimeout: time.Second},
+		testenv.Logger(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(c.Close)
+	arm(t, c)
+	mustLoad(t, c, onSale(1, 1000))
+	mustAdmit(t, c, 1, 1, 101)
+	master := cl.MasterOf(t, c.keys.voucher(1).Stock)
+	for _, m := range cl.Masters(t) {
+		if m.Addr != master.Addr {
+			r := cl.ReplicaOf(t, m)
+			r.Pause()
+			defer r.Resume()
+		}
+	}
+	// Ten admissions, each when the topology is due for its refresh (as
+	// one is every topologyFor), each given a second: a keyless command
+	// goes to one of the six nodes at random, two of them stopped.
+	for user := int64(2); user < 12; user++ {
+		c.topoMu.Lock()
+		c.topoAt = time.Time{}
+		c.topoMu.Unlock()
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		start := time.Now()
+		err := c.Admit(actx, seckill.Admission{VoucherID: 1, UserID: user, OrderID: 100 + user})
+		cancel()
+		if err != nil {
+			t.Fatalf("admission %d to the healthy master %s, with two replicas of the other masters stopped: %v after %s",
+				user, master.Addr, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
