@@ -125,10 +125,12 @@ type Client struct {
 	// on its replicas (transfer.go, takeReplicated).
 	lagging sync.Map
 
-	// topo is the topology voucherNode read last, at topoAt.
-	topoMu sync.Mutex
-	topo   *Topology
-	topoAt time.Time
+	// topo is the topology read last, at topoAt; topoReading says a read
+	// for the admissions is under way (batchMaster).
+	topoMu      sync.Mutex
+	topoReading bool
+	topo        *Topology
+	topoAt      time.Time
 }
 
 var (
@@ -179,6 +181,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	if c.waitTimeout <= 0 {
 		c.waitTimeout = DefaultWaitTimeout
 	}
+	// WAIT takes whole milliseconds, and WAIT n 0 waits for ever.
+	c.waitTimeout = max(c.waitTimeout, time.Millisecond)
 	if cfg.Embedded {
 		if err := c.Ping(ctx); err != nil {
 			c.Close()
@@ -189,6 +193,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	if err := c.checkEviction(ctx); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if c.waitReplicas > 0 && c.confirm.Mode() == rueidis.ClientModeCluster {
+		// The batches of a Cluster's admissions go by the topology at hand
+		// (batchMaster): read it now, or the first ones run alone.
+		if t, err := c.Topology(ctx); err == nil {
+			c.setTopology(&t)
+		}
 	}
 	return c, nil
 }

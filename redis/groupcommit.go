@@ -100,9 +100,10 @@ func (c *Client) admitGrouped(ctx context.Context, key string, cmd rueidis.Compl
 	if c.confirm.Mode() == rueidis.ClientModeCluster {
 		// The batch runs on the master's own connections: rueidis' cluster
 		// client keeps a dedicated connection to one slot, and a batch
-		// holds the admissions of every voucher of the master.
-		if addr = c.keyNode(ctx, key); addr == "" {
-			return c.admitReplicated(ctx, cmd) // the topology is not known: alone
+		// holds the admissions of every voucher of the master. Which
+		// master comes from the topology at hand, never a read of it.
+		if addr = c.batchMaster(key); addr == "" {
+			return c.admitReplicated(ctx, cmd) // no topology yet: alone, as rueidis routes it
 		}
 	}
 	p := &pendingAdmission{cmd: cmd, done: make(chan struct{})}
@@ -171,10 +172,14 @@ func (c *Client) runBatch(addr string, batch []*pendingAdmission) {
 	client := c.confirm
 	if addr != "" {
 		if client = c.confirm.Nodes()[addr]; client == nil {
-			// A master rueidis does not know (yet): each alone, through the
-			// cluster client's routing.
+			// A master rueidis does not know (yet; a replica promoted since
+			// it last read the slots): each alone, through the cluster
+			// client's routing, and the topology read afresh.
+			c.forgetTopology()
+			ctx, cancel := context.WithTimeout(context.Background(), c.waitTimeout+batchSlack)
+			defer cancel()
 			for _, p := range batch {
-				p.answer(c.admitReplicated(context.Background(), p.cmd))
+				p.answer(c.admitReplicated(ctx, p.cmd))
 			}
 			return
 		}
@@ -192,13 +197,21 @@ func (c *Client) runBatch(addr string, batch []*pendingAdmission) {
 		out []rueidis.RedisMessage
 	}
 	var writers []written
-	moved := false
 	_ = client.Dedicated(func(dc rueidis.DedicatedClient) error {
-		for i, res := range dc.DoMulti(ctx, cmds...) {
+		results := dc.DoMulti(ctx, cmds...)
+		// A redirection, or a master that does not answer (killed, failed
+		// over): the topology is stale. Forgotten before any answer, so
+		// that a buyer's quick retry is not batched for the same master.
+		for _, res := range results {
+			if err := res.Error(); err != nil && (isRedirect(err) || isNetwork(err)) {
+				c.forgetTopology()
+				break
+			}
+		}
+		for i, res := range results {
 			p := batch[i]
 			out, err := res.ToArray()
 			if err != nil {
-				moved = moved || isRedirect(err)
 				p.answer(scriptFailed(err))
 				continue
 			}
@@ -214,6 +227,9 @@ func (c *Client) runBatch(addr string, batch []*pendingAdmission) {
 		wait := dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()
 		acked, err := dc.Do(ctx, wait).AsInt64()
 		c.commits.waits.Add(1)
+		if isNetwork(err) {
+			c.forgetTopology()
+		}
 		if err == nil && acked < int64(c.waitReplicas) {
 			err = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
 		}
@@ -229,9 +245,6 @@ func (c *Client) runBatch(addr string, batch []*pendingAdmission) {
 		}
 		return nil
 	})
-	if moved {
-		c.forgetTopology() // the slot moved: route the next batches afresh
-	}
 }
 
 // wrote reports whether an admission's reply says its script wrote: an
@@ -271,7 +284,9 @@ func isRedirect(err error) bool {
 	return moved || ask
 }
 
-// forgetTopology has the next keyNode read the topology afresh.
+// forgetTopology drops the topology: the admissions run alone, routed
+// by rueidis, until it is read afresh (batchMaster), and the next keyNode
+// reads it.
 func (c *Client) forgetTopology() {
 	c.topoMu.Lock()
 	c.topo = nil

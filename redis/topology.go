@@ -348,18 +348,66 @@ func (c *Client) VoucherMasters(ctx context.Context, voucherIDs ...int64) (map[i
 // topologyFor is how long voucherNode trusts the topology it read.
 const topologyFor = 5 * time.Second
 
-// cachedTopology returns the topology read at most topologyFor ago.
+// cachedTopology returns the topology read at most topologyFor ago,
+// reading it afresh if it is older. The read is not made under topoMu:
+// a node that hangs holds up only this caller (to its ctx), never the
+// admissions that route by the topology they have (batchMaster).
 func (c *Client) cachedTopology(ctx context.Context) (*Topology, error) {
 	c.topoMu.Lock()
-	defer c.topoMu.Unlock()
-	if c.topo == nil || time.Since(c.topoAt) > topologyFor {
-		t, err := c.Topology(ctx)
-		if err != nil {
-			return nil, err
-		}
-		c.topo, c.topoAt = &t, time.Now()
+	t, at := c.topo, c.topoAt
+	c.topoMu.Unlock()
+	if t != nil && time.Since(at) <= topologyFor {
+		return t, nil
 	}
-	return c.topo, nil
+	fresh, err := c.Topology(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.setTopology(&fresh)
+	return &fresh, nil
+}
+
+// setTopology keeps t as the topology read now.
+func (c *Client) setTopology(t *Topology) {
+	c.topoMu.Lock()
+	c.topo, c.topoAt = t, time.Now()
+	c.topoMu.Unlock()
+}
+
+// topologyRefresh bounds a read of the topology made in the background
+// for the admissions (batchMaster).
+const topologyRefresh = time.Second
+
+// batchMaster returns the master that holds key from the topology this
+// client has, without waiting for Redis: "" when it has none (forgotten
+// after a failover, or not read yet). A topology older than topologyFor is
+// still used, and read afresh in the background, one read at a time: the
+// admissions must never wait on a read that a hung node can stall.
+func (c *Client) batchMaster(key string) string {
+	c.topoMu.Lock()
+	t, stale := c.topo, c.topo == nil || time.Since(c.topoAt) > topologyFor
+	refresh := stale && !c.topoReading
+	if refresh {
+		c.topoReading = true
+	}
+	c.topoMu.Unlock()
+	if refresh {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), topologyRefresh)
+			defer cancel()
+			fresh, err := c.Topology(ctx)
+			c.topoMu.Lock()
+			if err == nil {
+				c.topo, c.topoAt = &fresh, time.Now()
+			}
+			c.topoReading = false
+			c.topoMu.Unlock()
+		}()
+	}
+	if t == nil {
+		return ""
+	}
+	return t.keyMaster(key)
 }
 
 // keyNode returns the master that holds key (a voucher's, or a shard's),
