@@ -494,11 +494,8 @@ func (a *App) Close() {
 // admissions that wait for replicas (redis.GroupCommitStats) on reg, read
 // at scrape time.
 func registerGroupCommit(reg *prometheus.Registry, c *redis.Client) error {
-	counter := func(name, help string, get func(redis.GroupCommitStats) int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(get(c.GroupCommitStats())) })
-	}
-	for _, col := range []prometheus.Collector{
+	counter := statCounter(c.GroupCommitStats)
+	return register(reg, "the group commit's metrics",
 		counter("seckill_wait_batches_total", "Batches of admissions that wait for replicas (--redis-wait-replicas), each confirmed by one WAIT.",
 			func(st redis.GroupCommitStats) int64 { return st.Batches }),
 		counter("seckill_wait_batch_admissions_total", "Admissions those batches carried: over seckill_wait_batches_total, the mean batch.",
@@ -507,9 +504,24 @@ func registerGroupCommit(reg *prometheus.Registry, c *redis.Client) error {
 			func(st redis.GroupCommitStats) int64 { return st.Waits }),
 		counter("seckill_wait_unconfirmed_total", "Admissions made but answered 503: too few replicas acknowledged them within --redis-wait-timeout, or the reply was lost.",
 			func(st redis.GroupCommitStats) int64 { return st.Unconfirmed }),
-	} {
+	)
+}
+
+// statCounter returns a maker of counters, each one field of what stats
+// returns, read at scrape time.
+func statCounter[S any](stats func() S) func(name, help string, get func(S) int64) prometheus.Collector {
+	return func(name, help string, get func(S) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(get(stats())) })
+	}
+}
+
+// register registers cols on reg, saying whose they are (what) if one
+// cannot be.
+func register(reg *prometheus.Registry, what string, cols ...prometheus.Collector) error {
+	for _, col := range cols {
 		if err := reg.Register(col); err != nil {
-			return fmt.Errorf("register the group commit's metrics: %w", err)
+			return fmt.Errorf("register %s: %w", what, err)
 		}
 	}
 	return nil
@@ -518,11 +530,8 @@ func registerGroupCommit(reg *prometheus.Registry, c *redis.Client) error {
 // registerSweeper registers the sweeper's metrics on reg, read at scrape
 // time.
 func registerSweeper(reg *prometheus.Registry, s *seckill.Sweeper) error {
-	counter := func(name, help string, get func(seckill.SweepStats) int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(get(s.Stats())) })
-	}
-	for _, c := range []prometheus.Collector{
+	counter := statCounter(s.Stats)
+	return register(reg, "the sweeper's metrics",
 		counter("seckill_sweeps_total", "Sweeps of the orders past their payment deadline.",
 			func(st seckill.SweepStats) int64 { return st.Sweeps }),
 		counter("seckill_sweep_failures_total", "Sweeps that failed somewhere (and are tried again).",
@@ -540,10 +549,5 @@ func registerSweeper(reg *prometheus.Registry, s *seckill.Sweeper) error {
 				}
 				return float64(t.UnixNano()) / 1e9
 			}),
-	} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register the sweeper's metrics: %w", err)
-		}
-	}
-	return nil
+	)
 }
