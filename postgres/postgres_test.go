@@ -3,10 +3,12 @@ package postgres
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	seckill "github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/storetest"
 )
@@ -14,8 +16,16 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newDatabase makes a schema of its own on the test PostgreSQL.
-func newDatabase(tb testing.TB) storetest.OpenFunc {
-	url := testenv.PostgresURL(tb)
+func newDatabase(tb testing.TB) storetest.OpenFunc { return opener(testenv.PostgresURL(tb)) }
+
+// farDatabase is newDatabase behind a proxy that adds a millisecond to
+// each round trip, as a database in the next rack.
+func farDatabase(tb testing.TB) storetest.OpenFunc {
+	return opener(faults.FarURL(tb, testenv.PostgresURL(tb), time.Millisecond))
+}
+
+// opener opens stores on the database of url.
+func opener(url string) storetest.OpenFunc {
 	return func(tb testing.TB) seckill.Store {
 		tb.Helper()
 		s, err := Open(context.Background(), url, 10)
@@ -32,6 +42,9 @@ func newDatabase(tb testing.TB) storetest.OpenFunc {
 }
 
 func TestStore(t *testing.T) { storetest.Run(t, newDatabase) }
+
+// TestStoreFar runs the suite's races with the database 1 ms away.
+func TestStoreFar(t *testing.T) { storetest.RunRaces(t, farDatabase) }
 
 func BenchmarkSaveOrders(b *testing.B) { storetest.BenchmarkSaveOrders(b, newDatabase) }
 

@@ -136,6 +136,32 @@ func Run(t *testing.T, newDB NewDatabase) {
 	}
 }
 
+// RunRaces runs the suite's races alone: the cases where transactions
+// of several callers meet on the same rows. A backend runs them again
+// with its database farther away (faults.FarURL), where each statement
+// takes a network round trip and the transactions overlap for
+// milliseconds, not the microseconds of loopback.
+func RunRaces(t *testing.T, newDB NewDatabase) {
+	s := suite{newDB: newDB}
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"PlaceOrder/Concurrent", s.testPlaceOrderConcurrent},
+		{"PlaceOrder/ConcurrentSameBuyer", s.testPlaceOrderConcurrentSameBuyer},
+		{"SaveOrders/ConcurrentNoOversell", s.testSaveOrdersConcurrentNoOversell},
+		{"SaveOrders/ConcurrentOverlappingBatches", s.testSaveOrdersConcurrentOverlapping},
+		{"Control/PauseRacesPlaceOrder", s.testPauseRacesPlaceOrder},
+		{"Lifecycle/PayCancelRace", s.testPayCancelRace},
+		{"CancelDue/Concurrent", s.testCancelDueConcurrent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t)
+		})
+	}
+}
+
 type suite struct {
 	newDB NewDatabase
 }

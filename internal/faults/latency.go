@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"net/url"
 	"testing"
 	"time"
 
@@ -20,4 +21,18 @@ func StartLatencyProxy(t testing.TB, target string, d time.Duration) *bench.Late
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// FarURL starts a latency proxy (StartLatencyProxy) in front of the
+// host of rawURL, a database's or Redis's, and returns rawURL with that
+// host replaced by the proxy's: the same service, d farther away.
+func FarURL(t testing.TB, rawURL string, d time.Duration) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		t.Fatalf("latency proxy: %q names no host: %v", rawURL, err)
+	}
+	p := StartLatencyProxy(t, u.Host, d)
+	u.Host = p.Addr()
+	return u.String()
 }
