@@ -125,10 +125,13 @@ type Client struct {
 	// on its replicas (transfer.go, takeReplicated).
 	lagging sync.Map
 
-	// topo is the topology read last, at topoAt; topoReading says a read
-	// for the admissions is under way (batchMaster).
+	// topo is the topology read last, at topoAt; topoGen counts the
+	// times it was forgotten; topoReading says a read for the admissions
+	// is under way, and topoFailed when the last one failed (batchMaster).
 	topoMu      sync.Mutex
+	topoGen     uint64
 	topoReading bool
+	topoFailed  time.Time
 	topo        *Topology
 	topoAt      time.Time
 }
@@ -197,8 +200,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 	if c.waitReplicas > 0 && c.confirm.Mode() == rueidis.ClientModeCluster {
 		// The batches of a Cluster's admissions go by the topology at hand
 		// (batchMaster): read it now, or the first ones run alone.
-		if t, err := c.Topology(ctx); err == nil {
-			c.setTopology(&t)
+		if t, err := c.topology(ctx, true); err == nil {
+			c.setTopology(&t, 0)
 		}
 	}
 	return c, nil

@@ -63,9 +63,10 @@ type commitQueue struct {
 // batch gives it (done closed).
 type pendingAdmission struct {
 	cmd rueidis.Completed
-	// taken and abandoned are guarded by the queue's mu: a batch took it,
-	// or its caller left before one did (it is skipped, never run).
-	taken, abandoned bool
+	// Guarded by the queue's mu: a batch took it (taken), and sent it on
+	// a connection it holds (sent); or its caller left before it was sent
+	// (abandoned: skipped, never run, never answered).
+	taken, sent, abandoned bool
 
 	done chan struct{}
 	out  []rueidis.RedisMessage
@@ -120,10 +121,13 @@ func (c *Client) admitGrouped(ctx context.Context, key string, cmd rueidis.Compl
 	}
 	select {
 	case <-p.done:
+		if errors.Is(p.err, errRunAlone) {
+			return c.admitReplicated(ctx, cmd) // in the caller, under its ctx
+		}
 		return p.out, p.err
 	case <-ctx.Done():
 		q.mu.Lock()
-		p.abandoned = !p.taken
+		p.abandoned = !p.sent
 		q.mu.Unlock()
 		// Taken or not, answered as one whose reply was lost: the service
 		// must not settle it by reading the buyer's slot, whose order (an
@@ -161,43 +165,58 @@ func (c *Client) runBatches(q *commitQueue) {
 			return
 		}
 		q.mu.Unlock()
-		c.runBatch(q.addr, batch)
+		c.runBatch(q, batch)
 	}
 }
 
+// errRunAlone answers the admissions of a batch that cannot run as one
+// (runBatch): each caller runs its own alone, under its own context, or
+// not at all if it has left.
+var errRunAlone = errors.New("redis: run the admission alone")
+
 // runBatch sends batch's scripts pipelined on a dedicated connection to
-// the master at addr, answers those that wrote nothing, then WAITs once
-// for the rest.
-func (c *Client) runBatch(addr string, batch []*pendingAdmission) {
+// q's master, answers those that wrote nothing, then WAITs once for the
+// rest.
+func (c *Client) runBatch(q *commitQueue, batch []*pendingAdmission) {
 	client := c.confirm
-	if addr != "" {
-		if client = c.confirm.Nodes()[addr]; client == nil {
+	if q.addr != "" {
+		if client = c.confirm.Nodes()[q.addr]; client == nil {
 			// A master rueidis does not know (yet; a replica promoted since
-			// it last read the slots): each alone, through the cluster
-			// client's routing, and the topology read afresh.
+			// it last read the slots): each caller runs its own alone,
+			// through the cluster client's routing, and the topology is
+			// read afresh.
 			c.forgetTopology()
-			ctx, cancel := context.WithTimeout(context.Background(), c.waitTimeout+batchSlack)
-			defer cancel()
 			for _, p := range batch {
-				p.answer(c.admitReplicated(ctx, p.cmd))
+				p.answer(nil, errRunAlone)
 			}
 			return
 		}
 	}
-	c.commits.batches.Add(1)
-	c.commits.admissions.Add(int64(len(batch)))
 	ctx, cancel := context.WithTimeout(context.Background(), c.waitTimeout+batchSlack)
 	defer cancel()
-	cmds := make(rueidis.Commands, len(batch))
-	for i, p := range batch {
-		cmds[i] = p.cmd
-	}
 	type written struct {
 		p   *pendingAdmission
 		out []rueidis.RedisMessage
 	}
-	var writers []written
+	var (
+		writers []written
+		cmds    rueidis.Commands
+	)
 	_ = client.Dedicated(func(dc rueidis.DedicatedClient) error {
+		// The connection may have taken a while (rueidis dials it without
+		// a deadline): what the callers left meanwhile is not sent.
+		batch, cmds = sendable(q, batch)
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			for _, p := range batch {
+				p.answer(nil, notConfirmed("no connection to the master in time", err))
+			}
+			return nil
+		}
+		c.commits.batches.Add(1)
+		c.commits.admissions.Add(int64(len(batch)))
 		results := dc.DoMulti(ctx, cmds...)
 		// A redirection, or a master that does not answer (killed, failed
 		// over): the topology is stale. Forgotten before any answer, so
@@ -247,6 +266,26 @@ func (c *Client) runBatch(addr string, batch []*pendingAdmission) {
 	})
 }
 
+// sendable returns the admissions of batch whose callers are still
+// waiting, marked sent (a caller who leaves now is answered as if the
+// reply were lost), and their commands.
+func sendable(q *commitQueue, batch []*pendingAdmission) ([]*pendingAdmission, rueidis.Commands) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	live := batch[:0]
+	for _, p := range batch {
+		if !p.abandoned {
+			p.sent = true
+			live = append(live, p)
+		}
+	}
+	cmds := make(rueidis.Commands, len(live))
+	for i, p := range live {
+		cmds[i] = p.cmd
+	}
+	return live, cmds
+}
+
 // wrote reports whether an admission's reply says its script wrote: an
 // admission, or a duplicate (whose script, with waiting on, writes the
 // buyer's slot again so that the WAIT after it covers the order it names).
@@ -282,15 +321,6 @@ func isRedirect(err error) bool {
 	_, moved := re.IsMoved()
 	_, ask := re.IsAsk()
 	return moved || ask
-}
-
-// forgetTopology drops the topology: the admissions run alone, routed
-// by rueidis, until it is read afresh (batchMaster), and the next keyNode
-// reads it.
-func (c *Client) forgetTopology() {
-	c.topoMu.Lock()
-	c.topo = nil
-	c.topoMu.Unlock()
 }
 
 // GroupCommitStats counts the batches of admissions that wait for

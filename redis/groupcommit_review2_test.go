@@ -61,7 +61,7 @@ func TestGroupCommitClusterUnknownMasterRunsNothingAbandoned(t *testing.T) {
 			topo.Masters[i].Addr = unknown
 		}
 	}
-	c.setTopology(&topo)
+	c.setTopology(&topo, 0)
 	if got := c.batchMaster(key); got != unknown {
 		t.Fatalf("batchMaster = %q, want %q", got, unknown)
 	}

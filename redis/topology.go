@@ -97,11 +97,20 @@ func (c *Client) Kind() string {
 }
 
 // Topology asks Redis for its masters: CLUSTER SLOTS on a Cluster, INFO
-// replication on the one master otherwise.
+// replication on the one master otherwise. A Cluster shard whose master is
+// down (failed, none promoted yet) is an error.
 func (c *Client) Topology(ctx context.Context) (Topology, error) {
+	return c.topology(ctx, false)
+}
+
+// topology is Topology; with partial, a Cluster shard whose master is
+// down is left out instead (its slots have no master in it): the
+// admissions' routing (batchMaster) keeps batching on the masters that
+// are up while one shard waits for a failover.
+func (c *Client) topology(ctx context.Context, partial bool) (Topology, error) {
 	t := Topology{Kind: c.Kind()}
 	if t.Kind == KindCluster {
-		shards, err := c.clusterShards(ctx)
+		shards, err := c.clusterShardsOf(ctx, partial)
 		if err != nil {
 			return Topology{}, err
 		}
@@ -159,9 +168,15 @@ func infoReplicas(info string) []string {
 // lists every replica that is not failed (CLUSTER SLOTS leaves out a
 // replica that has had no write to copy yet), else CLUSTER SLOTS.
 func (c *Client) clusterShards(ctx context.Context) ([]Shard, error) {
+	return c.clusterShardsOf(ctx, false)
+}
+
+// clusterShardsOf is clusterShards; with partial, a shard whose master is down
+// is left out rather than an error (see topology).
+func (c *Client) clusterShardsOf(ctx context.Context, partial bool) ([]Shard, error) {
 	shards, err := c.rdb.Do(ctx, c.rdb.B().ClusterShards().Build()).ToArray()
 	if err == nil {
-		return parseShards(shards, c.tls)
+		return parseShards(shards, c.tls, partial)
 	}
 	if isNetwork(err) {
 		return nil, redisErr("read the Cluster's shards", err)
@@ -215,7 +230,7 @@ func (c *Client) clusterShards(ctx context.Context) ([]Shard, error) {
 // tls-port, role, health). A node's address is the one rueidis connects
 // to and names it by in Nodes(): its preferred endpoint (the ip when the
 // endpoint is empty or "?"), and its tls-port over TLS.
-func parseShards(shards []rueidis.RedisMessage, tls bool) ([]Shard, error) {
+func parseShards(shards []rueidis.RedisMessage, tls, partial bool) ([]Shard, error) {
 	var out []Shard
 	for _, sh := range shards {
 		m, err := sh.AsMap()
@@ -263,6 +278,9 @@ func parseShards(shards []rueidis.RedisMessage, tls bool) ([]Shard, error) {
 			case role == "replica":
 				s.Replicas = append(s.Replicas, addr)
 			}
+		}
+		if s.Addr == "" && partial {
+			continue // its master failed and no replica is promoted yet
 		}
 		if s.Addr == "" {
 			// Its master failed and no replica is promoted yet.
@@ -354,7 +372,7 @@ const topologyFor = 5 * time.Second
 // admissions that route by the topology they have (batchMaster).
 func (c *Client) cachedTopology(ctx context.Context) (*Topology, error) {
 	c.topoMu.Lock()
-	t, at := c.topo, c.topoAt
+	t, at, gen := c.topo, c.topoAt, c.topoGen
 	c.topoMu.Unlock()
 	if t != nil && time.Since(at) <= topologyFor {
 		return t, nil
@@ -363,30 +381,51 @@ func (c *Client) cachedTopology(ctx context.Context) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.setTopology(&fresh)
+	c.setTopology(&fresh, gen)
 	return &fresh, nil
 }
 
-// setTopology keeps t as the topology read now.
-func (c *Client) setTopology(t *Topology) {
+// setTopology keeps t, read now, unless the topology was forgotten since
+// the read began (gen is the generation it began at): a read from before
+// a failover may name the master that failed.
+func (c *Client) setTopology(t *Topology, gen uint64) {
 	c.topoMu.Lock()
-	c.topo, c.topoAt = t, time.Now()
+	if c.topoGen == gen {
+		c.topo, c.topoAt = t, time.Now()
+	}
+	c.topoMu.Unlock()
+}
+
+// forgetTopology drops the topology: the admissions run alone, routed
+// by rueidis, until it is read afresh (batchMaster), and the next keyNode
+// reads it. A read under way when it is forgotten is not kept.
+func (c *Client) forgetTopology() {
+	c.topoMu.Lock()
+	c.topo = nil
+	c.topoGen++
 	c.topoMu.Unlock()
 }
 
 // topologyRefresh bounds a read of the topology made in the background
-// for the admissions (batchMaster).
-const topologyRefresh = time.Second
+// for the admissions (batchMaster), and topologyRetry is how long after a
+// failed one the next may begin: not at the sale's rate.
+const (
+	topologyRefresh = time.Second
+	topologyRetry   = 100 * time.Millisecond
+)
 
 // batchMaster returns the master that holds key from the topology this
 // client has, without waiting for Redis: "" when it has none (forgotten
-// after a failover, or not read yet). A topology older than topologyFor is
-// still used, and read afresh in the background, one read at a time: the
-// admissions must never wait on a read that a hung node can stall.
+// after a failover, or not read yet) or it names none for key (its
+// master is down). A topology older than topologyFor is still used, and
+// read afresh in the background, one read at a time: the admissions must
+// never wait on a read that a hung node can stall. The read leaves out a
+// shard whose master is down, so that the other masters go on batching.
 func (c *Client) batchMaster(key string) string {
 	c.topoMu.Lock()
 	t, stale := c.topo, c.topo == nil || time.Since(c.topoAt) > topologyFor
-	refresh := stale && !c.topoReading
+	refresh := stale && !c.topoReading && time.Since(c.topoFailed) > topologyRetry
+	gen := c.topoGen
 	if refresh {
 		c.topoReading = true
 	}
@@ -395,12 +434,15 @@ func (c *Client) batchMaster(key string) string {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), topologyRefresh)
 			defer cancel()
-			fresh, err := c.Topology(ctx)
-			c.topoMu.Lock()
+			fresh, err := c.topology(ctx, true)
 			if err == nil {
-				c.topo, c.topoAt = &fresh, time.Now()
+				c.setTopology(&fresh, gen)
 			}
+			c.topoMu.Lock()
 			c.topoReading = false
+			if err != nil {
+				c.topoFailed = time.Now()
+			}
 			c.topoMu.Unlock()
 		}()
 	}
