@@ -65,6 +65,11 @@ var errorCodes = []errorCode{
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable", "the request took too long; try again"},
 }
 
+// clientClosed is the answer to a request whose client went away while it
+// was served (its context cancelled): 499, as nginx records it, since no
+// client reads it.
+var clientClosed = &errorCode{context.Canceled, 499, "client_closed_request", "the client closed the request"}
+
 // internalError is the answer to an error in no entry of the table.
 var internalError = &errorCode{nil, http.StatusInternalServerError, "internal", ""}
 

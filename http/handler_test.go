@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -84,6 +85,37 @@ func TestErrorTable(t *testing.T) {
 			}
 			if got := res.header.Get("Retry-After"); got != tc.retryAfter {
 				t.Errorf("Retry-After = %q, want %q", got, tc.retryAfter)
+			}
+		})
+	}
+}
+
+// TestClientClosedRequest: a request whose client went away, and whose
+// handler returns the cancellation, is recorded 499, not a 500 of the
+// service's; a cancellation while the client still waits is a 500.
+func TestClientClosedRequest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		gone   bool
+		status int
+	}{
+		{"the client went away", true, 499},
+		{"the client still waits", false, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newFakeEnv(t)
+			e.vouchers.err = fmt.Errorf("mysql: begin: %w", context.Canceled)
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.gone {
+				cancel()
+			}
+			defer cancel()
+			rec := httptest.NewRecorder()
+			e.handler.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, "GET", "/api/vouchers/7", nil))
+			if rec.Code != tc.status {
+				t.Errorf("status %d, want %d (body %s)", rec.Code, tc.status, rec.Body)
 			}
 		})
 	}

@@ -348,6 +348,12 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 
 // errorCode is error with err's entry of the table, e, looked up already.
 func (s *Server) errorCode(w http.ResponseWriter, r *http.Request, err error, e *errorCode) {
+	if e == internalError && errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client closed the request: nobody reads the answer, and it
+		// is not the service's failure (it was a 500 logged as one, from
+		// every buy in flight when a load test stopped).
+		e = clientClosed
+	}
 	if status := writeErrorCode(w, err, e); status >= 500 {
 		s.sampler.log(s.logger, r.Pattern+" "+strconv.Itoa(status), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
