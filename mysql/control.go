@@ -96,7 +96,7 @@ func (s *Store) addStock(ctx context.Context, id int64, key string, units int64)
 		}
 		return false, dbErr(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return false, fmt.Errorf("commit: %w", dbErr(err))
 	}
 	return true, nil

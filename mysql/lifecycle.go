@@ -139,7 +139,7 @@ func (s *Store) cancelOrder(ctx context.Context, id int64, reason string, at tim
 	if _, err := cancel(ctx, tx, voucherID, rebuy, []int64{id}, reason, at); err != nil {
 		return err
 	}
-	return tx.Commit()
+	return commit(ctx, tx)
 }
 
 // cancel cancels those of ids that are created, orders of the voucher, and
@@ -224,7 +224,7 @@ func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, at time.
 		// The rows are locked and were read created: cannot be.
 		return nil, fmt.Errorf("cancelled %d of the %d due orders locked", n, len(due))
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	for _, o := range due {

@@ -143,7 +143,7 @@ func (s *Store) placeOrder(ctx context.Context, o *seckill.Order, now time.Time)
 		}
 		return orderbatch.NotTaken(after, now)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return fmt.Errorf("commit: %w", dbErr(err))
 	}
 	return nil

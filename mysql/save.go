@@ -145,7 +145,7 @@ func (s *Store) saveNew(ctx context.Context, orders []*seckill.Order) (bool, err
 			return false, fmt.Errorf("insert orders: %w", dbErr(err))
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return false, fmt.Errorf("commit: %w", dbErr(err))
 	}
 	return true, nil
@@ -222,7 +222,7 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 			return nil, fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", t.VoucherID, stocks[t.VoucherID], t.N, seckill.ErrSoldOut)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return nil, fmt.Errorf("commit: %w", dbErr(err))
 	}
 	return outcomes, nil
