@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,10 +62,10 @@ type commitQueue struct {
 // batch gives it (done closed).
 type pendingAdmission struct {
 	cmd rueidis.Completed
-	// Guarded by the queue's mu: a batch took it (taken), and sent it on
-	// a connection it holds (sent); or its caller left before it was sent
-	// (abandoned: skipped, never run, never answered).
-	taken, sent, abandoned bool
+	// Guarded by the queue's mu: a batch sent it on a connection it holds
+	// (sent); or its caller left before it was sent (abandoned: skipped,
+	// never run, never answered).
+	sent, abandoned bool
 
 	done chan struct{}
 	out  []rueidis.RedisMessage
@@ -149,11 +148,9 @@ func (c *Client) runBatches(q *commitQueue) {
 				break
 			}
 			n++
-			if p.abandoned {
-				continue
+			if !p.abandoned {
+				batch = append(batch, p)
 			}
-			p.taken = true
-			batch = append(batch, p)
 		}
 		q.waiting = q.waiting[n:]
 		if len(q.waiting) == 0 {
@@ -243,14 +240,10 @@ func (c *Client) runBatch(q *commitQueue, batch []*pendingAdmission) {
 		if len(writers) == 0 {
 			return nil
 		}
-		wait := dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()
-		acked, err := dc.Do(ctx, wait).AsInt64()
+		err := c.waitOn(ctx, dc)
 		c.commits.waits.Add(1)
 		if isNetwork(err) {
 			c.forgetTopology()
-		}
-		if err == nil && acked < int64(c.waitReplicas) {
-			err = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
 		}
 		if err != nil {
 			c.commits.unconfirmed.Add(int64(len(writers)))

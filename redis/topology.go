@@ -279,11 +279,11 @@ func parseShards(shards []rueidis.RedisMessage, tls, partial bool) ([]Shard, err
 				s.Replicas = append(s.Replicas, addr)
 			}
 		}
-		if s.Addr == "" && partial {
-			continue // its master failed and no replica is promoted yet
-		}
 		if s.Addr == "" {
 			// Its master failed and no replica is promoted yet.
+			if partial {
+				continue
+			}
 			return nil, fmt.Errorf("redis: the master of slots %d-%d is down: %w", s.Slots[0][0], s.Slots[0][1], seckill.ErrUnavailable)
 		}
 		slices.SortFunc(s.Slots, func(x, y [2]int) int { return x[0] - y[0] })

@@ -585,7 +585,6 @@ func (c *Client) takeReplicated(ctx context.Context, d *voucherKeys, id string) 
 	if c.waitReplicas <= 0 {
 		return nil
 	}
-	var acked int64
 	var held bool
 	var waited error
 	err := c.confirm.Dedicated(func(dc rueidis.DedicatedClient) error {
@@ -599,7 +598,7 @@ func (c *Client) takeReplicated(ctx context.Context, d *voucherKeys, id string) 
 		if held, err = res[1].AsBool(); err != nil || !held {
 			return err
 		}
-		acked, waited = dc.Do(ctx, dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()).AsInt64()
+		waited = c.waitOn(ctx, dc)
 		return nil
 	})
 	if err == nil && !held {
@@ -607,9 +606,6 @@ func (c *Client) takeReplicated(ctx context.Context, d *voucherKeys, id string) 
 	}
 	if err == nil {
 		err = waited
-	}
-	if err == nil && acked < int64(c.waitReplicas) {
-		err = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
 	}
 	if err != nil {
 		c.lagging.Store(d.Meta, time.Now().Add(StaleTransfer).UnixMilli())

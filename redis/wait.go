@@ -39,7 +39,6 @@ import (
 func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]rueidis.RedisMessage, error) {
 	var (
 		out      []rueidis.RedisMessage
-		acked    int64
 		scripted error
 		waited   error
 	)
@@ -50,17 +49,13 @@ func (c *Client) admitReplicated(ctx context.Context, cmd rueidis.Completed) ([]
 		}
 		// An admission, or a duplicate (whose script wrote the slot again):
 		// the order the buyer is told of must be on enough replicas.
-		if code, err := out[0].AsInt64(); err != nil || (code != admitted && code != admitDuplicate) {
+		if !wrote(out) {
 			return nil // nothing written: no replica needs to have it
 		}
 		// WAIT only after a write: it waits for the connection's last
 		// write, and sent after an answer that wrote nothing it was seen
 		// to wait its whole timeout all the same.
-		wait := dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()
-		acked, waited = dc.Do(ctx, wait).AsInt64()
-		if waited == nil && acked < int64(c.waitReplicas) {
-			waited = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
-		}
+		waited = c.waitOn(ctx, dc)
 		return nil
 	})
 	if err != nil {
@@ -98,3 +93,15 @@ const notConfirmedMessage = "your order may have been taken but is not confirmed
 // WaitReplicas reports how many replicas must acknowledge an admission
 // (Config.WaitReplicas).
 func (c *Client) WaitReplicas() int { return c.waitReplicas }
+
+// waitOn sends WAIT for Config.WaitReplicas replicas on dc, which covers
+// every write made on it before, and returns nil if enough acknowledged
+// within Config.WaitTimeout; else why not (too few, or no reply).
+func (c *Client) waitOn(ctx context.Context, dc rueidis.DedicatedClient) error {
+	wait := dc.B().Wait().Numreplicas(int64(c.waitReplicas)).Timeout(c.waitTimeout.Milliseconds()).Build()
+	acked, err := dc.Do(ctx, wait).AsInt64()
+	if err == nil && acked < int64(c.waitReplicas) {
+		err = fmt.Errorf("%d of %d replicas acknowledged it within %s", acked, c.waitReplicas, c.waitTimeout)
+	}
+	return err
+}
