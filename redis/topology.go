@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -199,7 +200,7 @@ const (
 func (c *Client) clusterShardsOf(ctx context.Context, partial bool) ([]Shard, error) {
 	start := time.Now()
 	for {
-		shards, err := c.shardsRound(ctx)
+		shards, err := c.shardsRound(ctx, c.rdb.Nodes())
 		if err == nil {
 			return shards, nil
 		}
@@ -222,12 +223,11 @@ func (c *Client) clusterShardsOf(ctx context.Context, partial bool) ([]Shard, er
 	}
 }
 
-// shardsRound asks the nodes once, each until one has a whole view. When
-// none has, it returns the widest view it got (the most slots with a
+// shardsRound asks each of nodes once, and stops at the first whole view. When
+// none has one, it returns the widest view it got (the most slots with a
 // master that did not refuse; nil if no node answered) and why it is not
 // whole.
-func (c *Client) shardsRound(ctx context.Context) ([]Shard, error) {
-	nodes := c.rdb.Nodes()
+func (c *Client) shardsRound(ctx context.Context, nodes map[string]rueidis.Client) ([]Shard, error) {
 	addrs := slices.Collect(maps.Keys(nodes))
 	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
 	refused := map[string]bool{}
@@ -242,7 +242,7 @@ func (c *Client) shardsRound(ctx context.Context) ([]Shard, error) {
 		shards, err := readShards(nctx, nodes[addr], c.tls)
 		cancel()
 		if err != nil {
-			if isNetwork(err) {
+			if refusedBy(err) {
 				refused[addr] = true
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
@@ -266,6 +266,14 @@ func (c *Client) shardsRound(ctx context.Context) ([]Shard, error) {
 		return nil, fmt.Errorf("redis: read the Cluster's shards: the client knows no node: %w", seckill.ErrUnavailable)
 	}
 	return nil, redisErr("read the Cluster's shards from any node", errors.Join(errs...))
+}
+
+// refusedBy reports an error that says a node is not there: its
+// connection refused, reset or closed; not a slow answer (a loaded node
+// may still serve its slots) nor a reply that cannot be read.
+func refusedBy(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &op) && !op.Timeout()
 }
 
 // wholeView counts the slots of shards that have a master not refused,
@@ -299,11 +307,11 @@ func readShards(ctx context.Context, node rueidis.Client, tls bool) ([]Shard, er
 		return parseShards(shards, tls)
 	}
 	if isNetwork(err) {
-		return nil, redisErr("read the Cluster's shards", err)
+		return nil, fmt.Errorf("CLUSTER SHARDS: %w", err)
 	}
 	ranges, err := node.Do(ctx, node.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
-		return nil, redisErr("read the Cluster's slots", err)
+		return nil, fmt.Errorf("CLUSTER SLOTS: %w", err)
 	}
 	byAddr := map[string]*Shard{}
 	var order []string

@@ -3,8 +3,17 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/redis/rueidis"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/faults"
@@ -86,5 +95,85 @@ func TestWholeView(t *testing.T) {
 		if why != nil && !errors.Is(why, seckill.ErrUnavailable) {
 			t.Errorf("%s: %v, want ErrUnavailable", name, why)
 		}
+	}
+}
+
+// TestRefusedBy: a node that is not there (refused, closed) is told apart
+// from a slow one and from a reply that cannot be read: only the first
+// makes a view that names it as a master stale.
+func TestRefusedBy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true},
+		{fmt.Errorf("CLUSTER SHARDS: %w", io.EOF), true},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
+		{context.DeadlineExceeded, false},
+		{errors.New("redis: CLUSTER SHARDS: no shard serves a slot"), false},
+	} {
+		if got := refusedBy(c.err); got != c.want {
+			t.Errorf("refusedBy(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestClusterShardsPassOverStaleViews: a node whose view has a shard
+// without a master (its master failed and, as far as the node knows, no
+// replica took over) must not fail the read while another node answers
+// with a whole view, whichever is asked first; with none whole, the read
+// fails naming the slots without a master. The first seed's master of a
+// Cluster of the test's own is killed and its replica stopped, so that
+// its live nodes keep that view; a node of the shared Cluster has a whole
+// one.
+func TestClusterShardsPassOverStaleViews(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stale := faults.StartCluster(t)
+	healthy := faults.SharedCluster(t)
+	dead := stale.Nodes[0]
+	stale.ReplicaOf(t, dead).Pause()
+	dead.Kill()
+
+	client := func(p *faults.RedisProc) rueidis.Client {
+		t.Helper()
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr}, ForceSingleClient: true, DisableCache: true})
+		if err != nil {
+			t.Fatalf("connect to %s: %v", p.Addr, err)
+		}
+		t.Cleanup(rc.Close)
+		return rc
+	}
+	staleNodes := map[string]rueidis.Client{}
+	for _, p := range []*faults.RedisProc{stale.Nodes[1], stale.Nodes[2], stale.Nodes[4], stale.Nodes[5]} {
+		rc := client(p)
+		testenv.WaitFor(t, defaultWait, p.Addr+" to see slots 0-5460 without a master", func() bool {
+			shards, err := readShards(ctx, rc, false)
+			return err == nil && len(shards) == 3 && shards[0].Addr == ""
+		})
+		staleNodes[p.Addr] = rc
+	}
+	whole := healthy.Nodes[1]
+	wantView, err := readShards(ctx, client(whole), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := &Client{}
+	all := maps.Clone(staleNodes)
+	all[whole.Addr] = client(whole)
+	for try := range 10 { // the nodes are asked in random order
+		got, err := c.shardsRound(ctx, all)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(wantView) {
+			t.Errorf("try %d: shardsRound(four stale nodes and one whole) = %v, %v; want the whole view %v", try+1, got, err, wantView)
+		}
+	}
+	got, err := c.shardsRound(ctx, staleNodes)
+	if !errors.Is(err, seckill.ErrUnavailable) || !strings.Contains(fmt.Sprint(err), "slots 0-5460 is down") {
+		t.Errorf("shardsRound(stale nodes only) = %v, want ErrUnavailable, slots 0-5460 down", err)
+	}
+	if len(got) != 3 || got[0].Addr != "" || got[1].Addr == "" || got[2].Addr == "" {
+		t.Errorf("shardsRound(stale nodes only) = %v, want the stale view, to leave out its first shard on a partial read", got)
 	}
 }
