@@ -1,8 +1,13 @@
 package redis
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -163,27 +168,150 @@ func infoReplicas(info string) []string {
 	return out
 }
 
-// clusterShards reads the Cluster's masters, their slots and replicas, from
-// any node, sorted by first slot: with CLUSTER SHARDS (Redis 7), which
-// lists every replica that is not failed (CLUSTER SLOTS leaves out a
-// replica that has had no write to copy yet), else CLUSTER SLOTS.
+// clusterShards reads the Cluster's masters, their slots and replicas,
+// sorted by first slot, from any node that answers with a whole view (see
+// clusterShardsOf): with CLUSTER SHARDS (Redis 7), which lists every
+// replica that is not failed (CLUSTER SLOTS leaves out a replica that has
+// had no write to copy yet), else CLUSTER SLOTS.
 func (c *Client) clusterShards(ctx context.Context) ([]Shard, error) {
 	return c.clusterShardsOf(ctx, false)
 }
 
-// clusterShardsOf is clusterShards; with partial, a shard whose master is down
-// is left out rather than an error (see topology).
+// How clusterShardsOf asks the nodes: each for at most shardsAnswer (a
+// hung node must not use up the caller's deadline), and, while none has a
+// whole view, every shardsStep for up to shardsSettle: the nodes learn of
+// a promotion by gossip, one after another.
+const (
+	shardsAnswer = time.Second
+	shardsStep   = 100 * time.Millisecond
+	shardsSettle = 2 * time.Second
+)
+
+// clusterShardsOf is clusterShards. It asks the nodes the client knows,
+// in random order, until one answers with a whole view: a master for
+// every shard, none of them a node that refused this read. A node that is
+// down (a seed whose master died: rueidis would send a keyless command to
+// it as to any other) is passed over, and so is a node that has not yet
+// heard of a failover (its view has the shard without a master, or the
+// dead one). Without a whole view it asks again, up to shardsSettle, and
+// then answers the error. With partial (the admissions' background read,
+// see topology) it does not ask again: it takes the widest view it got,
+// leaving out a shard whose master is down.
 func (c *Client) clusterShardsOf(ctx context.Context, partial bool) ([]Shard, error) {
-	shards, err := c.rdb.Do(ctx, c.rdb.B().ClusterShards().Build()).ToArray()
+	start := time.Now()
+	for {
+		shards, err := c.shardsRound(ctx, c.rdb.Nodes())
+		if err == nil {
+			return shards, nil
+		}
+		if partial && shards != nil {
+			shards = slices.DeleteFunc(shards, func(s Shard) bool { return s.Addr == "" })
+			if len(shards) > 0 {
+				return shards, nil
+			}
+		}
+		if partial || time.Since(start)+shardsStep > shardsSettle || ctx.Err() != nil {
+			return nil, err
+		}
+		t := time.NewTimer(shardsStep)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
+// shardsRound asks each of nodes once, and stops at the first whole view. When
+// none has one, it returns the widest view it got (the most slots with a
+// master that did not refuse; nil if no node answered) and why it is not
+// whole.
+func (c *Client) shardsRound(ctx context.Context, nodes map[string]rueidis.Client) ([]Shard, error) {
+	addrs := slices.Collect(maps.Keys(nodes))
+	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	refused := map[string]bool{}
+	var (
+		errs       []error
+		best       []Shard
+		bestErr    error
+		bestServed = -1
+	)
+	for _, addr := range addrs {
+		nctx, cancel := context.WithTimeout(ctx, shardsAnswer)
+		shards, err := readShards(nctx, nodes[addr], c.tls)
+		cancel()
+		if err != nil {
+			if refusedBy(err) {
+				refused[addr] = true
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		served, why := wholeView(shards, refused)
+		if why == nil {
+			return shards, nil
+		}
+		if served > bestServed {
+			best, bestErr, bestServed = shards, fmt.Errorf("redis: as %s sees the Cluster, %w", addr, why), served
+		}
+	}
+	if best != nil {
+		return best, bestErr
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("redis: read the Cluster's shards: the client knows no node: %w", seckill.ErrUnavailable)
+	}
+	return nil, redisErr("read the Cluster's shards from any node", errors.Join(errs...))
+}
+
+// refusedBy reports an error that says a node is not there: its
+// connection refused, reset or closed; not a slow answer (a loaded node
+// may still serve its slots) nor a reply that cannot be read.
+func refusedBy(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &op) && !op.Timeout()
+}
+
+// wholeView counts the slots of shards that have a master not refused,
+// and says why the view is not whole: a shard without a master (failed,
+// none promoted yet, as the node that answered knows), or with one that
+// refused this read (a node that has not heard it died).
+func wholeView(shards []Shard, refused map[string]bool) (served int, why error) {
+	for _, s := range shards {
+		n := 0
+		for _, r := range s.Slots {
+			n += r[1] - r[0] + 1
+		}
+		switch {
+		case s.Addr == "":
+			why = cmp.Or(why, fmt.Errorf("the master of slots %s is down: %w", s.slotRanges(), seckill.ErrUnavailable))
+		case refused[s.Addr]:
+			why = cmp.Or(why, fmt.Errorf("the master of slots %s, %s, does not answer: %w", s.slotRanges(), s.Addr, seckill.ErrUnavailable))
+		default:
+			served += n
+		}
+	}
+	return served, why
+}
+
+// readShards reads the shards as node sees them, a shard whose master is
+// down with an empty Addr: CLUSTER SHARDS, or CLUSTER SLOTS where Redis
+// is older than 7.
+func readShards(ctx context.Context, node rueidis.Client, tls bool) ([]Shard, error) {
+	shards, err := node.Do(ctx, node.B().ClusterShards().Build()).ToArray()
 	if err == nil {
-		return parseShards(shards, c.tls, partial)
+		return parseShards(shards, tls)
 	}
 	if isNetwork(err) {
-		return nil, redisErr("read the Cluster's shards", err)
+		return nil, fmt.Errorf("CLUSTER SHARDS: %w", err)
 	}
-	ranges, err := c.rdb.Do(ctx, c.rdb.B().ClusterSlots().Build()).ToArray()
+	ranges, err := node.Do(ctx, node.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
-		return nil, redisErr("read the Cluster's slots", err)
+		return nil, fmt.Errorf("CLUSTER SLOTS: %w", err)
 	}
 	byAddr := map[string]*Shard{}
 	var order []string
@@ -229,8 +357,9 @@ func (c *Client) clusterShardsOf(ctx context.Context, partial bool) ([]Shard, er
 // and last of each range, flat) and "nodes" (maps of endpoint, ip, port,
 // tls-port, role, health). A node's address is the one rueidis connects
 // to and names it by in Nodes(): its preferred endpoint (the ip when the
-// endpoint is empty or "?"), and its tls-port over TLS.
-func parseShards(shards []rueidis.RedisMessage, tls, partial bool) ([]Shard, error) {
+// endpoint is empty or "?"), and its tls-port over TLS. A shard whose
+// master failed, with no replica promoted yet, has an empty Addr.
+func parseShards(shards []rueidis.RedisMessage, tls bool) ([]Shard, error) {
 	var out []Shard
 	for _, sh := range shards {
 		m, err := sh.AsMap()
@@ -278,13 +407,6 @@ func parseShards(shards []rueidis.RedisMessage, tls, partial bool) ([]Shard, err
 			case role == "replica":
 				s.Replicas = append(s.Replicas, addr)
 			}
-		}
-		if s.Addr == "" {
-			// Its master failed and no replica is promoted yet.
-			if partial {
-				continue
-			}
-			return nil, fmt.Errorf("redis: the master of slots %d-%d is down: %w", s.Slots[0][0], s.Slots[0][1], seckill.ErrUnavailable)
 		}
 		slices.SortFunc(s.Slots, func(x, y [2]int) int { return x[0] - y[0] })
 		out = append(out, s)
