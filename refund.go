@@ -170,6 +170,12 @@ func (r *RefundRequester) ask(ctx context.Context, rq *RefundRequest) (*Order, e
 	return o, nil
 }
 
+// Waiting counts the refund requests the provider has not accepted, and
+// returns up to limit of them, the longest waiting first: for the admin.
+func (r *RefundRequester) Waiting(ctx context.Context, limit int) (*RefundsWaiting, error) {
+	return r.Store.RefundsWaiting(ctx, limit)
+}
+
 // backoff is the wait after the attempts-th request failed: MinBackoff,
 // doubled for each attempt after the first, up to MaxBackoff.
 func (r *RefundRequester) backoff(attempts int) time.Duration {

@@ -384,6 +384,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Payments:    a.Payments,
 		Webhook:     cfg.Webhook,
 		Challenges:  a.Challenges,
+		Refunds:     refundAdmin(a.Refunds),
 	}, cfg.Registry, logger); err != nil {
 		return nil, err
 	}
@@ -568,6 +569,15 @@ func registerSweeper(reg *prometheus.Registry, s *seckill.Sweeper) error {
 				return float64(t.UnixNano()) / 1e9
 			}),
 	)
+}
+
+// refundAdmin is r for the admin API: a nil interface, not a nil pointer
+// in one, when there is none.
+func refundAdmin(r *seckill.RefundRequester) sechttp.RefundAdmin {
+	if r == nil {
+		return nil
+	}
+	return r
 }
 
 // registerRefunds registers the metrics of the refunds of late payments on
