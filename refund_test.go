@@ -3,6 +3,7 @@ package seckill_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -49,20 +50,32 @@ func (r *countingRefunder) count() int {
 // cancels it.
 func cancelledOrder(t *testing.T, store seckill.Store) *seckill.Order {
 	t.Helper()
+	return cancelledOrders(t, store, 1)[0]
+}
+
+// cancelledOrders saves n orders of a voucher with a deadline to store
+// and cancels them.
+func cancelledOrders(t *testing.T, store seckill.Store, n int) []*seckill.Order {
+	t.Helper()
 	ctx := t.Context()
-	v := onSale("refunds", 1)
-	v.InitialStock, v.PayWithin = 1, time.Hour
+	v := onSale("refunds", int64(n))
+	v.InitialStock, v.PayWithin = int64(n), time.Hour
 	if err := store.CreateVoucher(ctx, v); err != nil {
 		t.Fatal(err)
 	}
-	o := &seckill.Order{ID: 7001, UserID: 42, VoucherID: v.ID, CreatedAt: time.Now().UTC()}
-	if _, err := store.SaveOrders(ctx, []*seckill.Order{o}); err != nil {
+	os := make([]*seckill.Order, n)
+	for i := range os {
+		os[i] = &seckill.Order{ID: 7001 + int64(i), UserID: 42 + int64(i), VoucherID: v.ID, CreatedAt: time.Now().UTC()}
+	}
+	if _, err := store.SaveOrders(ctx, os); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.CancelOrder(ctx, o.ID, seckill.ReasonBuyerCancelled, time.Now()); err != nil {
-		t.Fatal(err)
+	for _, o := range os {
+		if _, err := store.CancelOrder(ctx, o.ID, seckill.ReasonBuyerCancelled, time.Now()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return o
+	return os
 }
 
 // TestReplayedLatePaymentAsksRefundOnce: the event of a payment that came
@@ -120,6 +133,44 @@ func TestRefundLostToCrashAskedByLoop(t *testing.T) {
 	}
 	if st := r.Stats(); st.Waiting != 0 || st.Accepted != 1 {
 		t.Errorf("Stats = %+v; want 1 accepted, none waiting", st)
+	}
+}
+
+// TestTwoRequestersAskEachRefundOnce: two instances' requesters passing
+// at once over the same due refunds ask the provider for each exactly
+// once.
+func TestTwoRequestersAskEachRefundOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := apptest.Store(t)
+	const n = 40
+	for _, o := range cancelledOrders(t, store, n) {
+		if _, err := store.PayOrder(ctx, o.ID, seckill.Payment{Ref: fmt.Sprintf("pay_%d", o.ID), At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	provider := &countingRefunder{}
+	var wg sync.WaitGroup
+	for range 2 {
+		r := &seckill.RefundRequester{Store: store, Provider: provider, Logger: testenv.Logger(t), Batch: 3}
+		wg.Go(func() {
+			if _, err := r.Retry(ctx); err != nil {
+				t.Errorf("Retry: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	provider.mu.Lock()
+	defer provider.mu.Unlock()
+	asked := map[int64]int{}
+	for _, id := range provider.asked {
+		asked[id]++
+	}
+	if len(asked) != n || len(provider.asked) != n {
+		t.Errorf("%d requests for %d of %d refunds; want each asked once", len(provider.asked), len(asked), n)
+	}
+	if w, err := store.RefundsWaiting(ctx, 0); err != nil || w.Count != 0 {
+		t.Errorf("RefundsWaiting = %+v, %v; want none", w, err)
 	}
 }
 
