@@ -84,12 +84,70 @@ type LifecycleStore interface {
 	// RecordPaymentEvent records a payment provider's event by its id, and
 	// reports whether it is new (false: seen already, a replay).
 	RecordPaymentEvent(ctx context.Context, eventID string, orderID int64, at time.Time) (bool, error)
+	// ClaimRefunds claims up to limit refund requests due at now: refunding
+	// orders whose refund the provider has not accepted, their next attempt
+	// at or before now, the earliest due first. Each claimed one's next
+	// attempt moves to until and its attempts count one more, in one
+	// transaction that skips the rows another holds (FOR UPDATE SKIP
+	// LOCKED; SQLite has one writer), so that of any number of instances
+	// one asks for each refund at a time, and a refund whose asker died is
+	// due again at until. PayOrder makes a refund request due when it
+	// makes an order refunding.
+	ClaimRefunds(ctx context.Context, now, until time.Time, limit int) ([]*RefundRequest, error)
+	// ClaimRefund claims the order's refund request as ClaimRefunds does,
+	// if it is due; nil if not (not refunding, accepted, or claimed).
+	ClaimRefund(ctx context.Context, id int64, now, until time.Time) (*RefundRequest, error)
+	// RefundAccepted records that the provider accepted the order's refund
+	// request at the time at: it is asked for no more, and waits no more.
+	RefundAccepted(ctx context.Context, id int64, at time.Time) error
+	// RefundFailed records that a refund request failed with reason (at
+	// most 500 bytes): it is due again at next, unless accepted meanwhile.
+	RefundFailed(ctx context.Context, id int64, next time.Time, reason string) error
+	// RefundsWaiting counts the refund requests the provider has not
+	// accepted, and returns up to limit of them, the longest waiting
+	// first, with when the oldest was paid (zero if none).
+	RefundsWaiting(ctx context.Context, limit int) (*RefundsWaiting, error)
 	// DeadlineVouchers returns the vouchers with a pay-by deadline
 	// (PayWithin > 0): those the sweeper looks at.
 	DeadlineVouchers(ctx context.Context) ([]*Voucher, error)
 	// LifecycleCounts counts the voucher's orders in the database by what
 	// they did with their unit.
 	LifecycleCounts(ctx context.Context, voucherID int64) (*LifecycleCounts, error)
+}
+
+// RefundRequest is the refund of a payment that came after its order was
+// cancelled (a refunding order), as long as the provider has not accepted
+// to give it back.
+type RefundRequest struct {
+	OrderID, UserID, VoucherID int64
+	// PaymentRef is the provider's reference of the payment to give back.
+	PaymentRef string
+	// PaidAt is when the payment was recorded: the refund waits since.
+	PaidAt time.Time
+	// Attempts counts the requests sent, or claimed to be sent.
+	Attempts int
+	// NextAt is when it is asked for next (for a claimed one, when its
+	// claim lapses).
+	NextAt time.Time
+	// LastError is why the last request failed; "" before one did.
+	LastError string
+}
+
+// Order is the refunding order the request gives back the payment of, as
+// a Refunder needs it.
+func (r *RefundRequest) Order() *Order {
+	return &Order{ID: r.OrderID, UserID: r.UserID, VoucherID: r.VoucherID, Status: OrderRefunding,
+		PaymentRef: r.PaymentRef, PaidAt: r.PaidAt}
+}
+
+// RefundsWaiting are the refund requests the provider has not accepted.
+type RefundsWaiting struct {
+	Count int64
+	// Oldest is when the longest waiting one's payment was recorded; zero
+	// if none waits.
+	Oldest time.Time
+	// First are the longest waiting, up to the limit asked for.
+	First []*RefundRequest
 }
 
 // LifecycleCounts are a voucher's orders in the database by status.

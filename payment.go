@@ -31,7 +31,12 @@ type PaymentService struct {
 	Orders   *OrderService
 	Vouchers *VoucherService
 	Provider PaymentProvider
-	Logger   *slog.Logger
+	// Refunds asks for the refund of a payment that came after its order
+	// was cancelled, once when it comes, and again until the provider
+	// accepts (the requester's loop). Nil: one made on the spot asks once,
+	// and whoever runs the loop asks again.
+	Refunds *RefundRequester
+	Logger  *slog.Logger
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 	// Crash, if set, is called at each crash point of a cancellation
@@ -112,35 +117,59 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 	return &PayResult{Order: p}, nil
 }
 
-// record records a payment of the order, and, with a provider that takes
-// its payments at once (fake), gives back at once one that came after the
-// order's cancellation.
+// record records a payment of the order, and acts on what it did: see
+// paid.
 func (s *PaymentService) record(ctx context.Context, id int64, p Payment) (*Order, error) {
 	o, err := s.Store.PayOrder(ctx, id, p)
 	if err != nil {
 		return nil, fmt.Errorf("pay order %d: %w", id, err)
 	}
+	return s.paid(ctx, o, p), nil
+}
+
+// paid acts once on a payment recorded (o is the order as PayOrder left
+// it): a second payment of a paid order is said loudly, and the refund of
+// one that came after the order's cancellation is asked for. A refund the
+// provider refuses is asked for again by Refunds' loop: the database holds
+// it due (PayOrder), so that it does not depend on this call, nor on the
+// provider sending its event again.
+func (s *PaymentService) paid(ctx context.Context, o *Order, p Payment) *Order {
 	if o.PaymentRef != "" && o.PaymentRef != p.Ref {
 		// The provider took a second payment of one order (the
 		// idempotency key should have stopped it): recorded nowhere but
 		// here, so said loudly.
-		s.Logger.Error("ALERT: a second payment of an order already paid; refund it at the provider", "order", id, "status", o.Status,
+		s.Logger.Error("ALERT: a second payment of an order already paid; refund it at the provider", "order", o.ID, "status", o.Status,
 			"kept_ref", o.PaymentRef, "second_ref", p.Ref, "provider", s.Provider.Name())
 	}
-	if o.Status == OrderRefunding {
-		s.Logger.Warn("a payment came after its order was cancelled; it is to be refunded", "order", id, "ref", p.Ref, "provider", s.Provider.Name())
-		if r, ok := s.Provider.(Refunder); ok {
-			done, err := r.Refund(ctx, o)
-			if err != nil {
-				s.Logger.Error("could not start the refund of a late payment; the order stays refunding", "order", id, "err", err)
-			} else if done {
-				if o2, err := s.Store.RefundOrder(ctx, id, s.now()); err == nil {
-					o = o2
-				}
-			}
-		}
+	if o.Status != OrderRefunding || o.PaymentRef != p.Ref {
+		return o
 	}
-	return o, nil
+	s.Logger.Warn("a payment came after its order was cancelled; it is to be refunded", "order", o.ID, "ref", p.Ref, "provider", s.Provider.Name())
+	r := s.refunds()
+	if r == nil {
+		return o
+	}
+	refunded, err := r.Request(ctx, o.ID)
+	switch {
+	case err != nil:
+		s.Logger.Error("could not ask for the refund of a late payment; the order stays refunding and it is asked for again", "order", o.ID, "err", err)
+	case refunded != nil:
+		o = refunded
+	}
+	return o
+}
+
+// refunds returns the requester of refunds, one made on the spot if the
+// service has none; nil if the provider gives no refunds.
+func (s *PaymentService) refunds() *RefundRequester {
+	if s.Refunds != nil {
+		return s.Refunds
+	}
+	r, ok := s.Provider.(Refunder)
+	if !ok {
+		return nil
+	}
+	return &RefundRequester{Store: s.Store, Provider: r, Logger: s.Logger, Now: s.Now}
 }
 
 // Cancel cancels the user's unpaid order, and puts its unit back on sale.
@@ -260,21 +289,27 @@ func (s *PaymentService) payable(ctx context.Context, userID, orderID int64) (*O
 
 // Confirm acts on a payment provider's signed event, once per event id: a
 // payment succeeded (created → paid; a cancelled order → refunding, the
-// payment recorded to be given back), or a refund did (refunding →
-// refunded). It returns the order as it then stands. An event for an order
-// the database does not hold is ErrOrderNotFound: the provider sends it
-// again later, when a pending order is written.
+// payment recorded to be given back, and its refund asked for), or a
+// refund did (refunding → refunded). It returns the order as it then
+// stands. An event for an order the database does not hold is
+// ErrOrderNotFound: the provider sends it again later, when a pending
+// order is written.
+//
+// The transition comes first, then the event's record, then what the
+// transition calls for outside the database (the refund's request): a
+// crash before the record leaves the event to act on again when the
+// provider sends it again, which the guarded transitions make harmless;
+// a replay of an event recorded does nothing more; and a crash after the
+// record leaves the refund due in the database, for Refunds' loop.
 func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, error) {
 	var (
 		o   *Order
 		err error
+		p   = Payment{Ref: ev.Ref, At: s.now()}
 	)
-	// Acted on first and recorded after: a crash in between acts again on
-	// the provider's retry, which the guarded transitions make harmless;
-	// recorded first, it would be lost.
 	switch ev.Type {
 	case PaymentSucceeded:
-		o, err = s.record(ctx, ev.OrderID, Payment{Ref: ev.Ref, At: s.now()})
+		o, err = s.Store.PayOrder(ctx, ev.OrderID, p)
 	case RefundSucceeded:
 		o, err = s.Store.RefundOrder(ctx, ev.OrderID, s.now())
 	default:
@@ -283,8 +318,16 @@ func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, 
 	if err != nil {
 		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
 	}
-	if _, err := s.Store.RecordPaymentEvent(ctx, ev.ID, ev.OrderID, s.now()); err != nil {
+	fresh, err := s.Store.RecordPaymentEvent(ctx, ev.ID, ev.OrderID, s.now())
+	if err != nil {
 		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
+	}
+	if !fresh {
+		s.Logger.Info("a payment event seen already; not acted on again", "event", ev.ID, "type", ev.Type, "order", ev.OrderID)
+		return o, nil
+	}
+	if ev.Type == PaymentSucceeded {
+		o = s.paid(ctx, o, p)
 	}
 	return o, nil
 }

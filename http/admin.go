@@ -5,4 +5,5 @@ type adminServices struct {
 	deadLetters DeadLetterAdmin
 	stats       StatsSource
 	reconciler  Reconciler
+	refunds     RefundAdmin
 }

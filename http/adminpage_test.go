@@ -113,6 +113,9 @@ func TestAdminPageInBrowser(t *testing.T) {
 	want["reason"] = dl["reason"].(string)
 	want["redisNode"] = v["redisNode"].(string)
 	want["breaker"] = stats["workers"].(map[string]any)["breaker"].(string)
+	// No late payment: no refund waits, and the page says so.
+	want["refunds"] = jsonNumber(e.adminJSON("GET", "/api/admin/refunds")["waiting"])
+	want["refundsEmpty"] = "true"
 	if want["admitted"] != "20" || want["duplicate_order"] != "5" || want["remaining"] != "10" {
 		t.Errorf("API: %s admitted, %s duplicate, %s remaining; want 20, 5 and 10 (30 − 20 sold)", want["admitted"], want["duplicate_order"], want["remaining"])
 	}
@@ -128,6 +131,8 @@ func TestAdminPageInBrowser(t *testing.T) {
 		const node = document.querySelector('#streams [data-voucher=%q][data-field="redisNode"]');
 		out.redisNode = node ? node.textContent : "(missing)";
 		out.breaker = val("#workers-breaker");
+		out.refunds = val("#refunds-count");
+		out.refundsEmpty = String(!document.querySelector("#refunds-empty").hidden);
 		return out;
 	})()`, jsArray("remaining", "created", "pending", "failed", "drift", "stock", "initialStock"), vid, vid, badID, vid))
 	// The workers' busy count moves between the API's answer and the

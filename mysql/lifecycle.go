@@ -21,8 +21,10 @@ const (
 	payOrderSQL = `UPDATE orders SET status = 'paid', paid_at = ?, payment_ref = ?
 WHERE id = ? AND status = 'created'`
 	// payCancelledSQL records a payment that came after its order was
-	// cancelled: to be given back.
-	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?, payment_ref = ?
+	// cancelled: to be given back, its refund request due at once
+	// (refund_next_at takes paid_at's new value: MariaDB assigns left to
+	// right).
+	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?, payment_ref = ?, refund_next_at = paid_at
 WHERE id = ? AND status = 'cancelled'`
 	refundOrderSQL = `UPDATE orders SET status = 'refunded' WHERE id = ? AND status = 'refunding'`
 	// selectOrderVoucherSQL reads what a cancellation needs of an order's

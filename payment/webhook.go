@@ -238,7 +238,7 @@ var _ seckill.Refunder = (*Webhook)(nil)
 // an Idempotency-Key of "refund_" and the order's id, so that asking again
 // refunds once. The provider confirms with a RefundSucceeded event: done is
 // false. A failure wraps seckill.ErrUnavailable; the order stays
-// refunding, visible, for an operator or a later payment event to retry.
+// refunding, and seckill.RefundRequester asks again after a backoff.
 func (w *Webhook) Refund(ctx context.Context, o *seckill.Order) (bool, error) {
 	if !validRef(o.PaymentRef) {
 		return false, fmt.Errorf("payment provider %s: refunding order %d: no payment reference to refund", w.host, o.ID)

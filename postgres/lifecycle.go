@@ -23,8 +23,8 @@ const (
 	payOrderSQL = `UPDATE orders SET status = 'paid', paid_at = $2, payment_ref = $3
 WHERE id = $1 AND status = 'created'`
 	// payCancelledSQL records a payment that came after its order was
-	// cancelled: to be given back.
-	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = $2, payment_ref = $3
+	// cancelled: to be given back, its refund request due at once.
+	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = $2, payment_ref = $3, refund_next_at = $2
 WHERE id = $1 AND status = 'cancelled'`
 	refundOrderSQL = `UPDATE orders SET status = 'refunded' WHERE id = $1 AND status = 'refunding'`
 	// cancelOrderSQL cancels order $1 with reason $2 at $3 if it is

@@ -22,8 +22,8 @@ const (
 	payOrderSQL = `UPDATE orders SET status = 'paid', paid_at = ?2, payment_ref = ?3
 WHERE id = ?1 AND status = 'created'`
 	// payCancelledSQL records a payment that came after its order was
-	// cancelled: to be given back.
-	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?2, payment_ref = ?3
+	// cancelled: to be given back, its refund request due at once.
+	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?2, payment_ref = ?3, refund_next_at = ?2
 WHERE id = ?1 AND status = 'cancelled'`
 	refundOrderSQL        = `UPDATE orders SET status = 'refunded' WHERE id = ? AND status = 'refunding'`
 	selectOrderVoucherSQL = `SELECT v.id, v.rebuy_after_cancel FROM orders o JOIN vouchers v ON v.id = o.voucher_id WHERE o.id = ?`

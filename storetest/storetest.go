@@ -128,6 +128,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"CancelDue/Concurrent", s.testCancelDueConcurrent},
 		{"Unreturned", s.testUnreturned},
 		{"RecordPaymentEvent", s.testPaymentEvents},
+		{"RefundRequests", s.testRefundRequests},
+		{"RefundRequests/Concurrent", s.testClaimRefundsConcurrent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -153,7 +153,8 @@
     polling = true;
     clearTimeout(timer);
     const gen = generation;
-    const [stats, dlq] = await Promise.allSettled([api("GET", "/api/admin/stats"), api("GET", "/api/admin/dlq")]);
+    const [stats, dlq, refunds] = await Promise.allSettled([api("GET", "/api/admin/stats"), api("GET", "/api/admin/dlq"),
+      api("GET", "/api/admin/refunds")]);
     polling = false;
     if (gen !== generation) {
       // Signed out meanwhile; a new sign-in may be waiting for this poll.
@@ -174,6 +175,14 @@
       renderDeadLetters(dlq.value.deadLetters || []);
     } else {
       errors.push("dead letters: " + describe(dlq.reason));
+    }
+    if (refunds.status === "fulfilled") {
+      $("#refunds-card").hidden = false;
+      renderRefunds(refunds.value);
+    } else if (refunds.reason instanceof APIError && refunds.reason.status === 503 && refunds.reason.code === "unavailable") {
+      $("#refunds-card").hidden = true; // a server whose provider gives no refunds
+    } else {
+      errors.push("refunds: " + describe(refunds.reason));
     }
     const banner = $("#refresh-error");
     banner.hidden = errors.length === 0;
@@ -580,6 +589,39 @@
       sr.dataset.value = String(!!d.stockReturned);
       sr.textContent = d.stockReturned ? "given back" : "not given back";
       sr.classList.toggle("warn", !d.stockReturned);
+    });
+  }
+
+  // ---- refunds waiting -------------------------------------------------
+
+  function renderRefunds(body) {
+    const list = body.refunds || [];
+    setNum($("#refunds-count"), body.waiting);
+    $("#refunds-count").classList.toggle("warn", body.waiting > 0);
+    $("#refunds-empty").hidden = list.length > 0;
+    $("#refunds").hidden = list.length === 0;
+    syncRows($("#refunds tbody"), list, "data-refund", (r) => r.orderId, (r, key) =>
+      el("tr", {}, ...["orderId", "voucherId", "userId", "paidAt", "attempts", "nextAt", "lastError"].map((f) =>
+        el("td", { "data-refund": key, "data-field": f, class: f === "orderId" ? "mono" : f === "attempts" ? "num" : f === "lastError" ? "reason" : "" }))),
+    (tr, r) => {
+      field(tr, "orderId").textContent = r.orderId;
+      const v = field(tr, "voucherId");
+      v.dataset.value = r.voucherId;
+      v.textContent = voucherTitle(r.voucherId) || "#" + r.voucherId;
+      v.title = "voucher " + r.voucherId;
+      field(tr, "userId").textContent = "user " + r.userId;
+      for (const f of ["paidAt", "nextAt"]) {
+        const c = field(tr, f);
+        c.dataset.value = r[f] || "";
+        c.textContent = r[f] ? clock(new Date(r[f])) : "–";
+        c.title = r[f] || "";
+      }
+      const paid = field(tr, "paidAt");
+      if (r.paidAt) paid.textContent += " (" + age((Date.now() - Date.parse(r.paidAt)) / 1000) + " ago)";
+      setNum(field(tr, "attempts"), r.attempts);
+      const e = field(tr, "lastError");
+      e.textContent = r.lastError || "–";
+      e.classList.toggle("warn", !!r.lastError);
     });
   }
 

@@ -214,6 +214,10 @@ type App struct {
 	// Sweeper cancels the orders not paid by their deadline; started with
 	// the workers.
 	Sweeper *seckill.Sweeper
+	// Refunds asks for the refunds of late payments until the provider
+	// accepts them; started with the workers. Nil if the provider gives
+	// no refunds.
+	Refunds *seckill.RefundRequester
 	Monitor *monitor.Monitor
 	// Pool is the stream mode's workers, Queue the queue mode's; nil in
 	// the other modes.
@@ -307,6 +311,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Confirmed: cfg.Cache.WaitReplicas() > 0}
 	a.Payments = &seckill.PaymentService{Store: cfg.Store, Cache: ops.Sweeper.Cache, Orders: a.Orders, Vouchers: a.Vouchers,
 		Provider: cfg.Payments, Logger: logger, Now: time.Now, Crash: cfg.Test.Crash}
+	if r, ok := cfg.Payments.(seckill.Refunder); ok {
+		a.Refunds = &seckill.RefundRequester{Store: cfg.Store, Provider: r, Logger: logger, Now: time.Now}
+		a.Payments.Refunds = a.Refunds
+		a.closers = append(a.closers, a.Refunds.Stop) // started with the workers
+		if err := registerRefunds(cfg.Registry, a.Refunds); err != nil {
+			return nil, err
+		}
+	}
 
 	key := cfg.ChallengeKey
 	if len(key) == 0 {
@@ -372,6 +384,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Payments:    a.Payments,
 		Webhook:     cfg.Webhook,
 		Challenges:  a.Challenges,
+		Refunds:     refundAdmin(a.Refunds),
 	}, cfg.Registry, logger); err != nil {
 		return nil, err
 	}
@@ -442,6 +455,9 @@ func (a *App) StartWorkers(ctx context.Context) error {
 		if a.startErr == nil {
 			a.startErr = a.Sweeper.Start(ctx)
 		}
+		if a.startErr == nil && a.Refunds != nil {
+			a.startErr = a.Refunds.Start(ctx)
+		}
 	})
 	return a.startErr
 }
@@ -474,6 +490,9 @@ func (a *App) stopWorkers() {
 		a.Queue.Stop()
 	}
 	a.Sweeper.Stop()
+	if a.Refunds != nil {
+		a.Refunds.Stop()
+	}
 }
 
 // Close stops everything New started, last first: the server if still
@@ -544,6 +563,39 @@ func registerSweeper(reg *prometheus.Registry, s *seckill.Sweeper) error {
 			Help: "When the last sweep that failed nowhere began (Unix seconds); 0 before one did. Alert when it falls behind."},
 			func() float64 {
 				t := s.Stats().LastSuccess
+				if t.IsZero() {
+					return 0
+				}
+				return float64(t.UnixNano()) / 1e9
+			}),
+	)
+}
+
+// refundAdmin is r for the admin API: a nil interface, not a nil pointer
+// in one, when there is none.
+func refundAdmin(r *seckill.RefundRequester) sechttp.RefundAdmin {
+	if r == nil {
+		return nil
+	}
+	return r
+}
+
+// registerRefunds registers the metrics of the refunds of late payments on
+// reg, read at scrape time.
+func registerRefunds(reg *prometheus.Registry, r *seckill.RefundRequester) error {
+	counter := statCounter(r.Stats)
+	return register(reg, "the refunds' metrics",
+		counter("seckill_refund_requests_total", "Refund requests of late payments sent to the payment provider.",
+			func(st seckill.RefundStats) int64 { return st.Requests }),
+		counter("seckill_refund_request_failures_total", "Refund requests that failed (each asked for again after a backoff).",
+			func(st seckill.RefundStats) int64 { return st.Failures }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_refunds_waiting",
+			Help: "Refunds of late payments the payment provider has not accepted yet (refunding orders), as the last pass found them."},
+			func() float64 { return float64(r.Stats().Waiting) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_refund_oldest_waiting_timestamp_seconds",
+			Help: "When the payment of the longest waiting refund was recorded (Unix seconds); 0 if none waits. Alert when it is old."},
+			func() float64 {
+				t := r.Stats().Oldest
 				if t.IsZero() {
 					return 0
 				}

@@ -38,11 +38,14 @@ type Server struct {
 	refunds  map[string]string // Idempotency-Key → payment refunded
 	charges  []*Charge
 	requests int
-	events   int
-	fail     int
-	failPaid bool
-	last     *http.Request
-	lastBody []byte
+	// refundRequests counts the refund requests, refused or not;
+	// refuseRefunds is how many more to refuse.
+	refundRequests, refuseRefunds int
+	events                        int
+	fail                          int
+	failPaid                      bool
+	last                          *http.Request
+	lastBody                      []byte
 }
 
 // Charge is a payment the server took.
@@ -193,6 +196,12 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request, ref string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.refundRequests++
+	if s.refuseRefunds > 0 {
+		s.refuseRefunds--
+		http.Error(w, "refusing as told", http.StatusServiceUnavailable)
+		return
+	}
 	status := http.StatusOK
 	if _, seen := s.refunds[key]; !seen {
 		s.refunds[key] = ref
@@ -201,6 +210,23 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request, ref string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]string{"id": "re_" + ref, "payment": ref})
+}
+
+// RefuseRefunds makes the server answer the next n refund requests 503,
+// refunding nothing: a provider that cannot take them now.
+func (s *Server) RefuseRefunds(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuseRefunds = n
+}
+
+// RefundRequests returns how many refund requests the server had,
+// including those it refused and those that refunded the same payment
+// again.
+func (s *Server) RefundRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refundRequests
 }
 
 // Refunds returns the refunds the server took: Idempotency-Key → the

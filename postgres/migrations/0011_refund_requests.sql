@@ -1,0 +1,24 @@
+-- The refund request of a payment that came after its order was cancelled
+-- (a refunding order), asked of the provider until it accepts (docs/design.md,
+-- Refunds). refund_next_at is when it is asked for next: NULL once the
+-- provider accepted it (refund_requested_at says when), or for an order
+-- never refunding. refund_attempts counts the requests sent, refund_error
+-- says why the last one failed.
+--
+-- orders_refund_due_idx serves the refund loop (status = 'refunding' AND
+-- refund_next_at <= $1 ORDER BY refund_next_at) and the count of those
+-- waiting (refund_next_at IS NOT NULL).
+--
+-- The orders refunding before this migration are due now: whether their
+-- refund was asked for is not known, and asking again refunds once (the
+-- provider's idempotency key).
+
+ALTER TABLE orders
+    ADD COLUMN refund_next_at      TIMESTAMPTZ,
+    ADD COLUMN refund_attempts     INTEGER      NOT NULL DEFAULT 0,
+    ADD COLUMN refund_requested_at TIMESTAMPTZ,
+    ADD COLUMN refund_error        VARCHAR(500) NOT NULL DEFAULT '';
+
+CREATE INDEX orders_refund_due_idx ON orders (status, refund_next_at);
+
+UPDATE orders SET refund_next_at = paid_at WHERE status = 'refunding';

@@ -1,0 +1,26 @@
+-- The refund request of a payment that came after its order was cancelled
+-- (a refunding order), asked of the provider until it accepts (docs/design.md,
+-- Refunds). refund_next_at is when it is asked for next: NULL once the
+-- provider accepted it (refund_requested_at says when), or for an order
+-- never refunding. refund_attempts counts the requests sent, refund_error
+-- says why the last one failed. Times in microseconds, as in 0001.
+--
+-- orders_refund_due serves the refund loop (status = 'refunding' AND
+-- refund_next_at <= ? ORDER BY refund_next_at) and the count of those
+-- waiting (refund_next_at IS NOT NULL).
+--
+-- The orders refunding before this migration are due now: whether their
+-- refund was asked for is not known, and asking again refunds once (the
+-- provider's idempotency key).
+
+ALTER TABLE orders ADD COLUMN refund_next_at INTEGER;
+
+ALTER TABLE orders ADD COLUMN refund_attempts INTEGER NOT NULL DEFAULT 0;
+
+ALTER TABLE orders ADD COLUMN refund_requested_at INTEGER;
+
+ALTER TABLE orders ADD COLUMN refund_error TEXT NOT NULL DEFAULT '' CHECK (length(refund_error) <= 500);
+
+CREATE INDEX orders_refund_due ON orders (status, refund_next_at);
+
+UPDATE orders SET refund_next_at = paid_at WHERE status = 'refunding';
