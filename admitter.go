@@ -105,7 +105,7 @@ func (s *Admitter) Admit(ctx context.Context, a Admission) error {
 		a.Shard = HomeShard(a.UserID, v.ShardCount())
 		err := s.admitOnce(ctx, a)
 		if v.ShardCount() > 1 && errors.Is(err, ErrSoldOut) {
-			return s.borrow(ctx, a, err)
+			return s.borrow(ctx, a)
 		}
 		return err
 	}
@@ -175,13 +175,16 @@ func (s *Admitter) admitOnce(ctx context.Context, a Admission) error {
 }
 
 // borrow answers an admission that found the home shard of a sharded
-// voucher sold out (soldOut): stock is borrowed from the other shards
+// voucher sold out: stock is borrowed from the other shards
 // (AdmissionCache.Borrow) and the admission runs again, up to borrowRounds
-// times. Sold out only when the whole voucher is; when no stock could move
-// now, ErrUnavailable with RetryAfter; ErrVoucherNotLoaded when a shard
-// must be rebuilt (Admit rebuilds it), ErrCacheUnverified when a shard's
-// server was not checked since it lost its scripts (Admit checks it).
-func (s *Admitter) borrow(ctx context.Context, a Admission, soldOut error) error {
+// times; it runs again also after a borrow that found the voucher sold out
+// or could move nothing, since the buyer's other ask may have taken a unit
+// meanwhile (G5). Sold out only when the whole voucher is; when no stock
+// could move now, ErrUnavailable with RetryAfter; ErrVoucherNotLoaded when
+// a shard must be rebuilt (Admit rebuilds it), ErrCacheUnverified when a
+// shard's server was not checked since it lost its scripts (Admit checks
+// it).
+func (s *Admitter) borrow(ctx context.Context, a Admission) error {
 	for range borrowRounds {
 		b, err := s.borrowFor(ctx, a.VoucherID, a.Shard)
 		switch {
@@ -194,8 +197,18 @@ func (s *Admitter) borrow(ctx context.Context, a Admission, soldOut error) error
 			}
 			return restoring("the sale cannot reach all of its stock right now; try again")
 		case b.SoldOut:
-			return soldOut
+			// The buyer's other ask (on another instance, or borrowing
+			// before this borrow began) may have taken the last unit since
+			// this admission found the home shard empty: the admission
+			// runs again, and answers that order (G5), or sold out.
+			return s.admitOnce(ctx, a)
 		case b.Moved == 0:
+			// Nothing can move now; but the buyer's other ask may hold a
+			// unit since, or one may have come home: the admission runs
+			// again before the buyer is told to try again.
+			if err = s.admitOnce(ctx, a); !errors.Is(err, ErrSoldOut) {
+				return err
+			}
 			return restoring("the last units are moving to where they are asked for; try again")
 		}
 		if err = s.admitOnce(ctx, a); !errors.Is(err, ErrSoldOut) {

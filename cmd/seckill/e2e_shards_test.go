@@ -9,11 +9,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill"
 	sechttp "github.com/seckill/seckill/http"
 	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
@@ -226,4 +229,109 @@ func shardStats(t *testing.T, c *http.Client, base string, voucher int64) *secht
 	}
 	t.Fatalf("GET /api/admin/stats does not list voucher %d", voucher)
 	return nil
+}
+
+// TestShardedSaleTwoInstancesServesEveryBuyer sells a voucher of 6 shards
+// on a 3-master Cluster, with as many units as buyers, through two
+// instances, every buyer asking both at once: each ask must end with the
+// buyer's one order, answered 200 by one instance and duplicate_order with
+// the same order id by the other. Neither transport errors nor 5xx (but a
+// 503 to a buyer who holds no order yet, which the buyer asks again after
+// its Retry-After), nor sold_out (there is a unit for every buyer), nor
+// another order id. The last units, borrowed between shards while both of
+// a buyer's asks run, are where it failed under load: an ask whose
+// borrow found the voucher sold out, or could move nothing, after the
+// other ask took the buyer's unit was answered sold_out or 503.
+func TestShardedSaleTwoInstancesServesEveryBuyer(t *testing.T) {
+	t.Parallel()
+	const n, shards = 6_000, 6
+	cl := faults.StartCluster(t)
+	env := serveEnv(cl.URL, "t"+testenv.Random(), testenv.MySQLURL(t))
+	env["SECKILL_RATE_USER"] = "0"
+	client := newClient(t)
+	s1 := startServe(t, "serve 1", env)
+	s2 := startServe(t, "serve 2", env)
+	voucher := createShardedVoucher(t, client, s1.url, n, shards)
+
+	users := buyers(n)
+	tokens := newLoad(t, client, voucher, users).tokens
+	rand.Shuffle(len(users), func(i, j int) { users[i], users[j] = users[j], users[i] })
+	type answer struct {
+		target string
+		status int
+		code   string
+		order  string
+		err    error
+	}
+	var (
+		mu      sync.Mutex
+		answers = make(map[int64][]answer, n)
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	path := fmt.Sprintf("/api/vouchers/%d/seckill", voucher)
+	ask := func(user int64, target string) {
+		for try := 0; try < 30; try++ {
+			status, body, err := do(ctx, client, "POST", target+path, tokens[user], "")
+			code, _ := body["code"].(string)
+			mu.Lock()
+			answers[user] = append(answers[user], answer{target, status, code, fmt.Sprint(body["orderId"]), err})
+			mu.Unlock()
+			if status != 503 || !sleep(ctx, time.Second) { // its Retry-After
+				return
+			}
+		}
+	}
+	jobs := make(chan int64)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for u := range jobs {
+				var both sync.WaitGroup
+				both.Go(func() { ask(u, s1.url) })
+				both.Go(func() { ask(u, s2.url) })
+				both.Wait()
+			}
+		})
+	}
+	start := time.Now()
+	for _, u := range users {
+		jobs <- u
+	}
+	close(jobs)
+	wg.Wait()
+
+	counts := map[string]int{}
+	failed := 0
+	for _, u := range users {
+		as := answers[u]
+		order, why := "", ""
+		for _, a := range as {
+			counts[strconv.Itoa(a.status)+" "+a.code]++
+			switch {
+			case a.err != nil:
+				why = "an error: " + a.err.Error()
+			case a.status == 503 && order == "":
+			case a.status == 200 || (a.status == 409 && a.code == "duplicate_order"):
+				if order != "" && a.order != order {
+					why = "two order ids"
+				}
+				order = a.order
+			default:
+				why = fmt.Sprintf("answered %d %s", a.status, a.code)
+			}
+		}
+		if why == "" && order == "" {
+			why = "no order"
+		}
+		if why != "" {
+			if failed++; failed <= 10 {
+				t.Errorf("buyer %d (home shard %d): %s; answers %+v", u, seckill.HomeShard(u, shards), why, as)
+			}
+		}
+	}
+	t.Logf("%d buyers for %d units, each asking twice at once, in %v: answers %v", n, n, time.Since(start).Round(time.Millisecond), counts)
+	if failed > 0 {
+		t.Errorf("%d of %d buyers not served as they should be", failed, n)
+	}
 }
