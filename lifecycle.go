@@ -85,7 +85,12 @@ type LifecycleStore interface {
 	// reports whether it is new (false: seen already, a replay).
 	RecordPaymentEvent(ctx context.Context, eventID string, orderID int64, at time.Time) (bool, error)
 	// DeadlineVouchers returns the vouchers with a pay-by deadline
-	// (PayWithin > 0): those the sweeper looks at.
+	// (PayWithin > 0) that can still have due orders or unreturned units,
+	// newest first: those the sweeper looks at. A voucher is one while it
+	// has a created order (due, or to be) or a cancelled one whose unit is
+	// not marked returned; one whose orders are all settled is not, until
+	// an order of it is written late. The work is one index probe per
+	// voucher with a deadline, never a read of its orders.
 	DeadlineVouchers(ctx context.Context) ([]*Voucher, error)
 	// LifecycleCounts counts the voucher's orders in the database by what
 	// they did with their unit.

@@ -65,9 +65,19 @@ ORDER BY o.cancelled_at, o.id LIMIT ?`
 WHERE id IN (%s) AND returned_at IS NULL AND status IN ('cancelled', 'refunding', 'refunded')`
 	// insertPaymentEventSQL is a plain INSERT, not INSERT IGNORE: a
 	// replay is told apart by its duplicate key, any other error fails.
-	insertPaymentEventSQL     = `INSERT INTO payment_events (event_id, order_id, received_at) VALUES (?, ?, ?)`
-	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE pay_within_seconds > 0 ORDER BY id`
-	countLifecycleSQL         = `SELECT status, returned_at IS NULL, COUNT(*) FROM orders
+	insertPaymentEventSQL = `INSERT INTO payment_events (event_id, order_id, received_at) VALUES (?, ?, ?)`
+	// selectDeadlineVouchersSQL reads the vouchers with a deadline that
+	// can still have due orders or unreturned units: those with a created
+	// order, or a cancelled one whose unit is not marked back in the cache.
+	// Each voucher is one probe of orders_voucher_status, which stops at
+	// the first such order; a voucher whose orders are all settled (paid,
+	// or cancelled and returned) is left out, however many it had. An
+	// order written late makes its voucher come back.
+	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers
+WHERE pay_within_seconds > 0 AND EXISTS (SELECT 1 FROM orders o WHERE o.voucher_id = vouchers.id
+    AND o.status IN ('created', 'cancelled', 'refunding', 'refunded') AND o.returned_at IS NULL)
+ORDER BY id DESC`
+	countLifecycleSQL = `SELECT status, returned_at IS NULL, COUNT(*) FROM orders
 WHERE voucher_id = ? GROUP BY status, returned_at IS NULL`
 )
 
@@ -291,7 +301,9 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, eventID string, orderID 
 	return false, fmt.Errorf("mysql: record payment event %q: %w", eventID, dbErr(err))
 }
 
-// DeadlineVouchers returns the vouchers with a pay-by deadline, by id.
+// DeadlineVouchers returns the vouchers with a pay-by deadline that can
+// still have due orders or unreturned units, newest first; see
+// [seckill.LifecycleStore].
 func (s *Store) DeadlineVouchers(ctx context.Context) ([]*seckill.Voucher, error) {
 	vs, err := sqlrows.Query(ctx, s.db, scanVoucher, selectDeadlineVouchersSQL)
 	if err != nil {

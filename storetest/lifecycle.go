@@ -816,3 +816,66 @@ func (s suite) testVoucherOrdersEveryStatus(t *testing.T) {
 		}
 	}
 }
+
+// testDeadlineVouchersOpen: DeadlineVouchers lists, newest first, the
+// vouchers with a deadline that have a created order or a cancelled one
+// whose unit is unreturned (refunding too); not those whose orders are all
+// paid, or cancelled and returned, nor one without orders or without a
+// deadline. A settled voucher comes back when an order of it is written
+// late, and goes once that order is settled.
+func (s suite) testDeadlineVouchersOpen(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	settled := deadlineVoucher(t, st, 10, false)
+	withCreated := deadlineVoucher(t, st, 10, false)
+	withUnreturned := deadlineVoucher(t, st, 10, false)
+	withRefunding := deadlineVoucher(t, st, 10, false)
+	_ = deadlineVoucher(t, st, 10, false) // no orders
+	noDeadline := newVoucher(t, st, 10)
+
+	paid, returned := order(1, settled.ID), order(2, settled.ID)
+	c, u, r, n := order(1, withCreated.ID), order(1, withUnreturned.ID), order(1, withRefunding.ID), order(1, noDeadline.ID)
+	save(t, st, paid, returned, c, u, r, n)
+	mustPay(t, st, paid.ID)
+	mustCancel(t, st, returned.ID)
+	if err := st.MarkReturned(ctx, []int64{returned.ID}); err != nil {
+		t.Fatalf("MarkReturned: %v", err)
+	}
+	mustCancel(t, st, u.ID)
+	mustCancel(t, st, r.ID)
+	mustPay(t, st, r.ID) // refunding, its unit unreturned
+
+	check := func(what string, want ...*seckill.Voucher) {
+		t.Helper()
+		vs, err := st.DeadlineVouchers(ctx)
+		if err != nil {
+			t.Fatalf("DeadlineVouchers: %v", err)
+		}
+		var wantIDs []int64
+		for _, v := range want {
+			wantIDs = append(wantIDs, v.ID)
+		}
+		var gotIDs []int64
+		for _, v := range vs {
+			gotIDs = append(gotIDs, v.ID)
+			if v.PayWithin != payWithin {
+				t.Errorf("%s: DeadlineVouchers: voucher %d PayWithin %v; want %v", what, v.ID, v.PayWithin, payWithin)
+			}
+		}
+		if diff := cmp.Diff(wantIDs, gotIDs); diff != "" {
+			t.Errorf("%s: DeadlineVouchers (-want +got):\n%s", what, diff)
+		}
+	}
+	check("settled left out", withRefunding, withUnreturned, withCreated)
+
+	late := order(3, settled.ID)
+	save(t, st, late)
+	check("an order written late", withRefunding, withUnreturned, withCreated, settled)
+
+	mustPay(t, st, late.ID)
+	mustPay(t, st, c.ID)
+	if err := st.MarkReturned(ctx, []int64{u.ID, r.ID}); err != nil {
+		t.Fatalf("MarkReturned: %v", err)
+	}
+	check("all settled")
+}

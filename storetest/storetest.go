@@ -124,6 +124,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Lifecycle/NoRebuy", s.testLifecycleNoRebuy},
 		{"Lifecycle/Rebuy", s.testLifecycleRebuy},
 		{"Lifecycle/PayCancelRace", s.testPayCancelRace},
+		{"Lifecycle/DeadlineVouchersOpen", s.testDeadlineVouchersOpen},
 		{"CancelDue/Limit", s.testCancelDue},
 		{"CancelDue/Concurrent", s.testCancelDueConcurrent},
 		{"Unreturned", s.testUnreturned},
