@@ -30,6 +30,10 @@ type Sweeper struct {
 	// before the sweeper gives it back itself: longer than the request that
 	// cancelled it takes to. Default 5s.
 	ReturnAfter time.Duration
+	// Grace is how long after its PayBy an order whose payment was started
+	// before it is held for the provider's confirmation before the sweeper
+	// cancels it (PaymentService.Grace). Default DefaultPaymentGrace.
+	Grace time.Duration
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 	// Crash is PaymentService.Crash, for the sweeper's cancellations.
@@ -121,7 +125,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (cancelled, returned int, err error
 // their units back; full says there may be more.
 func (s *Sweeper) cancelDue(ctx context.Context, v *Voucher, now time.Time) (cancelled, returned int, full bool, err error) {
 	batch := s.batch()
-	os, err := s.Store.CancelDue(ctx, v.ID, now.Add(-v.PayWithin), now, batch)
+	before := now.Add(-v.PayWithin)
+	os, err := s.Store.CancelDue(ctx, v.ID, before, before.Add(-paymentGrace(s.Grace)), now, batch)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -221,6 +226,20 @@ func (s *Sweeper) Stop() {
 	}
 	s.cancel()
 	s.loop.Wait()
+}
+
+// DefaultPaymentGrace is how long after its PayBy an order whose payment
+// was started before it waits for the provider's confirmation, by default:
+// longer than a provider takes to confirm, and than a short outage of its
+// webhooks.
+const DefaultPaymentGrace = 5 * time.Minute
+
+// paymentGrace is d, or DefaultPaymentGrace if d is not positive.
+func paymentGrace(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return DefaultPaymentGrace
 }
 
 func (s *Sweeper) batch() int {

@@ -23,6 +23,9 @@ type dueStore struct {
 	due   map[int64]int // voucher id → orders due
 	next  int64
 	calls []dueCall
+	// startedBefore is the last CancelDue's time before which an order
+	// whose payment was started is due.
+	startedBefore time.Time
 }
 
 // dueCall is one CancelDue: the voucher, and how many it cancelled.
@@ -32,12 +35,13 @@ func (d *dueStore) DeadlineVouchers(context.Context) ([]*seckill.Voucher, error)
 	return d.vouchers, nil
 }
 
-func (d *dueStore) CancelDue(_ context.Context, voucherID int64, before, at time.Time, limit int) ([]*seckill.Order, error) {
+func (d *dueStore) CancelDue(_ context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) ([]*seckill.Order, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := min(d.due[voucherID], limit)
 	d.due[voucherID] -= n
 	d.calls = append(d.calls, dueCall{voucherID, int64(n)})
+	d.startedBefore = startedBefore
 	os := make([]*seckill.Order, n)
 	for i := range os {
 		d.next++
@@ -73,5 +77,32 @@ func TestSweepOldVoucherDoesNotDelayNew(t *testing.T) {
 	}
 	if i := slices.Index(st.calls, dueCall{sale.ID, 2}); i != 1 {
 		t.Errorf("the new sale's due orders were cancelled by call %d; want the second, after one batch of the old voucher's", i)
+	}
+}
+
+// TestSweepHoldsStartedPaymentsForGrace: the sweeper asks for the orders
+// whose payment was started only once their grace after PayBy is over:
+// Grace, or DefaultPaymentGrace unset.
+func TestSweepHoldsStartedPaymentsForGrace(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		grace, out time.Duration
+	}{
+		{"Default", 0, seckill.DefaultPaymentGrace},
+		{"Set", time.Minute, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &seckill.Voucher{ID: 1, PayWithin: time.Hour}
+			st := &dueStore{vouchers: []*seckill.Voucher{v}, due: map[int64]int{}}
+			s := &seckill.Sweeper{Store: st, Logger: slog.New(slog.DiscardHandler), Grace: tc.grace, Now: func() time.Time { return now }}
+			if _, _, err := s.Sweep(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if want := now.Add(-v.PayWithin - tc.out); !st.startedBefore.Equal(want) {
+				t.Errorf("CancelDue's startedBefore = %v; want %v: PayBy and a grace of %v past", st.startedBefore, want, tc.out)
+			}
+		})
 	}
 }

@@ -24,7 +24,11 @@ WHERE id = ? AND status = 'created'`
 	// cancelled: to be given back.
 	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?, payment_ref = ?
 WHERE id = ? AND status = 'cancelled'`
-	refundOrderSQL = `UPDATE orders SET status = 'refunded' WHERE id = ? AND status = 'refunding'`
+	// startPaymentSQL records the first start of a created order's
+	// payment; a later start, or one of an order no longer created, changes
+	// nothing.
+	startPaymentSQL = `UPDATE orders SET payment_started_at = ? WHERE id = ? AND status = 'created' AND payment_started_at IS NULL`
+	refundOrderSQL  = `UPDATE orders SET status = 'refunded' WHERE id = ? AND status = 'refunding'`
 	// selectOrderVoucherSQL reads what a cancellation needs of an order's
 	// voucher; a plain read, which locks nothing (the rule never changes).
 	selectOrderVoucherSQL = `SELECT v.id, v.rebuy_after_cancel FROM orders o JOIN vouchers v ON v.id = o.voucher_id WHERE o.id = ?`
@@ -49,10 +53,13 @@ WHERE id IN (%s) AND status = 'created'`
 	// It reads orders alone: FOR UPDATE locks every table read, and a lock
 	// on the voucher would make sweepers wait for each other and for
 	// admissions. The voucher's pay_within_seconds is the first argument.
+	// An order whose payment was started (payment_started_at) is due only
+	// once written before the second time too: held for the payment grace.
 	selectDueSQL = `SELECT o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
-o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?
+o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?, o.payment_started_at
 FROM orders o FORCE INDEX (orders_voucher_status)
 WHERE o.voucher_id = ? AND o.status = 'created' AND o.returned_at IS NULL AND o.written_at < ?
+AND (o.payment_started_at IS NULL OR o.written_at < ?)
 ORDER BY o.written_at LIMIT ?
 FOR UPDATE SKIP LOCKED`
 	selectUnreturnedSQL = `SELECT ` + orderColumns + fromOrders + `
@@ -118,6 +125,16 @@ func (s *Store) PayOrder(ctx context.Context, id int64, p seckill.Payment) (_ *s
 	return s.lifecycleOrder(ctx, id)
 }
 
+// StartPayment records the first start of the order's payment; see
+// [seckill.LifecycleStore].
+func (s *Store) StartPayment(ctx context.Context, id int64, at time.Time) (_ *seckill.Order, err error) {
+	defer s.closeReadOnly(ctx, &err)
+	if _, err := s.db.ExecContext(ctx, startPaymentSQL, utc(at), id); err != nil {
+		return nil, fmt.Errorf("mysql: start the payment of order %d: %w", id, dbErr(err))
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
 // CancelOrder cancels the order if it is created, and gives its unit back
 // to the voucher's stock, in one transaction; see [seckill.LifecycleStore].
 func (s *Store) CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (_ *seckill.Order, err error) {
@@ -176,20 +193,22 @@ func cancel(ctx context.Context, tx *sql.Tx, voucherID int64, rebuy bool, ids []
 }
 
 // CancelDue cancels up to limit created orders of the voucher written
-// before before (their PayBy passed), the earliest written first, in one
+// before before (their PayBy passed), or before startedBefore if their
+// payment was started (the grace after PayBy passed too), the earliest
+// written first, in one
 // transaction; see
 // [seckill.LifecycleStore]. limit <= 0 means 1000. The orders are locked
 // as they are read (FOR UPDATE SKIP LOCKED), so that a concurrent sweep
 // takes others, and a buyer's cancel or payment of one of them waits for
 // this transaction and then finds it cancelled.
-func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) (_ []*seckill.Order, err error) {
+func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) (_ []*seckill.Order, err error) {
 	defer s.closeReadOnly(ctx, &err)
 	if limit <= 0 {
 		limit = defaultPageLimit
 	}
 	var due []*seckill.Order
 	err = retry.Do(ctx, cancelRetry, func() (err error) {
-		due, err = s.cancelDue(ctx, voucherID, before, at, limit)
+		due, err = s.cancelDue(ctx, voucherID, before, startedBefore, at, limit)
 		return err
 	})
 	if err != nil {
@@ -199,7 +218,7 @@ func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.
 }
 
 // cancelDue is one attempt of CancelDue.
-func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) ([]*seckill.Order, error) {
+func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) ([]*seckill.Order, error) {
 	var (
 		payWithin int64
 		rebuy     bool
@@ -215,7 +234,7 @@ func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, at time.
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	due, err := sqlrows.Query(ctx, tx, scanOrder, selectDueSQL, payWithin, voucherID, utc(before), limit)
+	due, err := sqlrows.Query(ctx, tx, scanOrder, selectDueSQL, payWithin, voucherID, utc(before), utc(startedBefore), limit)
 	if err != nil {
 		return nil, fmt.Errorf("lock due orders: %w", err)
 	}
