@@ -106,3 +106,71 @@ func (l *lifecycle) checkStatus(t *testing.T, o *seckill.Order, want seckill.Ord
 		t.Errorf("order %d is %s; want %s", o.ID, got.Status, want)
 	}
 }
+
+// cancellingProvider starts payments to be confirmed later, but cancels
+// the order first, as a sweep running while the provider answers would.
+type cancellingProvider struct{ store seckill.Store }
+
+func (cancellingProvider) Name() string { return "cancelling" }
+
+func (p cancellingProvider) Charge(ctx context.Context, o *seckill.Order) (seckill.Charge, error) {
+	if _, err := p.store.CancelOrder(ctx, o.ID, seckill.ReasonNotPaid, time.Now()); err != nil {
+		return seckill.Charge{}, err
+	}
+	return seckill.Charge{Ref: "pay_" + strconv.FormatInt(o.ID, 10)}, nil
+}
+
+// TestPayCancelledDuringChargeNotStarted: an order cancelled while the
+// provider started its payment is answered cancelled, its buyer not sent
+// to pay, and no start is recorded.
+func TestPayCancelledDuringChargeNotStarted(t *testing.T) {
+	t.Parallel()
+	l := soldLifecycle(t, 1, false)
+	ctx := context.Background()
+	o := l.orders[50_000]
+	l.payments.Provider = cancellingProvider{l.store}
+	res, err := l.payments.Pay(ctx, o.UserID, o.ID)
+	if !errors.Is(err, seckill.ErrOrderCancelled) {
+		t.Fatalf("Pay of an order cancelled during the charge = %+v, %v; want %v", res, err, seckill.ErrOrderCancelled)
+	}
+	got, err := l.store.Order(ctx, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != seckill.OrderCancelled || !got.PaymentStartedAt.IsZero() {
+		t.Errorf("the order is %s, payment started at %v; want cancelled, never started", got.Status, got.PaymentStartedAt)
+	}
+}
+
+// TestBuyerCancelNotHeldByStartedPayment: the grace holds an order against
+// the deadline, not against its buyer: a buyer who started paying and then
+// cancels, past payBy within the grace, has it cancelled, its unit back on
+// sale, and a confirmation after that is to be refunded.
+func TestBuyerCancelNotHeldByStartedPayment(t *testing.T) {
+	t.Parallel()
+	l := soldLifecycle(t, 1, false)
+	ctx := context.Background()
+	o := l.orders[50_000]
+	var now time.Time
+	l.payments.Provider, l.payments.Now = laterProvider{}, func() time.Time { return now }
+	now = o.CreatedAt.Add(l.v.PayWithin - time.Second)
+	if res, err := l.payments.Pay(ctx, o.UserID, o.ID); err != nil || !res.Started {
+		t.Fatalf("Pay = %+v, %v; want started", res, err)
+	}
+	now = o.CreatedAt.Add(l.v.PayWithin + time.Second)
+	c, err := l.payments.Cancel(ctx, o.UserID, o.ID)
+	if err != nil || c.Status != seckill.OrderCancelled || c.Reason != seckill.ReasonBuyerCancelled {
+		t.Fatalf("Cancel within the grace = %+v, %v; want cancelled by the buyer", c, err)
+	}
+	got, err := l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_after_cancel", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_x"})
+	if err != nil || got.Status != seckill.OrderRefunding {
+		t.Errorf("Confirm after the buyer's cancel = %+v, %v; want refunding", got, err)
+	}
+	st, err := l.cache.State(ctx, l.v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Remaining != 1 {
+		t.Errorf("Redis holds %d units; want 1, the cancelled order's", st.Remaining)
+	}
+}
