@@ -54,6 +54,13 @@ type LifecycleStore interface {
 	// order as it then stands, or ErrOrderNotFound (not in the database:
 	// perhaps pending). A failed order is ErrOrderNotFound too.
 	PayOrder(ctx context.Context, id int64, p Payment) (*Order, error)
+	// StartPayment records that the order's buyer started paying it at at,
+	// with a provider that confirms later: the order is then held for the
+	// payment grace after its PayBy (CancelDue). Only a created order's
+	// first start is recorded; a later one changes nothing. It returns the
+	// order as it then stands (paid or cancelled, if it was), or
+	// ErrOrderNotFound.
+	StartPayment(ctx context.Context, id int64, at time.Time) (*Order, error)
 	// CancelOrder cancels the order with reason at the time at: created →
 	// cancelled, and its unit back to the voucher's stock, in one
 	// transaction. The cancelled order keeps its buyer's (user, voucher)
@@ -65,12 +72,14 @@ type LifecycleStore interface {
 	// before before (their PayBy passed: an order's deadline counts from
 	// when it was written, the later of its admission and its write, since
 	// it cannot be paid before; orders written before migration 0007 are
-	// never due), as CancelOrder does, with reason ReasonNotPaid at the
+	// never due), or, for an order whose payment was started
+	// (PaymentStartedAt), written before startedBefore (the payment grace
+	// after its PayBy passed too), as CancelOrder does, with reason ReasonNotPaid at the
 	// time at, in one transaction, and returns them in PayBy order.
 	// Orders another transaction holds are skipped (FOR UPDATE SKIP
 	// LOCKED; SQLite has one writer), so that any number of sweepers may
 	// run at once.
-	CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) ([]*Order, error)
+	CancelDue(ctx context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) ([]*Order, error)
 	// Unreturned returns up to limit cancelled (refunding, refunded) orders
 	// of the voucher cancelled before before whose unit is not yet marked
 	// returned to the cache (Order.Returned false).
@@ -108,7 +117,12 @@ type LifecycleStore interface {
 	// first, with when the oldest was paid (zero if none).
 	RefundsWaiting(ctx context.Context, limit int) (*RefundsWaiting, error)
 	// DeadlineVouchers returns the vouchers with a pay-by deadline
-	// (PayWithin > 0): those the sweeper looks at.
+	// (PayWithin > 0) that can still have due orders or unreturned units,
+	// newest first: those the sweeper looks at. A voucher is one while it
+	// has a created order (due, or to be) or a cancelled one whose unit is
+	// not marked returned; one whose orders are all settled is not, until
+	// an order of it is written late. The work is one index probe per
+	// voucher with a deadline, never a read of its orders.
 	DeadlineVouchers(ctx context.Context) ([]*Voucher, error)
 	// LifecycleCounts counts the voucher's orders in the database by what
 	// they did with their unit.

@@ -69,6 +69,10 @@ type Order struct {
 	// PaymentRef is the payment provider's reference of the order's
 	// payment, once one was started or recorded.
 	PaymentRef string
+	// PaymentStartedAt is when its buyer first started paying it with a
+	// provider that confirms later, before its PayBy: the sweeper then
+	// holds it for the payment grace after PayBy. Zero if never.
+	PaymentStartedAt time.Time
 	// Returned says the unit of a cancelled order is back on sale in the
 	// cache, as well as in the database (which takes it back with the
 	// cancellation). False between the two, after a crash in between.

@@ -37,6 +37,12 @@ type PaymentService struct {
 	// and whoever runs the loop asks again.
 	Refunds *RefundRequester
 	Logger  *slog.Logger
+	// Grace is how long after its PayBy an order whose payment was started
+	// before it (Order.PaymentStartedAt) is held for the provider's
+	// confirmation: the buyer may still pay it, and neither Pay nor the
+	// sweeper (Sweeper.Grace, the same) cancels it meanwhile. A
+	// confirmation after it is refunded. Default DefaultPaymentGrace.
+	Grace time.Duration
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 	// Crash, if set, is called at each crash point of a cancellation
@@ -72,9 +78,13 @@ type PayResult struct {
 }
 
 // Pay pays the user's order: created → paid with the fake provider, or the
-// payment started with the provider, which confirms it later (Confirm). A
-// paid order is answered as it is: nothing is charged twice. An order past
-// its PayBy is cancelled now, as the sweeper would, and refused.
+// payment started with the provider, which confirms it later (Confirm),
+// and the start recorded (LifecycleStore.StartPayment). A paid order is
+// answered as it is: nothing is charged twice. An order past its PayBy is
+// cancelled now, as the sweeper would, and refused, unless its payment was
+// started before PayBy and the Grace after it is not over: that payment
+// is started again (the provider's idempotency key makes it the same one),
+// so that its buyer can finish it.
 func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayResult, error) {
 	o, v, err := s.payable(ctx, userID, orderID)
 	if err != nil {
@@ -87,7 +97,7 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 		return nil, cancelledErr(o)
 	}
 	now := s.now()
-	if !o.PayBy.IsZero() && !now.Before(o.PayBy) {
+	if !o.PayBy.IsZero() && !now.Before(o.PayBy) && !s.held(o, now) {
 		c, err := s.cancel(ctx, v, o.ID, ReasonNotPaid, now)
 		if err != nil {
 			return nil, err
@@ -102,7 +112,21 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 		return nil, fmt.Errorf("pay order %d: %w", o.ID, err)
 	}
 	if !ch.Paid {
-		return &PayResult{Order: o, Started: true, Charge: ch}, nil
+		// Recorded once the provider answered, at the time checked against
+		// PayBy: the sweeper holds the order from now on. Cancelled
+		// meanwhile (the deadline passed during the charge, or the buyer
+		// in another request), the buyer is told so and not sent to pay.
+		st, err := s.Store.StartPayment(ctx, o.ID, now)
+		if err != nil {
+			return nil, fmt.Errorf("pay order %d: %w", o.ID, err)
+		}
+		switch {
+		case st.Status == OrderPaid:
+			return &PayResult{Order: st}, nil
+		case st.Status.Cancelled():
+			return nil, cancelledErr(st)
+		}
+		return &PayResult{Order: st, Started: true, Charge: ch}, nil
 	}
 	p, err := s.record(ctx, o.ID, Payment{Ref: ch.Ref, At: now})
 	if err != nil {
@@ -115,6 +139,12 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 		return nil, cancelledErr(p)
 	}
 	return &PayResult{Order: p}, nil
+}
+
+// held says the order, past its PayBy at now, is held for its payment's
+// confirmation: started before PayBy, and the grace after it not over.
+func (s *PaymentService) held(o *Order, now time.Time) bool {
+	return !o.PaymentStartedAt.IsZero() && now.Before(o.PayBy.Add(paymentGrace(s.Grace)))
 }
 
 // record records a payment of the order, and acts on what it did: see

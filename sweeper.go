@@ -30,6 +30,10 @@ type Sweeper struct {
 	// before the sweeper gives it back itself: longer than the request that
 	// cancelled it takes to. Default 5s.
 	ReturnAfter time.Duration
+	// Grace is how long after its PayBy an order whose payment was started
+	// before it is held for the provider's confirmation before the sweeper
+	// cancels it (PaymentService.Grace). Default DefaultPaymentGrace.
+	Grace time.Duration
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 	// Crash is PaymentService.Crash, for the sweeper's cancellations.
@@ -74,9 +78,14 @@ func (s *Sweeper) Stats() SweepStats {
 	return st
 }
 
-// Sweep is one sweep: every voucher with a deadline, its due orders
-// cancelled a batch at a time, and then its unreturned units given back.
-// It returns how many orders it cancelled and units it gave back.
+// Sweep is one sweep: the vouchers that can still have due orders or
+// unreturned units (LifecycleStore.DeadlineVouchers: not those whose
+// orders are all settled, however many), their due orders cancelled and
+// then their unreturned units given back. Each voucher is swept a batch
+// at a time in turn, so that a voucher with many due orders does not hold
+// up another's: a new sale's first batch waits for one batch of each
+// other voucher, not for all of them. It returns how many orders it
+// cancelled and units it gave back.
 func (s *Sweeper) Sweep(ctx context.Context) (cancelled, returned int, err error) {
 	now := s.now()
 	vs, err := s.Store.DeadlineVouchers(ctx)
@@ -84,12 +93,21 @@ func (s *Sweeper) Sweep(ctx context.Context) (cancelled, returned int, err error
 		return 0, 0, fmt.Errorf("sweep: %w", err)
 	}
 	var errs []error
-	for _, v := range vs {
-		c, r, err := s.sweepVoucher(ctx, v, now)
-		cancelled += c
-		returned += r
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sweep voucher %d: %w", v.ID, err))
+	for _, step := range []func(context.Context, *Voucher, time.Time) (int, int, bool, error){s.cancelDue, s.returnUnreturned} {
+		for left := vs; len(left) > 0 && ctx.Err() == nil; {
+			var more []*Voucher
+			for _, v := range left {
+				c, r, full, err := step(ctx, v, now)
+				cancelled += c
+				returned += r
+				switch {
+				case err != nil:
+					errs = append(errs, fmt.Errorf("sweep voucher %d: %w", v.ID, err))
+				case full:
+					more = append(more, v)
+				}
+			}
+			left = more
 		}
 	}
 	s.stats.sweeps.Add(1)
@@ -103,41 +121,40 @@ func (s *Sweeper) Sweep(ctx context.Context) (cancelled, returned int, err error
 	return cancelled, returned, nil
 }
 
-func (s *Sweeper) sweepVoucher(ctx context.Context, v *Voucher, now time.Time) (cancelled, returned int, err error) {
+// cancelDue cancels a batch of the voucher's orders due at now and gives
+// their units back; full says there may be more.
+func (s *Sweeper) cancelDue(ctx context.Context, v *Voucher, now time.Time) (cancelled, returned int, full bool, err error) {
 	batch := s.batch()
-	for {
-		os, err := s.Store.CancelDue(ctx, v.ID, now.Add(-v.PayWithin), now, batch)
-		if err != nil {
-			return cancelled, returned, err
-		}
-		cancelled += len(os)
-		n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
-		returned += n
-		if err != nil {
-			// Left unreturned: given back below, or by the next sweep.
-			s.Logger.Warn("could not give the units of cancelled orders back; trying again", "voucher", v.ID, "orders", len(os), "err", err)
-		}
-		if len(os) < batch || ctx.Err() != nil {
-			break
-		}
+	before := now.Add(-v.PayWithin)
+	os, err := s.Store.CancelDue(ctx, v.ID, before, before.Add(-paymentGrace(s.Grace)), now, batch)
+	if err != nil {
+		return 0, 0, false, err
 	}
-	for {
-		os, err := s.Store.Unreturned(ctx, v.ID, now.Add(-s.returnAfter()), batch)
-		if err != nil || len(os) == 0 {
-			return cancelled, returned, err
-		}
-		n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
-		returned += n
-		if err != nil {
-			return cancelled, returned, err
-		}
-		if n > 0 {
-			s.Logger.Info("gave back the units of cancelled orders a crash left unreturned", "voucher", v.ID, "units", n, "orders", len(os))
-		}
-		if len(os) < batch {
-			return cancelled, returned, nil
-		}
+	n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
+	if err != nil {
+		// Left unreturned: given back by returnUnreturned, or the next sweep.
+		s.Logger.Warn("could not give the units of cancelled orders back; trying again", "voucher", v.ID, "orders", len(os), "err", err)
 	}
+	return len(os), n, len(os) == batch, nil
+}
+
+// returnUnreturned gives back a batch of the units of the voucher's
+// cancelled orders left unreturned for longer than ReturnAfter; full says
+// there may be more.
+func (s *Sweeper) returnUnreturned(ctx context.Context, v *Voucher, now time.Time) (cancelled, returned int, full bool, err error) {
+	batch := s.batch()
+	os, err := s.Store.Unreturned(ctx, v.ID, now.Add(-s.returnAfter()), batch)
+	if err != nil || len(os) == 0 {
+		return 0, 0, false, err
+	}
+	n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
+	if err != nil {
+		return 0, n, false, err
+	}
+	if n > 0 {
+		s.Logger.Info("gave back the units of cancelled orders a crash left unreturned", "voucher", v.ID, "units", n, "orders", len(os))
+	}
+	return 0, n, len(os) == batch, nil
 }
 
 // FinishReturns gives back every unreturned unit of the voucher's
@@ -209,6 +226,20 @@ func (s *Sweeper) Stop() {
 	}
 	s.cancel()
 	s.loop.Wait()
+}
+
+// DefaultPaymentGrace is how long after its PayBy an order whose payment
+// was started before it waits for the provider's confirmation, by default:
+// longer than a provider takes to confirm, and than a short outage of its
+// webhooks.
+const DefaultPaymentGrace = 5 * time.Minute
+
+// paymentGrace is d, or DefaultPaymentGrace if d is not positive.
+func paymentGrace(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return DefaultPaymentGrace
 }
 
 func (s *Sweeper) batch() int {

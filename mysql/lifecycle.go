@@ -26,7 +26,11 @@ WHERE id = ? AND status = 'created'`
 	// right).
 	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?, payment_ref = ?, refund_next_at = paid_at
 WHERE id = ? AND status = 'cancelled'`
-	refundOrderSQL = `UPDATE orders SET status = 'refunded' WHERE id = ? AND status = 'refunding'`
+	// startPaymentSQL records the first start of a created order's
+	// payment; a later start, or one of an order no longer created, changes
+	// nothing.
+	startPaymentSQL = `UPDATE orders SET payment_started_at = ? WHERE id = ? AND status = 'created' AND payment_started_at IS NULL`
+	refundOrderSQL  = `UPDATE orders SET status = 'refunded' WHERE id = ? AND status = 'refunding'`
 	// selectOrderVoucherSQL reads what a cancellation needs of an order's
 	// voucher; a plain read, which locks nothing (the rule never changes).
 	selectOrderVoucherSQL = `SELECT v.id, v.rebuy_after_cancel FROM orders o JOIN vouchers v ON v.id = o.voucher_id WHERE o.id = ?`
@@ -51,10 +55,13 @@ WHERE id IN (%s) AND status = 'created'`
 	// It reads orders alone: FOR UPDATE locks every table read, and a lock
 	// on the voucher would make sweepers wait for each other and for
 	// admissions. The voucher's pay_within_seconds is the first argument.
+	// An order whose payment was started (payment_started_at) is due only
+	// once written before the second time too: held for the payment grace.
 	selectDueSQL = `SELECT o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
-o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?
+o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?, o.payment_started_at
 FROM orders o FORCE INDEX (orders_voucher_status)
 WHERE o.voucher_id = ? AND o.status = 'created' AND o.returned_at IS NULL AND o.written_at < ?
+AND (o.payment_started_at IS NULL OR o.written_at < ?)
 ORDER BY o.written_at LIMIT ?
 FOR UPDATE SKIP LOCKED`
 	selectUnreturnedSQL = `SELECT ` + orderColumns + fromOrders + `
@@ -67,9 +74,19 @@ ORDER BY o.cancelled_at, o.id LIMIT ?`
 WHERE id IN (%s) AND returned_at IS NULL AND status IN ('cancelled', 'refunding', 'refunded')`
 	// insertPaymentEventSQL is a plain INSERT, not INSERT IGNORE: a
 	// replay is told apart by its duplicate key, any other error fails.
-	insertPaymentEventSQL     = `INSERT INTO payment_events (event_id, order_id, received_at) VALUES (?, ?, ?)`
-	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE pay_within_seconds > 0 ORDER BY id`
-	countLifecycleSQL         = `SELECT status, returned_at IS NULL, COUNT(*) FROM orders
+	insertPaymentEventSQL = `INSERT INTO payment_events (event_id, order_id, received_at) VALUES (?, ?, ?)`
+	// selectDeadlineVouchersSQL reads the vouchers with a deadline that
+	// can still have due orders or unreturned units: those with a created
+	// order, or a cancelled one whose unit is not marked back in the cache.
+	// Each voucher is one probe of orders_voucher_status, which stops at
+	// the first such order; a voucher whose orders are all settled (paid,
+	// or cancelled and returned) is left out, however many it had. An
+	// order written late makes its voucher come back.
+	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers
+WHERE pay_within_seconds > 0 AND EXISTS (SELECT 1 FROM orders o WHERE o.voucher_id = vouchers.id
+    AND o.status IN ('created', 'cancelled', 'refunding', 'refunded') AND o.returned_at IS NULL)
+ORDER BY id DESC`
+	countLifecycleSQL = `SELECT status, returned_at IS NULL, COUNT(*) FROM orders
 WHERE voucher_id = ? GROUP BY status, returned_at IS NULL`
 )
 
@@ -106,6 +123,16 @@ func (s *Store) PayOrder(ctx context.Context, id int64, p seckill.Payment) (_ *s
 		} else if n > 0 {
 			break
 		}
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
+// StartPayment records the first start of the order's payment; see
+// [seckill.LifecycleStore].
+func (s *Store) StartPayment(ctx context.Context, id int64, at time.Time) (_ *seckill.Order, err error) {
+	defer s.closeReadOnly(ctx, &err)
+	if _, err := s.db.ExecContext(ctx, startPaymentSQL, utc(at), id); err != nil {
+		return nil, fmt.Errorf("mysql: start the payment of order %d: %w", id, dbErr(err))
 	}
 	return s.lifecycleOrder(ctx, id)
 }
@@ -168,20 +195,22 @@ func cancel(ctx context.Context, tx *sql.Tx, voucherID int64, rebuy bool, ids []
 }
 
 // CancelDue cancels up to limit created orders of the voucher written
-// before before (their PayBy passed), the earliest written first, in one
+// before before (their PayBy passed), or before startedBefore if their
+// payment was started (the grace after PayBy passed too), the earliest
+// written first, in one
 // transaction; see
 // [seckill.LifecycleStore]. limit <= 0 means 1000. The orders are locked
 // as they are read (FOR UPDATE SKIP LOCKED), so that a concurrent sweep
 // takes others, and a buyer's cancel or payment of one of them waits for
 // this transaction and then finds it cancelled.
-func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) (_ []*seckill.Order, err error) {
+func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) (_ []*seckill.Order, err error) {
 	defer s.closeReadOnly(ctx, &err)
 	if limit <= 0 {
 		limit = defaultPageLimit
 	}
 	var due []*seckill.Order
 	err = retry.Do(ctx, cancelRetry, func() (err error) {
-		due, err = s.cancelDue(ctx, voucherID, before, at, limit)
+		due, err = s.cancelDue(ctx, voucherID, before, startedBefore, at, limit)
 		return err
 	})
 	if err != nil {
@@ -191,7 +220,7 @@ func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.
 }
 
 // cancelDue is one attempt of CancelDue.
-func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) ([]*seckill.Order, error) {
+func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) ([]*seckill.Order, error) {
 	var (
 		payWithin int64
 		rebuy     bool
@@ -207,7 +236,7 @@ func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, at time.
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	due, err := sqlrows.Query(ctx, tx, scanOrder, selectDueSQL, payWithin, voucherID, utc(before), limit)
+	due, err := sqlrows.Query(ctx, tx, scanOrder, selectDueSQL, payWithin, voucherID, utc(before), utc(startedBefore), limit)
 	if err != nil {
 		return nil, fmt.Errorf("lock due orders: %w", err)
 	}
@@ -293,7 +322,9 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, eventID string, orderID 
 	return false, fmt.Errorf("mysql: record payment event %q: %w", eventID, dbErr(err))
 }
 
-// DeadlineVouchers returns the vouchers with a pay-by deadline, by id.
+// DeadlineVouchers returns the vouchers with a pay-by deadline that can
+// still have due orders or unreturned units, newest first; see
+// [seckill.LifecycleStore].
 func (s *Store) DeadlineVouchers(ctx context.Context) ([]*seckill.Voucher, error) {
 	vs, err := sqlrows.Query(ctx, s.db, scanVoucher, selectDeadlineVouchersSQL)
 	if err != nil {

@@ -72,7 +72,7 @@ VALUES (?, ?, ?, ?, ?, ?, 0, 1, '', 60, 0)`, v.Title, v.Stock, v.InitialStock, u
 		t.Errorf("SaveOrders of another order of the buyer = %v, %v; want %v", outcomes, err, seckill.BuyerConflict)
 	}
 	// It has no written_at: a sweep never takes it.
-	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
+	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
 		t.Errorf("CancelDue of an order from before 0007 = %v, %v; want none", due, err)
 	}
 	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
@@ -111,7 +111,7 @@ func TestCancelDueSkipsLocked(t *testing.T) {
 	// Waiting for the lock would take innodb_lock_wait_timeout (50 s).
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	due, err := s.CancelDue(wctx, v.ID, now(), now(), 10)
+	due, err := s.CancelDue(wctx, v.ID, now(), now(), now(), 10)
 	if err != nil {
 		t.Fatalf("CancelDue with order 1 locked: %v", err)
 	}
@@ -121,7 +121,7 @@ func TestCancelDueSkipsLocked(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	due, err = s.CancelDue(ctx, v.ID, now(), now(), 10)
+	due, err = s.CancelDue(ctx, v.ID, now(), now(), now(), 10)
 	if err != nil || len(due) != 1 || due[0].ID != 1 {
 		t.Errorf("CancelDue once order 1 is free = %v, %v; want order 1", due, err)
 	}
@@ -179,7 +179,7 @@ func BenchmarkCancelDue(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("%d orders in the table", n)
-	rows, err := s.db.QueryContext(ctx, `EXPLAIN `+selectDueSQL, 60, vs[1].ID, now(), 500)
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN `+selectDueSQL, 60, vs[1].ID, now(), now(), 500)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func BenchmarkCancelDue(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		due, err := s.CancelDue(ctx, vs[1].ID, now(), now(), 500)
+		due, err := s.CancelDue(ctx, vs[1].ID, now(), now(), now(), 500)
 		if err != nil || len(due) != 500 {
 			b.Fatalf("CancelDue = %d orders, %v; want 500", len(due), err)
 		}

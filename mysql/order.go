@@ -16,7 +16,7 @@ import (
 // (fromOrders) for the pay-by deadline; scanOrder reads them.
 const (
 	orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
-o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_within_seconds`
+o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_within_seconds, o.payment_started_at`
 	fromOrders = ` FROM orders o JOIN vouchers v ON v.id = o.voucher_id`
 )
 
@@ -29,7 +29,7 @@ o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_withi
 const (
 	// failedOrderColumns are orderColumns of failed_orders f: no payment,
 	// no cancellation, no deadline.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', FALSE, 0`
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', FALSE, 0, NULL`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
 	selectOrderSQL = `SELECT ` + orderColumns + fromOrders + ` WHERE o.id = ?
@@ -147,12 +147,16 @@ func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 		o                              seckill.Order
 		writtenAt, paidAt, cancelledAt sql.NullTime
 		payWithin                      int64
+		startedAt                      sql.NullTime
 	)
 	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt, &writtenAt,
-		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin); err != nil {
+		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin, &startedAt); err != nil {
 		return nil, err
 	}
 	o.CreatedAt = o.CreatedAt.UTC()
+	if startedAt.Valid {
+		o.PaymentStartedAt = startedAt.Time.UTC()
+	}
 	if paidAt.Valid {
 		o.PaidAt = paidAt.Time.UTC()
 	}

@@ -26,7 +26,11 @@ WHERE id = $1 AND status = 'created'`
 	// cancelled: to be given back, its refund request due at once.
 	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = $2, payment_ref = $3, refund_next_at = $2
 WHERE id = $1 AND status = 'cancelled'`
-	refundOrderSQL = `UPDATE orders SET status = 'refunded' WHERE id = $1 AND status = 'refunding'`
+	// startPaymentSQL records the first start of a created order's
+	// payment; a later start, or one of an order no longer created, changes
+	// nothing.
+	startPaymentSQL = `UPDATE orders SET payment_started_at = $1 WHERE id = $2 AND status = 'created' AND payment_started_at IS NULL`
+	refundOrderSQL  = `UPDATE orders SET status = 'refunded' WHERE id = $1 AND status = 'refunding'`
 	// cancelOrderSQL cancels order $1 with reason $2 at $3 if it is
 	// created, freeing the buyer's pair (slot NULL) if its voucher allows a
 	// rebuy, and gives its unit back to the voucher's stock. The vouchers
@@ -52,10 +56,13 @@ UPDATE vouchers SET stock = stock + 1 FROM c WHERE vouchers.id = c.voucher_id`
 	// skipping those another transaction holds (a concurrent sweep, a
 	// buyer's cancel or payment); a row changed since the statement began
 	// is checked again, and skipped if no longer created. $7 is the
-	// voucher's pay_within_seconds, for the orders returned.
+	// voucher's pay_within_seconds, for the orders returned. An order whose
+	// payment was started is due only once written before $8 too: held for
+	// the payment grace.
 	cancelDueSQL = `WITH due AS (
     SELECT id FROM orders
     WHERE voucher_id = $1 AND status = 'created' AND returned_at IS NULL AND written_at < $2
+        AND (payment_started_at IS NULL OR written_at < $8)
     ORDER BY written_at LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), c AS (
@@ -65,7 +72,7 @@ UPDATE vouchers SET stock = stock + 1 FROM c WHERE vouchers.id = c.voucher_id`
     FROM due
     WHERE o.id = due.id AND o.status = 'created'
     RETURNING o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
-        o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, $7::integer
+        o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, $7::integer, o.payment_started_at
 ), back AS (
     UPDATE vouchers SET stock = stock + (SELECT count(*) FROM c)
     WHERE id = $1 AND EXISTS (SELECT 1 FROM c)
@@ -81,8 +88,18 @@ ORDER BY o.cancelled_at, o.id LIMIT $3`
 WHERE id = ANY($2::bigint[]) AND returned_at IS NULL AND status IN ('cancelled', 'refunding', 'refunded')`
 	insertPaymentEventSQL = `INSERT INTO payment_events (event_id, order_id, received_at) VALUES ($1, $2, $3)
 ON CONFLICT (event_id) DO NOTHING`
-	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE pay_within_seconds > 0 ORDER BY id`
-	countLifecycleSQL         = `SELECT status, returned_at IS NULL, count(*) FROM orders
+	// selectDeadlineVouchersSQL reads the vouchers with a deadline that
+	// can still have due orders or unreturned units: those with a created
+	// order, or a cancelled one whose unit is not marked back in the cache.
+	// Each voucher is one probe of orders_voucher_status, which stops at
+	// the first such order; a voucher whose orders are all settled (paid,
+	// or cancelled and returned) is left out, however many it had. An
+	// order written late makes its voucher come back.
+	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers
+WHERE pay_within_seconds > 0 AND EXISTS (SELECT 1 FROM orders o WHERE o.voucher_id = vouchers.id
+    AND o.status IN ('created', 'cancelled', 'refunding', 'refunded') AND o.returned_at IS NULL)
+ORDER BY id DESC`
+	countLifecycleSQL = `SELECT status, returned_at IS NULL, count(*) FROM orders
 WHERE voucher_id = $1 GROUP BY status, returned_at IS NULL`
 )
 
@@ -113,6 +130,19 @@ func (s *Store) PayOrder(ctx context.Context, id int64, p seckill.Payment) (*sec
 	return s.lifecycleOrder(ctx, id)
 }
 
+// StartPayment records the first start of the order's payment; see
+// [seckill.LifecycleStore].
+func (s *Store) StartPayment(ctx context.Context, id int64, at time.Time) (*seckill.Order, error) {
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, startPaymentSQL, utc(at), id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: start the payment of order %d: %w", id, dbErr(err))
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
 // CancelOrder cancels the order if it is created, and gives its unit back
 // to the voucher's stock, in one statement; see [seckill.LifecycleStore].
 func (s *Store) CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (*seckill.Order, error) {
@@ -129,11 +159,13 @@ func (s *Store) CancelOrder(ctx context.Context, id int64, reason string, at tim
 }
 
 // CancelDue cancels up to limit created orders of the voucher written
-// before before (their PayBy passed), the earliest written first, in one
+// before before (their PayBy passed), or before startedBefore if their
+// payment was started (the grace after PayBy passed too), the earliest
+// written first, in one
 // statement; see [seckill.LifecycleStore]. limit <= 0 means 1000. The
 // statement returns them in no order: they are sorted by PayBy (written_at
 // and one PayWithin for all), as the other stores return them.
-func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) ([]*seckill.Order, error) {
+func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) ([]*seckill.Order, error) {
 	if limit <= 0 {
 		limit = defaultPageLimit
 	}
@@ -151,7 +183,7 @@ func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.
 				return err
 			}
 			rows, err := conn.Query(ctx, cancelDueSQL, planned,
-				voucherID, utc(before), limit, seckill.ReasonNotPaid, utc(at), rebuy, payWithin)
+				voucherID, utc(before), limit, seckill.ReasonNotPaid, utc(at), rebuy, payWithin, utc(startedBefore))
 			if err != nil {
 				return err
 			}
@@ -228,7 +260,9 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, eventID string, orderID 
 	return inserted, nil
 }
 
-// DeadlineVouchers returns the vouchers with a pay-by deadline, by id.
+// DeadlineVouchers returns the vouchers with a pay-by deadline that can
+// still have due orders or unreturned units, newest first; see
+// [seckill.LifecycleStore].
 func (s *Store) DeadlineVouchers(ctx context.Context) ([]*seckill.Voucher, error) {
 	var vs []*seckill.Voucher
 	err := s.with(ctx, func(conn *pgx.Conn) error {

@@ -82,7 +82,7 @@ VALUES ($1, $2, $3, $4, $5, $6, 0, 1, '', 60, false) RETURNING id`, v.Title, v.S
 		t.Errorf("SaveOrders of another order of the buyer = %v, %v; want %v", outcomes, err, seckill.BuyerConflict)
 	}
 	// It has no written_at: a sweep never takes it.
-	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
+	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
 		t.Errorf("CancelDue of an order from before 0007 = %v, %v; want none", due, err)
 	}
 	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
@@ -133,7 +133,7 @@ func TestCancelDueSkipsLocked(t *testing.T) {
 	// Waiting for the lock would take until the lock is released.
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	due, err := s.CancelDue(wctx, v.ID, now(), now(), 10)
+	due, err := s.CancelDue(wctx, v.ID, now(), now(), now(), 10)
 	close(release)
 	if err != nil {
 		t.Fatalf("CancelDue with order 1 locked: %v", err)
@@ -144,7 +144,7 @@ func TestCancelDueSkipsLocked(t *testing.T) {
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
-	due, err = s.CancelDue(ctx, v.ID, now(), now(), 10)
+	due, err = s.CancelDue(ctx, v.ID, now(), now(), now(), 10)
 	if err != nil || len(due) != 1 || due[0].ID != 1 {
 		t.Errorf("CancelDue once order 1 is free = %v, %v; want order 1", due, err)
 	}

@@ -49,3 +49,5 @@ func TestStoreFar(t *testing.T) { storetest.RunRaces(t, farDatabase) }
 func BenchmarkSaveOrders(b *testing.B) { storetest.BenchmarkSaveOrders(b, newDatabase) }
 
 func BenchmarkPlaceOrder(b *testing.B) { storetest.BenchmarkPlaceOrder(b, newDatabase) }
+
+func BenchmarkSweep(b *testing.B) { storetest.BenchmarkSweep(b, newDatabase) }

@@ -25,6 +25,10 @@ WHERE id = ?1 AND status = 'created'`
 	// cancelled: to be given back, its refund request due at once.
 	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?2, payment_ref = ?3, refund_next_at = ?2
 WHERE id = ?1 AND status = 'cancelled'`
+	// startPaymentSQL records the first start of a created order's
+	// payment; a later start, or one of an order no longer created, changes
+	// nothing.
+	startPaymentSQL       = `UPDATE orders SET payment_started_at = ? WHERE id = ? AND status = 'created' AND payment_started_at IS NULL`
 	refundOrderSQL        = `UPDATE orders SET status = 'refunded' WHERE id = ? AND status = 'refunding'`
 	selectOrderVoucherSQL = `SELECT v.id, v.rebuy_after_cancel FROM orders o JOIN vouchers v ON v.id = o.voucher_id WHERE o.id = ?`
 	selectVoucherRuleSQL  = `SELECT pay_within_seconds, rebuy_after_cancel FROM vouchers WHERE id = ?`
@@ -40,10 +44,13 @@ WHERE id IN (%s) AND status = 'created'`
 	// created_at: an order is payable from when it is written, and its
 	// deadline counts from then; a row from before written_at is never
 	// due): a range of orders_voucher_status in its order. The voucher's pay_within_seconds is the first argument.
+	// An order whose payment was started (payment_started_at) is due only
+	// once written before the second time too: held for the payment grace.
 	selectDueSQL = `SELECT o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
-o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?
+o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?, o.payment_started_at
 FROM orders AS o INDEXED BY orders_voucher_status
 WHERE o.voucher_id = ? AND o.status = 'created' AND o.returned_at IS NULL AND o.written_at < ?
+AND (o.payment_started_at IS NULL OR o.written_at < ?)
 ORDER BY o.written_at LIMIT ?`
 	selectUnreturnedSQL = `SELECT ` + orderColumns + ` FROM orders o
 WHERE o.voucher_id = ? AND o.status IN ('cancelled', 'refunding', 'refunded') AND o.returned_at IS NULL
@@ -57,8 +64,18 @@ WHERE id IN (%s) AND returned_at IS NULL AND status IN ('cancelled', 'refunding'
 	// any other violation still fails.
 	insertPaymentEventSQL = `INSERT INTO payment_events (event_id, order_id, received_at) VALUES (?, ?, ?)
 ON CONFLICT (event_id) DO NOTHING`
-	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE pay_within_seconds > 0 ORDER BY id`
-	countLifecycleSQL         = `SELECT status, returned_at IS NULL, count(*) FROM orders
+	// selectDeadlineVouchersSQL reads the vouchers with a deadline that
+	// can still have due orders or unreturned units: those with a created
+	// order, or a cancelled one whose unit is not marked back in the cache.
+	// Each voucher is one probe of orders_voucher_status, which stops at
+	// the first such order; a voucher whose orders are all settled (paid,
+	// or cancelled and returned) is left out, however many it had. An
+	// order written late makes its voucher come back.
+	selectDeadlineVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers
+WHERE pay_within_seconds > 0 AND EXISTS (SELECT 1 FROM orders o WHERE o.voucher_id = vouchers.id
+    AND o.status IN ('created', 'cancelled', 'refunding', 'refunded') AND o.returned_at IS NULL)
+ORDER BY id DESC`
+	countLifecycleSQL = `SELECT status, returned_at IS NULL, count(*) FROM orders
 WHERE voucher_id = ? GROUP BY status, returned_at IS NULL`
 )
 
@@ -81,6 +98,16 @@ func (s *Store) PayOrder(ctx context.Context, id int64, p seckill.Payment) (_ *s
 		} else if n > 0 {
 			break
 		}
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
+// StartPayment records the first start of the order's payment; see
+// [seckill.LifecycleStore].
+func (s *Store) StartPayment(ctx context.Context, id int64, at time.Time) (_ *seckill.Order, err error) {
+	defer s.closeReadOnly(ctx, &err)
+	if _, err := s.db.ExecContext(ctx, startPaymentSQL, micros(at), id); err != nil {
+		return nil, fmt.Errorf("sqlite: start the payment of order %d: %w", id, dbErr(err))
 	}
 	return s.lifecycleOrder(ctx, id)
 }
@@ -142,16 +169,18 @@ func cancel(ctx context.Context, tx *sql.Tx, voucherID int64, rebuy bool, ids []
 }
 
 // CancelDue cancels up to limit created orders of the voucher written
-// before before (their PayBy passed), the earliest written first, in one
+// before before (their PayBy passed), or before startedBefore if their
+// payment was started (the grace after PayBy passed too), the earliest
+// written first, in one
 // transaction; see
 // [seckill.LifecycleStore]. limit <= 0 means 1000. Sweeps take turns at
 // the write lock, each finding the orders the one before cancelled gone.
-func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) (_ []*seckill.Order, err error) {
+func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) (_ []*seckill.Order, err error) {
 	defer s.closeReadOnly(ctx, &err)
 	if limit <= 0 {
 		limit = defaultPageLimit
 	}
-	due, err := s.cancelDue(ctx, voucherID, before, at, limit)
+	due, err := s.cancelDue(ctx, voucherID, before, startedBefore, at, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: cancel due orders of voucher %d: %w", voucherID, dbErr(err))
 	}
@@ -159,7 +188,7 @@ func (s *Store) CancelDue(ctx context.Context, voucherID int64, before, at time.
 }
 
 // cancelDue is CancelDue's transaction.
-func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, at time.Time, limit int) ([]*seckill.Order, error) {
+func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, startedBefore, at time.Time, limit int) ([]*seckill.Order, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -175,7 +204,7 @@ func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, at time.
 	} else if err != nil {
 		return nil, fmt.Errorf("read voucher: %w", err)
 	}
-	due, err := sqlrows.Query(ctx, tx, scanOrder, selectDueSQL, payWithin, voucherID, micros(before), limit)
+	due, err := sqlrows.Query(ctx, tx, scanOrder, selectDueSQL, payWithin, voucherID, micros(before), micros(startedBefore), limit)
 	if err != nil || len(due) == 0 {
 		return nil, err
 	}
@@ -264,7 +293,9 @@ func (s *Store) RecordPaymentEvent(ctx context.Context, eventID string, orderID 
 	return n == 1, nil
 }
 
-// DeadlineVouchers returns the vouchers with a pay-by deadline, by id.
+// DeadlineVouchers returns the vouchers with a pay-by deadline that can
+// still have due orders or unreturned units, newest first; see
+// [seckill.LifecycleStore].
 func (s *Store) DeadlineVouchers(ctx context.Context) ([]*seckill.Voucher, error) {
 	vs, err := sqlrows.Query(ctx, s.db, scanVoucher, selectDeadlineVouchersSQL)
 	if err != nil {

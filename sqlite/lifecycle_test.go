@@ -67,7 +67,7 @@ VALUES (?, ?, ?, ?, ?, ?, 0, 1, '', 60, 0) RETURNING id`, v.Title, v.Stock, v.In
 		t.Errorf("SaveOrders of another order of the buyer = %v, %v; want %v", outcomes, err, seckill.BuyerConflict)
 	}
 	// It has no written_at: a sweep never takes it.
-	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
+	if due, err := s.CancelDue(ctx, v.ID, now().Add(time.Hour), now().Add(time.Hour), now(), 10); err != nil || len(due) != 0 {
 		t.Errorf("CancelDue of an order from before 0007 = %v, %v; want none", due, err)
 	}
 	if o, err := s.CancelOrder(ctx, 7, seckill.ReasonBuyerCancelled, now()); err != nil || o.Status != seckill.OrderCancelled {
@@ -102,7 +102,7 @@ func (s *Store) checkForeignKeys(t *testing.T) int {
 func TestCancelDuePlan(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
-	plan := queryPlan(ctx, t, s, `EXPLAIN QUERY PLAN `+selectDueSQL, 0, 1, 0, 10)
+	plan := queryPlan(ctx, t, s, `EXPLAIN QUERY PLAN `+selectDueSQL, 0, 1, 0, 0, 10)
 	want := []string{"SEARCH o USING INDEX orders_voucher_status (voucher_id=? AND status=? AND returned_at=? AND written_at<?)"}
 	if !slices.Equal(plan, want) {
 		t.Errorf("CancelDue plan:\n%s\nwant:\n%s", strings.Join(plan, "\n"), strings.Join(want, "\n"))

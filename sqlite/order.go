@@ -18,7 +18,7 @@ import (
 // a probe of vouchers' primary key per order returned.
 const orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
 o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
-(SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id)`
+(SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id), o.payment_started_at`
 
 // Orders holding a unit are the rows of orders, created or paid, and so
 // are cancelled ones (cancelled, refunding, refunded); failed ones are
@@ -29,7 +29,7 @@ o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
 const (
 	// failedOrderColumns are orderColumns of failed_orders f: no payment,
 	// no cancellation, no deadline.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', 0, 0`
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', 0, 0, NULL`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
 	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders o WHERE o.id = ?1
@@ -147,12 +147,16 @@ func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 		createdAt                      int64
 		writtenAt, paidAt, cancelledAt sql.NullInt64
 		payWithin                      int64
+		startedAt                      sql.NullInt64
 	)
 	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &createdAt, &writtenAt,
-		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin); err != nil {
+		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin, &startedAt); err != nil {
 		return nil, err
 	}
 	o.CreatedAt = fromMicros(createdAt)
+	if startedAt.Valid {
+		o.PaymentStartedAt = fromMicros(startedAt.Int64)
+	}
 	if paidAt.Valid {
 		o.PaidAt = fromMicros(paidAt.Int64)
 	}

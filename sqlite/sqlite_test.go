@@ -36,3 +36,5 @@ func TestStore(t *testing.T) { storetest.Run(t, newDatabase) }
 func BenchmarkSaveOrders(b *testing.B) { storetest.BenchmarkSaveOrders(b, newDatabase) }
 
 func BenchmarkPlaceOrder(b *testing.B) { storetest.BenchmarkPlaceOrder(b, newDatabase) }
+
+func BenchmarkSweep(b *testing.B) { storetest.BenchmarkSweep(b, newDatabase) }

@@ -2,8 +2,11 @@ package storetest
 
 import (
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	seckill "github.com/seckill/seckill"
 )
@@ -97,4 +100,66 @@ func benchStore(b *testing.B, newDB NewDatabase) (seckill.Store, *seckill.Vouche
 		b.Fatalf("Migrate: %v", err)
 	}
 	return st, newVoucher(b, st, 1<<50)
+}
+
+// sweepHistory is how many ended vouchers with a deadline BenchmarkSweep
+// puts beside a new sale: a deployment's history.
+const sweepHistory = 3000
+
+// BenchmarkSweep measures one [seckill.Sweeper.Sweep] while a new sale's
+// order is not yet due, with and without sweepHistory ended vouchers with
+// a deadline whose orders are all settled (one paid, one cancelled and its
+// unit back on sale): what history adds to every sweep.
+func BenchmarkSweep(b *testing.B, newDB NewDatabase) {
+	for _, old := range []int{0, sweepHistory} {
+		b.Run(fmt.Sprintf("ended=%d", old), func(b *testing.B) {
+			st := newDB(b)(b)
+			ctx := b.Context()
+			if err := st.Migrate(ctx); err != nil {
+				b.Fatalf("Migrate: %v", err)
+			}
+			settledVouchers(b, st, old)
+			v := deadlineVoucher(b, st, 10, false)
+			save(b, st, order(1, v.ID))
+			s := &seckill.Sweeper{Store: st, Logger: slog.New(slog.DiscardHandler)}
+			for b.Loop() {
+				c, r, err := s.Sweep(ctx)
+				if err != nil || c != 0 || r != 0 {
+					b.Fatalf("Sweep = %d cancelled, %d returned, %v; want none, no error", c, r, err)
+				}
+			}
+		})
+	}
+}
+
+// settledVouchers creates n ended vouchers with a deadline, each with two
+// orders: one paid, one cancelled with its unit marked back in the cache.
+func settledVouchers(tb testing.TB, st seckill.Store, n int) {
+	tb.Helper()
+	ctx := tb.Context()
+	var os []*seckill.Order
+	for range n {
+		v := &seckill.Voucher{Title: "ended", Stock: 2, InitialStock: 2, BeginTime: base.Add(-2 * time.Hour),
+			EndTime: base.Add(-time.Hour), PayWithin: payWithin}
+		if err := st.CreateVoucher(ctx, v); err != nil {
+			tb.Fatalf("CreateVoucher: %v", err)
+		}
+		os = append(os, orders(2, 1, v.ID)...)
+	}
+	var cancelled []int64
+	for chunk := range slices.Chunk(os, 500) {
+		save(tb, st, chunk...)
+		for i := 0; i < len(chunk); i += 2 {
+			if _, err := st.PayOrder(ctx, chunk[i].ID, seckill.Payment{Ref: "paid", At: base}); err != nil {
+				tb.Fatalf("PayOrder: %v", err)
+			}
+			if _, err := st.CancelOrder(ctx, chunk[i+1].ID, seckill.ReasonNotPaid, base); err != nil {
+				tb.Fatalf("CancelOrder: %v", err)
+			}
+			cancelled = append(cancelled, chunk[i+1].ID)
+		}
+	}
+	if err := st.MarkReturned(ctx, cancelled); err != nil {
+		tb.Fatalf("MarkReturned: %v", err)
+	}
 }

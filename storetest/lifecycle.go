@@ -179,6 +179,9 @@ func (s suite) testLifecycleNotFound(t *testing.T) {
 		if got, err := st.RefundOrder(ctx, id, base); !errors.Is(err, seckill.ErrOrderNotFound) {
 			t.Errorf("RefundOrder(%d) = %+v, %v; want ErrOrderNotFound", id, got, err)
 		}
+		if got, err := st.StartPayment(ctx, id, base); !errors.Is(err, seckill.ErrOrderNotFound) {
+			t.Errorf("StartPayment(%d) = %+v, %v; want ErrOrderNotFound", id, got, err)
+		}
 	}
 	checkOrder(t, st, failedAs(f, "dead-lettered"))
 	checkStock(t, st, v.ID, 10, 0)
@@ -286,7 +289,7 @@ func (s suite) testLifecycleNoRebuy(t *testing.T) {
 	// The same by the deadline.
 	d := order(2, v.ID)
 	save(t, st, d)
-	if due, err := st.CancelDue(ctx, v.ID, base.Add(time.Hour), base.Add(time.Hour), 10); err != nil || len(due) != 1 {
+	if due, err := st.CancelDue(ctx, v.ID, base.Add(time.Hour), base.Add(time.Hour), base.Add(time.Hour), 10); err != nil || len(due) != 1 {
 		t.Fatalf("CancelDue = %v, %v; want order %d", due, err, d.ID)
 	}
 	if got := save(t, st, order(2, v.ID)); got[0] != seckill.BuyerConflict {
@@ -333,7 +336,7 @@ func (s suite) testLifecycleRebuy(t *testing.T) {
 	}
 
 	// The deadline frees the slot too, and the sync mode places an order.
-	if due, err := st.CancelDue(ctx, v.ID, base.Add(time.Second), base.Add(time.Hour), 10); err != nil || len(due) != 2 {
+	if due, err := st.CancelDue(ctx, v.ID, base.Add(time.Second), base.Add(time.Second), base.Add(time.Hour), 10); err != nil || len(due) != 2 {
 		t.Fatalf("CancelDue = %v, %v; want orders %d and %d", orderIDs(due), err, b.ID, c.ID)
 	}
 	e := order(2, v.ID)
@@ -374,7 +377,7 @@ func (s suite) testCancelDue(t *testing.T) {
 	before := base.Add(4 * time.Second) // os[1]'s creation: not due
 	at := base.Add(time.Hour)
 
-	due, err := st.CancelDue(ctx, v.ID, before.Add(time.Second), at, 2)
+	due, err := st.CancelDue(ctx, v.ID, before.Add(time.Second), before.Add(time.Second), at, 2)
 	want := []*seckill.Order{
 		cancelledAs(created(os[3]), seckill.ReasonNotPaid, at),
 		cancelledAs(created(os[2]), seckill.ReasonNotPaid, at),
@@ -383,7 +386,7 @@ func (s suite) testCancelDue(t *testing.T) {
 		t.Errorf("CancelDue, limit 2: %v (-want +got):\n%s", err, diff)
 	}
 	// os[1] was made at before: not due.
-	due, err = st.CancelDue(ctx, v.ID, before, at, 10)
+	due, err = st.CancelDue(ctx, v.ID, before, before, at, 10)
 	if err != nil || len(due) != 0 {
 		t.Errorf("CancelDue of none due = %v, %v; want none", orderIDs(due), err)
 	}
@@ -393,7 +396,7 @@ func (s suite) testCancelDue(t *testing.T) {
 	checkStock(t, st, v.ID, 17, 3)
 	checkStock(t, st, w.ID, 19, 1)
 	checkCounts(t, st, v.ID, seckill.LifecycleCounts{Created: 2, Paid: 1, Cancelled: 3, Unreturned: 3})
-	if due, err := st.CancelDue(ctx, nextID(), at, at, 10); err != nil || len(due) != 0 {
+	if due, err := st.CancelDue(ctx, nextID(), at, at, at, 10); err != nil || len(due) != 0 {
 		t.Errorf("CancelDue of no voucher = %v, %v; want none", due, err)
 	}
 }
@@ -519,7 +522,7 @@ func (s suite) testPayCancelRace(t *testing.T) {
 		})
 		wg.Go(func() {
 			<-start
-			due, err := st.CancelDue(ctx, o.VoucherID, base.Add(time.Hour), base.Add(time.Hour), 5)
+			due, err := st.CancelDue(ctx, o.VoucherID, base.Add(time.Hour), base.Add(time.Hour), base.Add(time.Hour), 5)
 			if err != nil {
 				report(fmt.Errorf("CancelDue: %w", err))
 			}
@@ -610,7 +613,7 @@ func (s suite) testCancelDueConcurrent(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for transient := 0; ; {
-				due, err := st.CancelDue(ctx, v.ID, before, before.Add(time.Minute), 100)
+				due, err := st.CancelDue(ctx, v.ID, before, before, before.Add(time.Minute), 100)
 				// A transient failure (SQLite's lock waited on past its
 				// busy timeout, on a loaded machine) is swept again, as
 				// the sweeper does at its next tick.
@@ -751,16 +754,16 @@ func (s suite) testPayByFromWrite(t *testing.T) {
 
 				// The sweeper's call, now: not due.
 				now := time.Now()
-				if due, err := st.CancelDue(ctx, v.ID, now.Add(-payWithin), now, 10); err != nil || len(due) != 0 {
+				if due, err := st.CancelDue(ctx, v.ID, now.Add(-payWithin), now.Add(-payWithin), now, 10); err != nil || len(due) != 0 {
 					t.Errorf("CancelDue now = %v, %v; want none: the order was just written", orderIDs(due), err)
 				}
 				// Due once its PayBy passed, and not at it.
 				written := want.PayBy.Add(-payWithin)
-				if due, err := st.CancelDue(ctx, v.ID, written, now, 10); err != nil || len(due) != 0 {
+				if due, err := st.CancelDue(ctx, v.ID, written, written, now, 10); err != nil || len(due) != 0 {
 					t.Errorf("CancelDue of orders written before %v = %v, %v; want none: the order was written then", written, orderIDs(due), err)
 				}
 				at := now.Add(payWithin)
-				due, err := st.CancelDue(ctx, v.ID, written.Add(time.Microsecond), at, 10)
+				due, err := st.CancelDue(ctx, v.ID, written.Add(time.Microsecond), written.Add(time.Microsecond), at, 10)
 				if diff := cmp.Diff([]*seckill.Order{cancelledAs(want, seckill.ReasonNotPaid, at)}, due); err != nil || diff != "" {
 					t.Errorf("CancelDue just after the write: %v (-want +got):\n%s", err, diff)
 				}
@@ -815,4 +818,136 @@ func (s suite) testVoucherOrdersEveryStatus(t *testing.T) {
 			t.Errorf("VoucherOrders, %d at a time (-want +got):\n%s", limit, diff)
 		}
 	}
+}
+
+// testDeadlineVouchersOpen: DeadlineVouchers lists, newest first, the
+// vouchers with a deadline that have a created order or a cancelled one
+// whose unit is unreturned (refunding too); not those whose orders are all
+// paid, or cancelled and returned, nor one without orders or without a
+// deadline. A settled voucher comes back when an order of it is written
+// late, and goes once that order is settled.
+func (s suite) testDeadlineVouchersOpen(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	settled := deadlineVoucher(t, st, 10, false)
+	withCreated := deadlineVoucher(t, st, 10, false)
+	withUnreturned := deadlineVoucher(t, st, 10, false)
+	withRefunding := deadlineVoucher(t, st, 10, false)
+	_ = deadlineVoucher(t, st, 10, false) // no orders
+	noDeadline := newVoucher(t, st, 10)
+
+	paid, returned := order(1, settled.ID), order(2, settled.ID)
+	c, u, r, n := order(1, withCreated.ID), order(1, withUnreturned.ID), order(1, withRefunding.ID), order(1, noDeadline.ID)
+	save(t, st, paid, returned, c, u, r, n)
+	mustPay(t, st, paid.ID)
+	mustCancel(t, st, returned.ID)
+	if err := st.MarkReturned(ctx, []int64{returned.ID}); err != nil {
+		t.Fatalf("MarkReturned: %v", err)
+	}
+	mustCancel(t, st, u.ID)
+	mustCancel(t, st, r.ID)
+	mustPay(t, st, r.ID) // refunding, its unit unreturned
+
+	check := func(what string, want ...*seckill.Voucher) {
+		t.Helper()
+		vs, err := st.DeadlineVouchers(ctx)
+		if err != nil {
+			t.Fatalf("DeadlineVouchers: %v", err)
+		}
+		var wantIDs []int64
+		for _, v := range want {
+			wantIDs = append(wantIDs, v.ID)
+		}
+		var gotIDs []int64
+		for _, v := range vs {
+			gotIDs = append(gotIDs, v.ID)
+			if v.PayWithin != payWithin {
+				t.Errorf("%s: DeadlineVouchers: voucher %d PayWithin %v; want %v", what, v.ID, v.PayWithin, payWithin)
+			}
+		}
+		if diff := cmp.Diff(wantIDs, gotIDs); diff != "" {
+			t.Errorf("%s: DeadlineVouchers (-want +got):\n%s", what, diff)
+		}
+	}
+	check("settled left out", withRefunding, withUnreturned, withCreated)
+
+	late := order(3, settled.ID)
+	save(t, st, late)
+	check("an order written late", withRefunding, withUnreturned, withCreated, settled)
+
+	mustPay(t, st, late.ID)
+	mustPay(t, st, c.ID)
+	if err := st.MarkReturned(ctx, []int64{u.ID, r.ID}); err != nil {
+		t.Fatalf("MarkReturned: %v", err)
+	}
+	check("all settled")
+}
+
+// startedAs is want with its payment started at the time.
+func startedAs(want *seckill.Order, at time.Time) *seckill.Order {
+	o := *want
+	o.PaymentStartedAt = micro(at)
+	return &o
+}
+
+// testStartPayment: the first start of a created order's payment is
+// recorded, in every read, and kept through a second start, the payment
+// and the order's later life; an order paid or cancelled first records
+// none.
+func (s suite) testStartPayment(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	v := deadlineVoucher(t, st, 10, false)
+	a, paid, cancelled := order(1, v.ID), order(2, v.ID), order(3, v.ID)
+	save(t, st, a, paid, cancelled)
+	first := base.Add(time.Minute + 1234*time.Nanosecond)
+
+	got, err := st.StartPayment(ctx, a.ID, first)
+	want := startedAs(created(a), first)
+	checkGot(t, "StartPayment", got, err, want)
+	checkUTC(t, "StartPayment", got.PaymentStartedAt)
+	got, err = st.StartPayment(ctx, a.ID, first.Add(time.Minute))
+	checkGot(t, "StartPayment again", got, err, want)
+	checkOrder(t, st, want)
+	checkUserOrders(t, st, a.UserID, 0, []*seckill.Order{want})
+	p := payment("pay_a", 3*time.Minute)
+	got, err = st.PayOrder(ctx, a.ID, p)
+	checkGot(t, "PayOrder of a started order", got, err, paidAs(want, p))
+
+	wantPaid := mustPay(t, st, paid.ID)
+	got, err = st.StartPayment(ctx, paid.ID, first)
+	checkGot(t, "StartPayment of a paid order", got, err, wantPaid)
+	wantCancelled := mustCancel(t, st, cancelled.ID)
+	got, err = st.StartPayment(ctx, cancelled.ID, first)
+	checkGot(t, "StartPayment of a cancelled order", got, err, wantCancelled)
+}
+
+// testCancelDueStarted: an order whose payment was started is held past
+// its PayBy: due only once written before startedBefore (its grace over),
+// while an order of the same time never started is due at before.
+func (s suite) testCancelDueStarted(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	v := deadlineVoucher(t, st, 10, false)
+	unstarted, started := order(1, v.ID), order(2, v.ID)
+	save(t, st, unstarted, started)
+	if _, err := st.StartPayment(ctx, started.ID, base.Add(time.Minute)); err != nil {
+		t.Fatalf("StartPayment: %v", err)
+	}
+	// Both written at base: past PayBy at before, the grace not over.
+	before, at := base.Add(time.Second), base.Add(payWithin+time.Second)
+	due, err := st.CancelDue(ctx, v.ID, before, base, at, 10)
+	want := []*seckill.Order{cancelledAs(created(unstarted), seckill.ReasonNotPaid, at)}
+	if diff := cmp.Diff(want, due); err != nil || diff != "" {
+		t.Errorf("CancelDue within the grace: %v (-want +got):\n%s", err, diff)
+	}
+	checkOrder(t, st, startedAs(created(started), base.Add(time.Minute)))
+
+	later := at.Add(time.Minute)
+	due, err = st.CancelDue(ctx, v.ID, before, before, later, 10)
+	want = []*seckill.Order{cancelledAs(startedAs(created(started), base.Add(time.Minute)), seckill.ReasonNotPaid, later)}
+	if diff := cmp.Diff(want, due); err != nil || diff != "" {
+		t.Errorf("CancelDue after the grace: %v (-want +got):\n%s", err, diff)
+	}
+	checkStock(t, st, v.ID, 10, 0)
 }

@@ -69,6 +69,7 @@ type Config struct {
 	PaymentAPIKey        string        // its bearer token
 	PaymentWebhookSecret string        // HMAC-SHA256 key of its signatures
 	SweepEvery           time.Duration // how often unpaid orders past their deadline are cancelled
+	PaymentGrace         time.Duration // how long a payment started before payBy is waited for after it
 
 	LoginWebhookURL      string        // where login codes are posted
 	LoginWebhookSecret   string        // HMAC-SHA256 key of the webhook's signature

@@ -186,9 +186,10 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		Logger:   logger,
 		Registry: reg,
 
-		Payments:   payments,
-		Webhook:    webhook,
-		SweepEvery: c.SweepEvery,
+		Payments:     payments,
+		Webhook:      webhook,
+		SweepEvery:   c.SweepEvery,
+		PaymentGrace: c.PaymentGrace,
 		Challenge: seckill.ChallengeConfig{TTL: c.ChallengeTTL, MinNumber: c.ChallengeMinNumber, MaxNumber: c.ChallengeMaxNumber,
 			Rate: c.ChallengeRate},
 		ChallengeKey: seckill.ChallengeKey(secret),

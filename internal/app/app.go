@@ -91,6 +91,10 @@ type Config struct {
 	// SweepEvery is how often the sweeper cancels the orders not paid by
 	// their deadline. Default the sweeper's (1s).
 	SweepEvery time.Duration
+	// PaymentGrace is how long after its payBy an order whose payment was
+	// started before it is held for the provider's confirmation before it
+	// is cancelled. Default seckill.DefaultPaymentGrace (5m).
+	PaymentGrace time.Duration
 	// Challenge configures the challenges of the vouchers that take one
 	// (seckill.ChallengeConfig's defaults). ChallengeKey signs them
 	// (seckill.ChallengeKey of the token secret, which every instance
@@ -252,6 +256,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	ops := NewOps(cfg.Mode, cfg.Retention, cfg.Store, cfg.Cache, logger)
 	a.Vouchers, a.DeadLetters, a.Reconciler, a.Sweeper = ops.Vouchers, ops.DeadLetters, ops.Reconciler, ops.Sweeper
 	a.Sweeper.Every = cfg.SweepEvery
+	a.Sweeper.Grace = cfg.PaymentGrace
 	a.Sweeper.Crash = cfg.Test.Crash
 	a.closers = append(a.closers, a.Sweeper.Stop) // started with the workers
 	if err := registerSweeper(cfg.Registry, a.Sweeper); err != nil {
@@ -310,7 +315,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Vouchers: a.Vouchers, SoldOut: copies, IDs: ids, Logger: logger, Now: time.Now, OrderTime: orderid.Time,
 		Confirmed: cfg.Cache.WaitReplicas() > 0}
 	a.Payments = &seckill.PaymentService{Store: cfg.Store, Cache: ops.Sweeper.Cache, Orders: a.Orders, Vouchers: a.Vouchers,
-		Provider: cfg.Payments, Logger: logger, Now: time.Now, Crash: cfg.Test.Crash}
+		Provider: cfg.Payments, Grace: cfg.PaymentGrace, Logger: logger, Now: time.Now, Crash: cfg.Test.Crash}
 	if r, ok := cfg.Payments.(seckill.Refunder); ok {
 		a.Refunds = &seckill.RefundRequester{Store: cfg.Store, Provider: r, Logger: logger, Now: time.Now}
 		a.Payments.Refunds = a.Refunds
