@@ -209,13 +209,13 @@ func (s *Admitter) borrow(ctx context.Context, a Admission) error {
 			if err = s.admitOnce(ctx, a); !errors.Is(err, ErrSoldOut) {
 				return err
 			}
-			return restoring("the last units are moving to where they are asked for; try again")
+			return moving()
 		}
 		if err = s.admitOnce(ctx, a); !errors.Is(err, ErrSoldOut) {
 			return err
 		}
 	}
-	return restoring("the last units are moving to where they are asked for; try again")
+	return moving()
 }
 
 // borrowFor runs one borrow for the home shard, shared by the admissions
@@ -281,4 +281,10 @@ func (s *Admitter) now() time.Time {
 // restoring is the answer to an admission that did not run: try again.
 func restoring(msg string) error {
 	return &Error{Kind: ErrUnavailable, Message: msg, RetryAfter: time.Second}
+}
+
+// moving is the answer to a buy of a sharded voucher whose last units are
+// on their way between shards: expected near a sell-out, not a failure.
+func moving() error {
+	return &Error{Kind: ErrUnavailable, Message: "the last units are moving to where they are asked for; try again", RetryAfter: time.Second, Expected: true}
 }

@@ -2,7 +2,9 @@ package seckill_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill"
 )
@@ -70,4 +72,104 @@ func TestAddStockCrashBetweenWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndBeforeStartAnswersEnded: a sale an operator ended before it began
+// answers ended at once, in every mode, on shards too, and on the
+// challenge path, not "not started" until the start it had (then ended).
+// Its window is empty: the start moved to the end.
+func TestEndBeforeStartAnswersEnded(t *testing.T) {
+	t.Parallel()
+	later := func(title string) *seckill.Voucher {
+		v := onSale(title, 10)
+		v.BeginTime, v.EndTime = v.BeginTime.Add(time.Hour), v.EndTime.Add(time.Hour)
+		return v
+	}
+	for _, tc := range []struct {
+		name   string
+		mode   seckill.Mode
+		shards int
+	}{
+		{"stream", seckill.ModeStream, 1},
+		{"stream, 4 shards", seckill.ModeStream, 4},
+		{"queue", seckill.ModeQueue, 1},
+		{"sync", seckill.ModeSync, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vs, store, _ := services(t, "")
+			orders := orderService(vs, store, 100)
+			switch tc.mode {
+			case seckill.ModeQueue:
+				vs.Mode, vs.Fence.Mode = seckill.ModeQueue, seckill.ModeQueue
+				orders.Mode, orders.Queue, orders.Admitter.Mode = seckill.ModeQueue, &queue{}, seckill.ModeQueue
+			case seckill.ModeSync:
+				vs = &seckill.VoucherService{Mode: seckill.ModeSync, Store: store, Logger: vs.Logger, Now: time.Now}
+				orders = &seckill.OrderService{Mode: seckill.ModeSync, Store: store, Vouchers: vs, IDs: &counter{n: 100},
+					Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+			}
+			ctx := t.Context()
+			v := later("ended before it began, " + tc.name)
+			v.Shards = tc.shards
+			view, err := vs.Create(ctx, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A buyer of each home shard.
+			for u := int64(1); u <= 8; u++ {
+				if _, err := orders.Buy(ctx, u, view.ID); !errors.Is(err, seckill.ErrNotStarted) {
+					t.Fatalf("buy of user %d before the start = %v, want not_started", u, err)
+				}
+			}
+			ended, err := vs.End(ctx, view.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ended.BeginTime.Equal(ended.EndTime) {
+				t.Errorf("ended before it began: window [%v, %v), want empty", ended.BeginTime, ended.EndTime)
+			}
+			for u := int64(1); u <= 8; u++ {
+				if _, err := orders.Buy(ctx, u, view.ID); !errors.Is(err, seckill.ErrEnded) {
+					t.Errorf("buy of user %d after an end before the start = %v, want ended", u, err)
+				}
+			}
+			if tc.mode == seckill.ModeSync {
+				return
+			}
+			// Rebuilt from the database: ended still.
+			if err := vs.Cache.Unload(ctx, view.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := vs.Rebuild(ctx, view.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := orders.Buy(ctx, 9, view.ID); !errors.Is(err, seckill.ErrEnded) {
+				t.Errorf("buy after an end before the start and an unload = %v, want ended", err)
+			}
+		})
+	}
+	t.Run("challenge", func(t *testing.T) {
+		t.Parallel()
+		cs, vs, _, _ := challenges(t, nil)
+		cs.Now = time.Now // the clock End moves the window by
+		ctx := t.Context()
+		v := later("challenged, ended before it began")
+		v.Challenge, v.ChallengeLead = true, time.Minute
+		view, err := vs.Create(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.Check(ctx, 1, view.ID, ""); !errors.Is(err, seckill.ErrNotStarted) {
+			t.Fatalf("challenge check before the start = %v, want not_started", err)
+		}
+		if _, err := vs.End(ctx, view.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.Check(ctx, 1, view.ID, ""); !errors.Is(err, seckill.ErrEnded) {
+			t.Errorf("challenge check after an end before the start = %v, want ended", err)
+		}
+		if _, err := cs.Issue(ctx, 1, view.ID); !errors.Is(err, seckill.ErrEnded) {
+			t.Errorf("challenge issued after an end before the start: %v, want ended", err)
+		}
+	})
 }

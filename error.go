@@ -57,6 +57,11 @@ type Error struct {
 	// RetryAfter tells a client when to try again, for ErrRateLimited and
 	// ErrUnavailable; zero when unknown.
 	RetryAfter time.Duration
+	// Expected marks an ErrUnavailable that a sale answers in its ordinary
+	// course, not a failure (a sharded voucher's last units moving to the
+	// shard asked for): the HTTP layer does not log it, as it does not log
+	// sold_out. The client's answer is the same.
+	Expected bool
 }
 
 // Errorf returns an *Error of the given kind with a formatted client message.

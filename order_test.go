@@ -11,6 +11,8 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/faults"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/soldout"
 )
@@ -649,6 +651,106 @@ func TestSoldOutMemoryNeedsAReader(t *testing.T) {
 			if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != first.ID {
 				t.Errorf("buyer 1, who holds order %d, asking again = %v; want duplicate_order", first.ID, err)
 			}
+		})
+	}
+}
+
+// countingSlots is the cache as the sold-out copies read it, counting the
+// slot reads they fall back to when no copy may answer.
+type countingSlots struct {
+	*redis.Client
+	n atomic.Int64
+}
+
+func (c *countingSlots) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
+	c.n.Add(1)
+	return c.Client.SoldOutBuyerOrder(ctx, userID, voucherID)
+}
+
+// TestCancelledBuyerAnsweredAlikeWhenSoldOut: a buyer whose order was
+// cancelled (a voucher with a payment deadline that does not let them buy
+// again) is answered duplicate_order with that order before the sell-out
+// (by admission) and after it: from the sold-out memory through a read of
+// their slot, and through this instance's copy of the buyers; not
+// sold_out, which the memory answered when it read only the buyers.
+func TestCancelledBuyerAnsweredAlikeWhenSoldOut(t *testing.T) {
+	t.Parallel()
+	for _, copied := range []bool{false, true} {
+		t.Run(map[bool]string{false: "slot read", true: "copy"}[copied], func(t *testing.T) {
+			t.Parallel()
+			vs, store, _ := services(t, "")
+			cache := vs.Cache.(*redis.Client)
+			ctx := t.Context()
+			in := onSale("a cancelled buyer", 2)
+			in.PayWithin = time.Hour
+			view, err := vs.Create(ctx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := view.ID
+			orders := orderService(vs, store, 100)
+			slots := &countingSlots{Client: cache}
+			if copied {
+				copies := soldout.New(slots, soldout.Config{}, vs.Logger)
+				t.Cleanup(copies.Close)
+				orders.SoldOut = copies
+			}
+			memory := &countingReader{SoldOutReader: orders.SoldOut}
+			orders.SoldOut = memory
+			o, err := orders.Buy(ctx, 1, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.SaveOrders(ctx, []*seckill.Order{o}); err != nil { // as a worker writes it
+				t.Fatal(err)
+			}
+			payments := &seckill.PaymentService{Store: store, Cache: cache, Orders: orders, Vouchers: vs, Provider: payment.Fake{}, Logger: vs.Logger}
+			if c, err := payments.Cancel(ctx, 1, o.ID); err != nil || !c.Status.Cancelled() {
+				t.Fatalf("Cancel = %+v, %v", c, err)
+			}
+			answer := func(when string) {
+				t.Helper()
+				_, err := orders.Buy(ctx, 1, id)
+				var e *seckill.Error
+				if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != o.ID {
+					t.Fatalf("the cancelled buyer %s: %v, want duplicate_order with their order %d", when, err, o.ID)
+				}
+			}
+			answer("before the sell-out")
+			if n := memory.n.Load(); n != 0 {
+				t.Fatalf("%d answers from the sold-out memory before the sell-out", n)
+			}
+			for u := int64(2); u <= 3; u++ {
+				if _, err := orders.Buy(ctx, u, id); err != nil {
+					t.Fatalf("buy of user %d: %v", u, err)
+				}
+			}
+			// Sold out, and known so: the memory answers from here on (each
+			// round renews it with a buyer who has nothing).
+			fresh := int64(1000)
+			soldOut := func() {
+				t.Helper()
+				fresh++
+				if _, err := orders.Buy(ctx, fresh, id); !errors.Is(err, seckill.ErrSoldOut) {
+					t.Fatalf("buy of user %d after the sell-out = %v, want sold_out", fresh, err)
+				}
+			}
+			soldOut()
+			read := memory.n.Load()
+			answer("after the sell-out")
+			if memory.n.Load() == read {
+				t.Fatal("the cancelled buyer after the sell-out was not answered from the sold-out memory")
+			}
+			if !copied {
+				return
+			}
+			// Until an answer comes from the copy, not from a slot read.
+			testenv.WaitFor(t, 10*time.Second, "an answer from the copy of the buyers", func() bool {
+				soldOut()
+				fromMemory, fromSlot := memory.n.Load(), slots.n.Load()
+				answer("after the sell-out, from the copy")
+				return memory.n.Load() > fromMemory && slots.n.Load() == fromSlot
+			})
 		})
 	}
 }

@@ -149,7 +149,10 @@ type VoucherStore interface {
 	// EndVoucher moves the voucher's EndTime to at, unless it ends earlier
 	// already, and returns it as it is now, or ErrVoucherNotFound.
 	// PlaceOrder's guarded update takes no stock of a voucher whose end is
-	// not after its now.
+	// not after its now. A BeginTime after the new end moves to it: a sale
+	// ended before it began has an empty window, and every check of the
+	// window (the sync mode's, the challenges', a rebuild's) answers
+	// ended, not "not started" until the old start.
 	EndVoucher(ctx context.Context, id int64, at time.Time) (*Voucher, error)
 	// AddStock grows the voucher's Stock and InitialStock by units, once
 	// per key: in one transaction it records (voucher, key, units) under a

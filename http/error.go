@@ -167,6 +167,16 @@ func asError(err error) *seckill.Error {
 	return nil
 }
 
+// expected reports whether err is an answer the service marks as given in
+// the ordinary course of a sale (seckill.Error.Expected), not a failure.
+func expected(err error) bool {
+	de, ok := err.(*seckill.Error)
+	if !ok {
+		de = asError(err)
+	}
+	return de != nil && de.Expected
+}
+
 // bodyBuffers hold the bytes of answers written by hand.
 var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 

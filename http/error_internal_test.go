@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +95,43 @@ func TestWriteErrorRetryAfter(t *testing.T) {
 		writeError(w, tc.err)
 		if got := w.Header().Get("Retry-After"); got != tc.want {
 			t.Errorf("%v: Retry-After %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestExpectedUnavailableNotLogged: a 503 the service marks expected (a
+// sharded voucher's last units moving between shards) is answered as any
+// 503 but not logged, as sold_out is not; a 503 that is a failure still is,
+// at ERROR.
+func TestExpectedUnavailableNotLogged(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	s := &Server{logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), sampler: newLogSampler(10)}
+	r := httptest.NewRequest("POST", "/api/vouchers/7/seckill", nil)
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		logged string // the line's level, "" for none
+	}{
+		{"sold out", seckill.Errorf(seckill.ErrSoldOut, "voucher 7 is sold out"), 409, ""},
+		{"last units moving", &seckill.Error{Kind: seckill.ErrUnavailable, Message: "the last units are moving", RetryAfter: time.Second, Expected: true}, 503, ""},
+		{"last units moving, wrapped", fmt.Errorf("buy: %w", &seckill.Error{Kind: seckill.ErrUnavailable, Message: "moving", Expected: true}), 503, ""},
+		{"redis down", &seckill.Error{Kind: seckill.ErrUnavailable, Message: "the sale is being restored; try again", RetryAfter: time.Second}, 503, "level=ERROR"},
+		{"internal", errors.New("boom"), 500, "level=ERROR"},
+	} {
+		logs.Reset()
+		w := httptest.NewRecorder()
+		s.error(w, r, tc.err)
+		if w.Code != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.name, w.Code, tc.status)
+		}
+		got := logs.String()
+		switch {
+		case tc.logged == "" && got != "":
+			t.Errorf("%s: logged %q, want nothing", tc.name, got)
+		case tc.logged != "" && (!strings.Contains(got, tc.logged) || !strings.Contains(got, "request failed")):
+			t.Errorf("%s: logged %q, want a %s line", tc.name, got, tc.logged)
 		}
 	}
 }

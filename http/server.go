@@ -345,7 +345,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // error answers with err, through the one error table. Only 5xx answers
-// are logged: those are ours to fix.
+// are logged, but for those the service marks expected
+// (seckill.Error.Expected): the others are ours to fix.
 func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	s.errorCode(w, r, err, lookupError(err))
 }
@@ -358,7 +359,7 @@ func (s *Server) errorCode(w http.ResponseWriter, r *http.Request, err error, e 
 		// every buy in flight when a load test stopped).
 		e = clientClosed
 	}
-	if status := writeErrorCode(w, err, e); status >= 500 {
+	if status := writeErrorCode(w, err, e); status >= 500 && !expected(err) {
 		s.sampler.log(s.logger, r.Pattern+" "+strconv.Itoa(status), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 }

@@ -14,7 +14,9 @@ import (
 // controls).
 const (
 	pauseVoucherSQL = `UPDATE vouchers SET paused = ? WHERE id = ?`
-	endVoucherSQL   = `UPDATE vouchers SET end_time = LEAST(end_time, ?) WHERE id = ?`
+	// endVoucherSQL moves the start to the new end when it is after it
+	// (the sale ended before it began): the window is then empty, ended.
+	endVoucherSQL = `UPDATE vouchers SET end_time = LEAST(end_time, ?), begin_time = LEAST(begin_time, end_time, ?) WHERE id = ?`
 	// growStockSQL takes the voucher's row lock first: concurrent
 	// additions with one key then take turns, and the second meets the
 	// first's committed key.
@@ -37,7 +39,7 @@ func (s *Store) PauseVoucher(ctx context.Context, id int64, paused bool) (_ *sec
 // [seckill.VoucherStore].
 func (s *Store) EndVoucher(ctx context.Context, id int64, at time.Time) (_ *seckill.Voucher, err error) {
 	defer s.closeReadOnly(ctx, &err)
-	if _, err := s.db.ExecContext(ctx, endVoucherSQL, utc(at), id); err != nil {
+	if _, err := s.db.ExecContext(ctx, endVoucherSQL, utc(at), utc(at), id); err != nil {
 		return nil, fmt.Errorf("mysql: end voucher %d: %w", id, dbErr(err))
 	}
 	return s.Voucher(ctx, id)

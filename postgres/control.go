@@ -15,7 +15,9 @@ import (
 // controls).
 const (
 	pauseVoucherSQL = `UPDATE vouchers SET paused = $1 WHERE id = $2`
-	endVoucherSQL   = `UPDATE vouchers SET end_time = LEAST(end_time, $1) WHERE id = $2`
+	// endVoucherSQL moves the start to the new end when it is after it
+	// (the sale ended before it began): the window is then empty, ended.
+	endVoucherSQL = `UPDATE vouchers SET end_time = LEAST(end_time, $1), begin_time = LEAST(begin_time, end_time, $1) WHERE id = $2`
 	// growStockSQL takes the voucher's row lock first: concurrent
 	// additions with one key then take turns.
 	growStockSQL = `UPDATE vouchers SET stock = stock + $1, initial_stock = initial_stock + $1

@@ -253,7 +253,9 @@ func TestReturnUnitRebuy(t *testing.T) {
 // to nobody for Hold, by Redis's clock (release.lua); one given back while
 // stock is left is not held. A shard marked drained is held and drained no
 // more, as transfer_give.lua does. A copy of the buyers reading the
-// changes since it was true learns that the buyer holds no order.
+// changes since it was true learns that the buyer's slot holds their
+// cancelled order (the voucher lets no one buy again): admission's answer
+// to them.
 func TestReturnUnitHolds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -287,8 +289,8 @@ func TestReturnUnitHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if order, named := ch.Slots[7]; !ch.Complete || !named || order != 0 {
-		t.Errorf("changes since the copy: complete %v, slots %v; want complete, buyer 7 holding nothing", ch.Complete, ch.Slots)
+	if order, named := ch.Slots[7]; !ch.Complete || !named || order != 1001 {
+		t.Errorf("changes since the copy: complete %v, slots %v; want complete, buyer 7 holding their cancelled order 1001", ch.Complete, ch.Slots)
 	}
 	c.server.SetTime(begin.Add(Hold))
 	mustAdmit(t, c, 1, 9, 1003)

@@ -101,13 +101,20 @@ func probeErr(res rueidis.RedisResult) error {
 // rebuilt, or lost with Redis's data) its slots may lack buyers who hold an
 // order, and it is ErrVoucherNotLoaded. It is what soldout.Copies answers
 // when no copy may, and what a service without the copies answers.
+//
+// The order is the one admission answers the buyer with: the one the slot
+// holds, else the cancelled order that keeps them from buying again (a
+// voucher without RebuyAfterCancel), so that a cancelled buyer is told of
+// it as before the sell-out, not sold_out.
 func (c *Client) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error) {
 	k, err := c.buyerKeys(ctx, voucherID, userID)
 	if err != nil {
 		return 0, err
 	}
+	user := strconv.FormatInt(userID, 10)
 	res := c.rdb.DoMulti(ctx, c.admitProbe(k), c.rdb.B().Exists().Key(k.Stock).Build(),
-		c.rdb.B().Hget().Key(k.Buyers).Field(strconv.FormatInt(userID, 10)).Build())
+		c.rdb.B().Hget().Key(k.Buyers).Field(user).Build(),
+		c.rdb.B().Hget().Key(k.Cancelled).Field(user).Build())
 	if err := probeErr(res[0]); err != nil {
 		return 0, err
 	}
@@ -117,14 +124,17 @@ func (c *Client) SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64)
 	case n == 0:
 		return 0, fmt.Errorf("redis: read buyer: voucher %d: %w", voucherID, seckill.ErrVoucherNotLoaded)
 	}
-	id, err := res[2].AsInt64()
-	if rueidis.IsRedisNil(err) {
-		return 0, nil
+	for _, r := range res[2:] {
+		id, err := r.AsInt64()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return 0, redisErr("read buyer", err)
+		}
+		return id, nil
 	}
-	if err != nil {
-		return 0, redisErr("read buyer", err)
-	}
-	return id, nil
+	return 0, nil
 }
 
 // Shards is how many shards the voucher has (1: unsharded), as layoutOf
@@ -170,7 +180,7 @@ func (c *Client) ReadChanges(ctx context.Context, shard seckill.Shard, since *so
 		ver, last = cmp.Or(since.Ver, "0"), cmp.Or(since.Last, "0-0")
 	}
 	script := copyChangesScript.on(c.embedded)
-	keys, args := []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.Changes}, []string{ver, last, changeLogLen}
+	keys, args := []string{k.Stock, k.Meta, k.Buyers, k.Orders, k.Changes, k.Cancelled}, []string{ver, last, changeLogLen}
 	var out []rueidis.RedisMessage
 	for loaded := false; ; loaded = true {
 		res := c.rdb.DoMulti(ctx, c.admitProbe(k),
@@ -233,33 +243,38 @@ func (c *Client) ReadChanges(ctx context.Context, shard seckill.Shard, since *so
 	return ch, nil
 }
 
-// ScanBuyers reads the shard's buyers whole, with HSCAN so that Redis is
-// not held for long by a large hash.
+// ScanBuyers reads the shard's slots whole, with HSCAN so that Redis is
+// not held for long by a large hash: its buyers' orders, and its cancelled
+// buyers' cancelled orders (admission answers those buyers with them),
+// a buyer's order first, as admission reads them.
 func (c *Client) ScanBuyers(ctx context.Context, shard seckill.Shard, size int64) (map[int64]int64, error) {
 	k, err := c.shardKeys(ctx, shard)
 	if err != nil {
 		return nil, err
 	}
-	key := k.Buyers
 	buyers := make(map[int64]int64, size)
-	var cursor uint64
-	for {
-		e, err := c.rdb.Do(ctx, c.rdb.B().Hscan().Key(key).Cursor(cursor).Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return nil, redisErr("scan buyers", err)
-		}
-		for i := 0; i+1 < len(e.Elements); i += 2 {
-			user, err1 := strconv.ParseInt(e.Elements[i], 10, 64)
-			order, err2 := strconv.ParseInt(e.Elements[i+1], 10, 64)
-			if err1 != nil || err2 != nil {
-				// Not what admission writes: leave this voucher to BuyerOrder,
-				// whose read of such a slot is an error, not "no order".
-				return nil, fmt.Errorf("redis: slot %q of %s: not a user and order id", e.Elements[i], key)
+	// The cancelled first: a buyer's slot, scanned after, wins.
+	for _, key := range []string{k.Cancelled, k.Buyers} {
+		var cursor uint64
+		for {
+			e, err := c.rdb.Do(ctx, c.rdb.B().Hscan().Key(key).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				return nil, redisErr("scan buyers", err)
 			}
-			buyers[user] = order
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			return buyers, nil
+			for i := 0; i+1 < len(e.Elements); i += 2 {
+				user, err1 := strconv.ParseInt(e.Elements[i], 10, 64)
+				order, err2 := strconv.ParseInt(e.Elements[i+1], 10, 64)
+				if err1 != nil || err2 != nil {
+					// Not what admission writes: leave this voucher to BuyerOrder,
+					// whose read of such a slot is an error, not "no order".
+					return nil, fmt.Errorf("redis: slot %q of %s: not a user and order id", e.Elements[i], key)
+				}
+				buyers[user] = order
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
 		}
 	}
+	return buyers, nil
 }

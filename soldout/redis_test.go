@@ -97,6 +97,69 @@ func TestSoldOutCopy(t *testing.T) {
 	})
 }
 
+// TestSoldOutCopyCancelledBuyer: a buyer whose order was cancelled, of a
+// voucher that does not let them buy again, is answered with that order
+// once the voucher is sold out, as admission answers them: by the slot
+// read, by a copy that followed the cancellation, and by a copy made
+// after it; not "none" (sold_out). Of a voucher that lets them buy again,
+// "none".
+func TestSoldOutCopyCancelledBuyer(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, be *backend) {
+		ctx := context.Background()
+		in := be.open(t, "", soldout.Config{})
+		c, s := in.c, in.copies
+		for _, rebuy := range []bool{false, true} {
+			v := onSale(1, 3)
+			if rebuy {
+				v = onSale(2, 3)
+			}
+			v.RebuyAfterCancel = rebuy
+			base := v.ID * 100
+			mustLoad(t, c, v)
+			for u := int64(1); u <= 3; u++ {
+				mustAdmit(t, c, v.ID, u, base+u)
+			}
+			if got := fromCopy(t, s, 1, v.ID); got != base+1 {
+				t.Fatalf("voucher %d, buyer 1: order %d, want %d", v.ID, got, base+1)
+			}
+			// Buyer 1's order cancelled, its unit sold again (Admit waits
+			// out the hold): sold out again.
+			if did, err := c.ReturnUnit(ctx, v, 1, base+1); err != nil || !did {
+				t.Fatalf("ReturnUnit = %v, %v", did, err)
+			}
+			mustAdmit(t, c, v.ID, 4, base+4)
+			want := base + 1
+			if rebuy {
+				want = 0
+			}
+			// Admission's answer, the one the sold-out answers must give.
+			err := c.Admit(ctx, seckill.Admission{VoucherID: v.ID, UserID: 1, OrderID: base + 9})
+			var e *seckill.Error
+			switch {
+			case !rebuy && (!errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != want):
+				t.Fatalf("voucher %d: admission of the cancelled buyer = %v, want duplicate_order %d", v.ID, err, want)
+			case rebuy && !errors.Is(err, seckill.ErrSoldOut):
+				t.Fatalf("voucher %d: admission of the cancelled buyer = %v, want sold_out", v.ID, err)
+			}
+			if got := soldOutOrder(t, c, 1, v.ID); got != want {
+				t.Errorf("voucher %d (rebuy %t): the slot read answers the cancelled buyer %d, want %d", v.ID, rebuy, got, want)
+			}
+			if got := fromCopy(t, s, 1, v.ID); got != want {
+				t.Errorf("voucher %d (rebuy %t): the copy that followed the cancellation answers %d, want %d", v.ID, rebuy, got, want)
+			}
+			if got := fromCopy(t, s, 4, v.ID); got != base+4 {
+				t.Errorf("voucher %d: buyer 4: order %d, want %d", v.ID, got, base+4)
+			}
+			// Another instance's copy, made after the cancellation.
+			other := be.open(t, "", soldout.Config{})
+			if got := fromCopy(t, other.copies, 1, v.ID); got != want {
+				t.Errorf("voucher %d (rebuy %t): a copy made after the cancellation answers %d, want %d", v.ID, rebuy, got, want)
+			}
+		}
+	})
+}
+
 // TestSoldOutCopyWaitsForAPoll: when polls take longer than soldout.Trust (a
 // link held up here; thousands of connections at once in a sale, whose
 // goroutines the polls' replies queue behind), a sold-out answer waits for

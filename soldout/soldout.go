@@ -68,7 +68,8 @@ const (
 // An unsharded voucher is its own shard 0.
 type Reader interface {
 	// SoldOutBuyerOrder reads the order the user's slot of the voucher
-	// holds (0: none), on the user's home shard, only where admission is
+	// holds (0: none; a cancelled buyer's, their cancelled order, as
+	// admission answers them), on the user's home shard, only where admission is
 	// armed (else seckill.ErrCacheUnverified) and while that shard is
 	// loaded (else seckill.ErrVoucherNotLoaded): the answer when no copy
 	// may give it.
@@ -78,8 +79,10 @@ type Reader interface {
 	// slots changed since the version since, with what each holds now;
 	// with since nil, the version alone, its Last the newest order entry.
 	ReadChanges(ctx context.Context, shard seckill.Shard, since *Version) (Changes, error)
-	// ScanBuyers reads the shard's buyers whole (user id → order id),
-	// without holding Redis for long; size is how many it expects.
+	// ScanBuyers reads the shard's slots whole (user id → order id: the
+	// buyer's order, else the cancelled order that keeps them from buying
+	// again, as admission answers them), without holding Redis for long;
+	// size is how many it expects.
 	ScanBuyers(ctx context.Context, shard seckill.Shard, size int64) (map[int64]int64, error)
 	// Shards is how many shards the voucher has (1: unsharded), without
 	// a round trip once it is known.
@@ -88,8 +91,9 @@ type Reader interface {
 
 // Version is what a copy is true against: the voucher's (or shard's)
 // stock, generation, epoch and version as Redis holds them ("" if
-// absent), its number of buyers, and the id of the last order entry whose
-// buyer the copy holds.
+// absent), its number of slots (buyers, and cancelled buyers who may not
+// buy again), and the id of the last order entry whose buyer the copy
+// holds.
 type Version struct {
 	Stock, Gen, Epoch, Ver string
 	// HasStock: the stock key exists (the voucher is loaded).

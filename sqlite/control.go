@@ -14,8 +14,10 @@ import (
 // controls).
 const (
 	pauseVoucherSQL = `UPDATE vouchers SET paused = ? WHERE id = ?`
-	endVoucherSQL   = `UPDATE vouchers SET end_time = MIN(end_time, ?) WHERE id = ?`
-	growStockSQL    = `UPDATE vouchers SET stock = stock + ?1, initial_stock = initial_stock + ?1
+	// endVoucherSQL moves the start to the new end when it is after it
+	// (the sale ended before it began): the window is then empty, ended.
+	endVoucherSQL = `UPDATE vouchers SET end_time = MIN(end_time, ?1), begin_time = MIN(begin_time, end_time, ?1) WHERE id = ?2`
+	growStockSQL  = `UPDATE vouchers SET stock = stock + ?1, initial_stock = initial_stock + ?1
 WHERE id = ?2 AND initial_stock + ?1 <= ?3`
 	insertStockAdditionSQL = `INSERT INTO voucher_stock_additions (voucher_id, idem_key, units, added_at) VALUES (?, ?, ?, ?)`
 	selectStockAdditionSQL = `SELECT units FROM voucher_stock_additions WHERE voucher_id = ? AND idem_key = ?`

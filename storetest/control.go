@@ -124,6 +124,28 @@ func (s suite) testEndVoucher(t *testing.T) {
 	if _, err := st.EndVoucher(t.Context(), v.ID+1000, at); !errors.Is(err, seckill.ErrVoucherNotFound) {
 		t.Errorf("EndVoucher of no voucher: %v; want ErrVoucherNotFound", err)
 	}
+
+	// Ended before it began: the start moves to the end, and the sale
+	// answers ended from then on, not "not started" until the old start.
+	early := newVoucher(t, st, 10)
+	before := base.Add(-time.Hour + 999*time.Nanosecond)
+	got, err = st.EndVoucher(t.Context(), early.ID, before)
+	if err != nil {
+		t.Fatalf("EndVoucher before the start: %v", err)
+	}
+	if !got.EndTime.Equal(micro(before)) || !got.BeginTime.Equal(micro(before)) {
+		t.Errorf("EndVoucher before the start = %+v; want BeginTime and EndTime %v", got, micro(before))
+	}
+	checkUTC(t, "EndVoucher before the start", got.BeginTime, got.EndTime)
+	for _, now := range []time.Time{micro(before), micro(before).Add(time.Minute), base.Add(-time.Microsecond), base, open} {
+		o := order(nextID(), early.ID)
+		checkRefusal(t, "PlaceOrder after an end before the start, at "+now.String(), st.PlaceOrder(t.Context(), o, now), ended(early.ID))
+		checkNothingPlaced(t, st, o)
+	}
+	// Ended again later: the window stays as it was.
+	if got, err := st.EndVoucher(t.Context(), early.ID, open); err != nil || !got.BeginTime.Equal(micro(before)) || !got.EndTime.Equal(micro(before)) {
+		t.Fatalf("EndVoucher again = %+v, %v; want BeginTime and EndTime %v, unchanged", got, err, micro(before))
+	}
 }
 
 func (s suite) testAddStock(t *testing.T) {

@@ -59,11 +59,13 @@ if cancelled then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < tonumber(meta[1]) then
-  return {3, ''}
-end
+-- The end before the start: a sale an operator ended before it began is
+-- ended, not "not started" until the start it had.
 if meta[6] or now >= tonumber(meta[2]) then
   return {4, ''}
+end
+if now < tonumber(meta[1]) then
+  return {3, ''}
 end
 if meta[5] == '1' then
   return {7, ''}

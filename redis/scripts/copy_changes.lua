@@ -5,14 +5,17 @@
 -- It only reads. Of a sharded voucher, each shard is read so, for its
 -- own copy of the buyers whose home it is.
 --
--- A slot changes by an admission, which appends the order, with its buyer,
--- to the order stream, or by a script that bumps ver (release.lua,
--- dead_letter.lua, count_persisted.lua), which logs the buyers it changed
--- in KEYS[5] under the new ver. Anything else (a rebuild, an unload, a new
--- generation) changes gen or epoch, or deletes the stock. The caller
--- checks that its copy, with the slots returned here, holds as many buyers
--- as KEYS[3]: an admission whose entry is gone from the stream (trimmed
--- before this read) is missing from it then.
+-- A buyer's slot is what admission answers them with: their order in
+-- KEYS[3], else the cancelled order in KEYS[6] that keeps them from buying
+-- again. A slot changes by an admission, which appends the order, with its
+-- buyer, to the order stream, or by a script that bumps ver (release.lua,
+-- dead_letter.lua, count_persisted.lua, return_unit.lua), which logs the
+-- buyers it changed in KEYS[5] under the new ver. Anything else (a
+-- rebuild, an unload, a new generation) changes gen or epoch, or deletes
+-- the stock. The caller checks that its copy, with the slots returned
+-- here, holds as many slots as KEYS[3] and KEYS[6] together: an admission
+-- whose entry is gone from the stream (trimmed before this read) is
+-- missing from it then.
 --
 -- KEYS[1] stock   string: units left to admit
 -- KEYS[2] meta    hash: gen, epoch, ver; drained (a shard of a sharded
@@ -22,6 +25,7 @@
 -- KEYS[4] orders  stream: the admitted orders (field user)
 -- KEYS[5] changes list: "ver:user,…" for each bump of ver, the oldest
 --                 first ('*' for too many users)
+-- KEYS[6] cancelled hash: user id -> cancelled order id (return_unit.lua)
 -- ARGV[1] the ver the copy is at ('0' for none), or '' to read the state
 --         alone
 -- ARGV[2] the id of the last order entry the copy holds ('0-0' for none)
@@ -29,16 +33,16 @@
 --
 -- Returns {stock, gen, epoch, ver, buyers, last, complete, drained, user,
 -- slot, ...}: stock, gen, epoch, ver and drained as strings (nil when
--- absent); buyers, the number of slots; last, the id of the newest order
+-- absent); buyers, the number of slots (KEYS[3]'s and KEYS[6]'s); last, the id of the newest order
 -- entry read (ARGV[2] if none; for ARGV[1] '', the newest entry in the
 -- stream, '0-0' if none); complete, 1 if every change since ARGV[1]
 -- follows, else 0 (the log does not reach back to ARGV[1], or holds '*',
 -- or more than ARGV[3] changes or entries: none follows); then, for each
 -- buyer whose slot changed since (maybe twice), the user id and the order
--- id the slot holds (nil: none).
+-- id the slot holds (nil: none), KEYS[3]'s, else KEYS[6]'s.
 local stock = redis.call('GET', KEYS[1])
 local meta = redis.call('HMGET', KEYS[2], 'gen', 'epoch', 'ver', 'drained')
-local out = {stock, meta[1], meta[2], meta[3], redis.call('HLEN', KEYS[3]), ARGV[2], 1, meta[4]}
+local out = {stock, meta[1], meta[2], meta[3], redis.call('HLEN', KEYS[3]) + redis.call('HLEN', KEYS[6]), ARGV[2], 1, meta[4]}
 if ARGV[1] == '' then
   local newest = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
   out[6] = '0-0'
@@ -94,6 +98,6 @@ if n > max then
 end
 for _, u in ipairs(users) do
   out[#out + 1] = u
-  out[#out + 1] = redis.call('HGET', KEYS[3], u)
+  out[#out + 1] = redis.call('HGET', KEYS[3], u) or redis.call('HGET', KEYS[6], u)
 end
 return out
