@@ -220,10 +220,11 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 // Check lets the buyer's buy of the voucher go on, or answers it. A
 // voucher that takes no challenge goes on at once, whatever header says:
 // it costs one lookup of its row in memory. A buy of one that does is
-// answered first without a solution where the answer is cheap: outside
-// its sale window (ErrNotStarted, ErrEnded), and when the buy path knows
-// it sold out (ErrSoldOut; or the buyer's order, ErrDuplicateOrder, read
-// in the same read). Then header (X-Altcha) must carry a solution of a
+// answered first without a solution where the answer is cheap: before
+// its sale (ErrNotStarted), after it (ErrEnded; a buyer who holds an
+// order goes on, to be answered it as without a challenge: ended), and
+// when the buy path knows it sold out (ErrSoldOut; or the buyer's order,
+// ErrDuplicateOrder, read in the same read). Then header (X-Altcha) must carry a solution of a
 // challenge issued for this buyer and this voucher, not expired, which is
 // spent here, once (ChallengeSpender): none is ErrChallengeRequired; any
 // other failure, ErrChallengeInvalid; the cache unreachable,
@@ -242,7 +243,7 @@ func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, h
 		return &Error{Kind: ErrNotStarted, RetryAfter: v.BeginTime.Sub(now), Message: fmt.Sprintf("the sale of voucher %d has not started", voucherID)}
 	}
 	if !now.Before(v.EndTime) {
-		return Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
+		return s.ended(ctx, v, userID)
 	}
 	if err := s.soldOut(ctx, v, userID, header == ""); err != nil {
 		return err
@@ -290,6 +291,33 @@ func (s *ChallengeService) soldOut(ctx context.Context, v *Voucher, userID int64
 		return err
 	}
 	return nil
+}
+
+// ended answers a buy of the voucher v after its end: a buyer who holds
+// an order goes on without a solution (nil), so that the admission
+// answers them their order as it does on a voucher without a challenge
+// (ErrDuplicateOrder, confirmed as the mode confirms it); the others are
+// told ErrEnded. In the sync mode (no Orders) every buy goes on: its
+// transaction reads the window on this clock, and answers a holder their
+// order before it. Elsewhere only a holder does: the admission reads the
+// cache's clock, which may be behind this one, and must not admit a
+// buyer who solved nothing.
+func (s *ChallengeService) ended(ctx context.Context, v *Voucher, userID int64) error {
+	o := s.Orders
+	if o == nil {
+		return nil
+	}
+	if o.Cache != nil {
+		id, err := o.Cache.BuyerOrder(ctx, userID, v.ID)
+		if err != nil {
+			s.Logger.Warn("challenge: a buyer's order could not be read after the end", "voucher", v.ID, "err", err)
+			return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
+		}
+		if id != 0 {
+			return nil
+		}
+	}
+	return Errorf(ErrEnded, "the sale of voucher %d has ended", v.ID)
 }
 
 // spentMargin is how long a spent solution's mark outlives its expiry on
