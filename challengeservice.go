@@ -40,9 +40,11 @@ type ChallengeConfig struct {
 	// MaxNumber bounds the maxnumber that load raises it to, at most
 	// MaxChallengeNumber. Default DefaultChallengeMaxNumber.
 	MaxNumber int64
-	// Rate is the voucher's request rate (challenges issued and checked a
-	// second, here) above which its difficulty doubles each second.
-	// Default DefaultChallengeRate; negative: the rate never raises it.
+	// Rate is how many distinct buyers a second may ask here for a
+	// voucher's challenges or present its solutions before its difficulty
+	// doubles each second: buyers, not requests, so that one buyer's
+	// requests count once. Default DefaultChallengeRate; negative: the
+	// rate never raises it.
 	Rate float64
 }
 
@@ -203,7 +205,7 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 		}
 	}
 	cfg := s.Config.withDefaults()
-	s.Difficulty.hit(voucherID)
+	s.Difficulty.hit(voucherID, userID, cfg)
 	expires := now
 	if v.BeginTime.After(now) {
 		expires = v.BeginTime
@@ -248,7 +250,7 @@ func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, h
 	if err := s.soldOut(ctx, v, userID, header == ""); err != nil {
 		return err
 	}
-	s.Difficulty.hit(voucherID)
+	s.Difficulty.hit(voucherID, userID, s.Config.withDefaults())
 	sol, err := ParseSolution(header)
 	if err == nil {
 		err = s.spend(ctx, v, userID, sol, now)
