@@ -259,10 +259,28 @@ func (failingSpender) SpendChallenge(context.Context, string, string, time.Durat
 // TestChallengeHolderAfterTheEnd: after the end, a buyer who holds an
 // order of a challenge voucher is answered it (duplicate_order with its
 // id), as on a voucher without a challenge, and without a solution; a
-// buyer without one is told the sale ended.
+// buyer without one is told the sale ended. In the stream mode, and in
+// the sync mode, whose service keeps no sold-out memory (no Orders) and
+// whose transaction reads the window on the service's clock.
 func TestChallengeHolderAfterTheEnd(t *testing.T) {
 	t.Parallel()
-	cs, vs, orders, clk := challenges(t, nil)
+	for _, mode := range []seckill.Mode{seckill.ModeStream, seckill.ModeSync} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			cs, vs, orders, clk := challenges(t, nil)
+			if mode == seckill.ModeSync {
+				// As the service wires the sync mode: no sold-out memory.
+				cs.Orders = nil
+				orders = &seckill.OrderService{Mode: seckill.ModeSync, Store: orders.Store, Vouchers: vs, IDs: &counter{n: 9000},
+					Logger: vs.Logger, Now: clk.Now, OrderTime: func(int64) time.Time { return clk.Now() }}
+			}
+			holderAfterTheEnd(t, cs, vs, orders, clk)
+		})
+	}
+}
+
+func holderAfterTheEnd(t *testing.T, cs *seckill.ChallengeService, vs *seckill.VoucherService, orders *seckill.OrderService, clk *clock) {
+	t.Helper()
 	ctx := t.Context()
 	withChallenge := challengeVoucher(t, vs, "with a challenge", 10)
 	plain := onSale("without", 10)
@@ -290,9 +308,10 @@ func TestChallengeHolderAfterTheEnd(t *testing.T) {
 		held[v.ID] = o.ID
 	}
 
-	// This instance's clock passes the end. The admission reads the
-	// cache's clock, which has not; it looks up the buyer's slot before
-	// the clock, so a holder is answered the same either way.
+	// This instance's clock passes the end. In the stream mode the
+	// admission reads the cache's clock, which has not; it looks up the
+	// buyer's slot before the clock, so a holder is answered the same
+	// either way.
 	clk.Set(withChallenge.EndTime)
 	for _, v := range []*seckill.Voucher{withChallenge, plain} {
 		_, err := buy(holder, v.ID, "")
