@@ -223,15 +223,16 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 // voucher that takes no challenge goes on at once, whatever header says:
 // it costs one lookup of its row in memory. A buy of one that does is
 // answered first without a solution where the answer is cheap: before
-// its sale (ErrNotStarted), after it (ErrEnded; a buyer who holds an
-// order goes on, to be answered it as without a challenge: ended), and
-// when the buy path knows it sold out (ErrSoldOut; or the buyer's order,
-// ErrDuplicateOrder, read in the same read). Then header (X-Altcha) must carry a solution of a
-// challenge issued for this buyer and this voucher, not expired, which is
-// spent here, once (ChallengeSpender): none is ErrChallengeRequired; any
-// other failure, ErrChallengeInvalid; the cache unreachable,
-// ErrUnavailable. A solution is spent before the admission runs, whatever
-// it answers: a buy that fails after it needs a new one.
+// its sale (ErrNotStarted); after it (ErrEnded, but a buyer who holds an
+// order goes on, to be answered it as on a voucher without a challenge:
+// ended); and when the buy path knows it sold out (ErrSoldOut; or the
+// buyer's order, ErrDuplicateOrder, read in the same read). Then header
+// (X-Altcha) must carry a solution of a challenge issued for this buyer
+// and this voucher, not expired, which is spent here, once
+// (ChallengeSpender): none is ErrChallengeRequired; any other failure,
+// ErrChallengeInvalid; the cache unreachable, ErrUnavailable. A solution
+// is spent before the admission runs, whatever it answers: a buy that
+// fails after it needs a new one.
 func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, header string) error {
 	v, err := s.row(ctx, voucherID)
 	if err != nil {

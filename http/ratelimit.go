@@ -102,10 +102,11 @@ func (s *Server) limitOrderReads() func(userHandler) userHandler {
 }
 
 // limitChallenges limits the requests for challenges per buyer, on
-// buckets of their own: each costs a signed challenge, and the buyer's
-// voucher reads. Over the limit the answer is 429 rate_limited with
-// Retry-After. (A buyer counts once a second toward the voucher's
-// difficulty however often they ask: seckill.Difficulty.)
+// buckets apart from the buy route's: each costs random numbers and an
+// HMAC, and once the voucher sold out a read of its stock. Over the limit
+// the answer is 429 rate_limited with Retry-After. (However often a buyer
+// asks, they count once a second toward the voucher's difficulty:
+// seckill.Difficulty.)
 func (s *Server) limitChallenges(next userHandler) userHandler {
 	return s.limited(newChallengeLimits(s.cfg, time.Now), next)
 }
