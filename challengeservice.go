@@ -178,9 +178,10 @@ func (s *ChallengeService) row(ctx context.Context, voucherID int64) (*Voucher, 
 // voucher's ChallengeLead before its sale begins until it ends; it expires
 // TTL after the later of now and the start. A voucher that takes no
 // challenge is ErrChallengeNotNeeded; before its lead, ErrNotStarted with
-// RetryAfter; after its end, ErrEnded; one known sold out, ErrSoldOut (or
-// the buyer's order, ErrDuplicateOrder); one that does not exist,
-// ErrVoucherNotFound.
+// RetryAfter; after its end, ErrEnded (or the buyer's order,
+// ErrDuplicateOrder, unless only a buy may confirm it: Orders.Confirmed);
+// one known sold out, ErrSoldOut (or the buyer's order, likewise); one
+// that does not exist, ErrVoucherNotFound.
 func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (Challenge, error) {
 	v, err := s.row(ctx, voucherID)
 	if err != nil {
@@ -195,6 +196,12 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 			Message: fmt.Sprintf("challenges for voucher %d are issued from %s", voucherID, from.UTC().Format(time.RFC3339))}
 	}
 	if !now.Before(v.EndTime) {
+		// A buyer who holds an order is told it, as a buy would tell them.
+		if id, err := s.heldOrder(ctx, v, userID); err != nil {
+			return Challenge{}, err
+		} else if id != 0 && !s.Orders.Confirmed {
+			return Challenge{}, duplicate(id)
+		}
 		return Challenge{}, Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
 	}
 	if !now.Before(v.BeginTime) {
@@ -306,21 +313,29 @@ func (s *ChallengeService) soldOut(ctx context.Context, v *Voucher, userID int64
 // cache's clock, which may be behind this one, and must not admit a
 // buyer who solved nothing.
 func (s *ChallengeService) ended(ctx context.Context, v *Voucher, userID int64) error {
-	o := s.Orders
-	if o == nil {
+	if s.Orders == nil {
 		return nil
 	}
-	if o.Cache != nil {
-		id, err := o.Cache.BuyerOrder(ctx, userID, v.ID)
-		if err != nil {
-			s.Logger.Warn("challenge: a buyer's order could not be read after the end", "voucher", v.ID, "err", err)
-			return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
-		}
-		if id != 0 {
-			return nil
-		}
+	id, err := s.heldOrder(ctx, v, userID)
+	if err != nil || id != 0 {
+		return err
 	}
 	return Errorf(ErrEnded, "the sale of voucher %d has ended", v.ID)
+}
+
+// heldOrder returns the id of the order the buyer holds of the voucher v
+// as the cache records it (0: none, or no cache to read: the sync mode),
+// or ErrUnavailable.
+func (s *ChallengeService) heldOrder(ctx context.Context, v *Voucher, userID int64) (int64, error) {
+	if s.Orders == nil || s.Orders.Cache == nil {
+		return 0, nil
+	}
+	id, err := s.Orders.Cache.BuyerOrder(ctx, userID, v.ID)
+	if err != nil {
+		s.Logger.Warn("challenge: a buyer's order could not be read after the end", "voucher", v.ID, "err", err)
+		return 0, &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
+	}
+	return id, nil
 }
 
 // spentMargin is how long a spent solution's mark outlives its expiry on

@@ -274,12 +274,12 @@ func TestChallengeHolderAfterTheEnd(t *testing.T) {
 				orders = &seckill.OrderService{Mode: seckill.ModeSync, Store: orders.Store, Vouchers: vs, IDs: &counter{n: 9000},
 					Logger: vs.Logger, Now: clk.Now, OrderTime: func(int64) time.Time { return clk.Now() }}
 			}
-			holderAfterTheEnd(t, cs, vs, orders, clk)
+			holderAfterTheEnd(t, mode, cs, vs, orders, clk)
 		})
 	}
 }
 
-func holderAfterTheEnd(t *testing.T, cs *seckill.ChallengeService, vs *seckill.VoucherService, orders *seckill.OrderService, clk *clock) {
+func holderAfterTheEnd(t *testing.T, mode seckill.Mode, cs *seckill.ChallengeService, vs *seckill.VoucherService, orders *seckill.OrderService, clk *clock) {
 	t.Helper()
 	ctx := t.Context()
 	withChallenge := challengeVoucher(t, vs, "with a challenge", 10)
@@ -322,5 +322,20 @@ func holderAfterTheEnd(t *testing.T, cs *seckill.ChallengeService, vs *seckill.V
 	}
 	if _, err := buy(late, withChallenge.ID, ""); !errors.Is(err, seckill.ErrEnded) {
 		t.Errorf("a buy after the end without an order = %v, want ErrEnded", err)
+	}
+
+	// Asking for a challenge: the holder is told their order where the
+	// cache is read (not in the sync mode, which has none to read).
+	_, err := cs.Issue(ctx, holder, withChallenge.ID)
+	var e *seckill.Error
+	if mode == seckill.ModeSync {
+		if !errors.Is(err, seckill.ErrEnded) {
+			t.Errorf("the holder's challenge after the end, sync mode = %v, want ErrEnded", err)
+		}
+	} else if !errors.As(err, &e) || e.Kind != seckill.ErrDuplicateOrder || e.OrderID != held[withChallenge.ID] {
+		t.Errorf("the holder's challenge after the end = %v, want duplicate_order with order %d", err, held[withChallenge.ID])
+	}
+	if _, err := cs.Issue(ctx, late, withChallenge.ID); !errors.Is(err, seckill.ErrEnded) {
+		t.Errorf("a challenge after the end without an order = %v, want ErrEnded", err)
 	}
 }
