@@ -40,9 +40,11 @@ type ChallengeConfig struct {
 	// MaxNumber bounds the maxnumber that load raises it to, at most
 	// MaxChallengeNumber. Default DefaultChallengeMaxNumber.
 	MaxNumber int64
-	// Rate is the voucher's request rate (challenges issued and checked a
-	// second, here) above which its difficulty doubles each second.
-	// Default DefaultChallengeRate; negative: the rate never raises it.
+	// Rate is how many distinct buyers a second may ask here for a
+	// voucher's challenges or present its solutions before its difficulty
+	// doubles each second: buyers, not requests, so that one buyer's
+	// requests count once. Default DefaultChallengeRate; negative: the
+	// rate never raises it.
 	Rate float64
 }
 
@@ -176,9 +178,10 @@ func (s *ChallengeService) row(ctx context.Context, voucherID int64) (*Voucher, 
 // voucher's ChallengeLead before its sale begins until it ends; it expires
 // TTL after the later of now and the start. A voucher that takes no
 // challenge is ErrChallengeNotNeeded; before its lead, ErrNotStarted with
-// RetryAfter; after its end, ErrEnded; one known sold out, ErrSoldOut (or
-// the buyer's order, ErrDuplicateOrder); one that does not exist,
-// ErrVoucherNotFound.
+// RetryAfter; after its end, ErrEnded (or the buyer's order,
+// ErrDuplicateOrder, unless only a buy may confirm it: Orders.Confirmed);
+// one known sold out, ErrSoldOut (or the buyer's order, likewise); one
+// that does not exist, ErrVoucherNotFound.
 func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (Challenge, error) {
 	v, err := s.row(ctx, voucherID)
 	if err != nil {
@@ -193,6 +196,12 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 			Message: fmt.Sprintf("challenges for voucher %d are issued from %s", voucherID, from.UTC().Format(time.RFC3339))}
 	}
 	if !now.Before(v.EndTime) {
+		// A buyer who holds an order is told it, as a buy would tell them.
+		if id, err := s.heldOrder(ctx, v, userID); err != nil {
+			return Challenge{}, err
+		} else if id != 0 && !s.Orders.Confirmed {
+			return Challenge{}, duplicate(id)
+		}
 		return Challenge{}, Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
 	}
 	if !now.Before(v.BeginTime) {
@@ -203,7 +212,7 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 		}
 	}
 	cfg := s.Config.withDefaults()
-	s.Difficulty.hit(voucherID)
+	s.Difficulty.hit(voucherID, userID, cfg)
 	expires := now
 	if v.BeginTime.After(now) {
 		expires = v.BeginTime
@@ -220,15 +229,17 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 // Check lets the buyer's buy of the voucher go on, or answers it. A
 // voucher that takes no challenge goes on at once, whatever header says:
 // it costs one lookup of its row in memory. A buy of one that does is
-// answered first without a solution where the answer is cheap: outside
-// its sale window (ErrNotStarted, ErrEnded), and when the buy path knows
-// it sold out (ErrSoldOut; or the buyer's order, ErrDuplicateOrder, read
-// in the same read). Then header (X-Altcha) must carry a solution of a
-// challenge issued for this buyer and this voucher, not expired, which is
-// spent here, once (ChallengeSpender): none is ErrChallengeRequired; any
-// other failure, ErrChallengeInvalid; the cache unreachable,
-// ErrUnavailable. A solution is spent before the admission runs, whatever
-// it answers: a buy that fails after it needs a new one.
+// answered first without a solution where the answer is cheap: before
+// its sale (ErrNotStarted); after it (ErrEnded, but a buyer who holds an
+// order goes on, to be answered it as on a voucher without a challenge:
+// ended); and when the buy path knows it sold out (ErrSoldOut; or the
+// buyer's order, ErrDuplicateOrder, read in the same read). Then header
+// (X-Altcha) must carry a solution of a challenge issued for this buyer
+// and this voucher, not expired, which is spent here, once
+// (ChallengeSpender): none is ErrChallengeRequired; any other failure,
+// ErrChallengeInvalid; the cache unreachable, ErrUnavailable. A solution
+// is spent before the admission runs, whatever it answers: a buy that
+// fails after it needs a new one.
 func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, header string) error {
 	v, err := s.row(ctx, voucherID)
 	if err != nil {
@@ -242,12 +253,12 @@ func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, h
 		return &Error{Kind: ErrNotStarted, RetryAfter: v.BeginTime.Sub(now), Message: fmt.Sprintf("the sale of voucher %d has not started", voucherID)}
 	}
 	if !now.Before(v.EndTime) {
-		return Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
+		return s.ended(ctx, v, userID)
 	}
 	if err := s.soldOut(ctx, v, userID, header == ""); err != nil {
 		return err
 	}
-	s.Difficulty.hit(voucherID)
+	s.Difficulty.hit(voucherID, userID, s.Config.withDefaults())
 	sol, err := ParseSolution(header)
 	if err == nil {
 		err = s.spend(ctx, v, userID, sol, now)
@@ -290,6 +301,41 @@ func (s *ChallengeService) soldOut(ctx context.Context, v *Voucher, userID int64
 		return err
 	}
 	return nil
+}
+
+// ended answers a buy of the voucher v after its end: a buyer who holds
+// an order goes on without a solution (nil), so that the admission
+// answers them their order as it does on a voucher without a challenge
+// (ErrDuplicateOrder, confirmed as the mode confirms it); the others are
+// told ErrEnded. In the sync mode (no Orders) every buy goes on: its
+// transaction reads the window on this clock, and answers a holder their
+// order before it. Elsewhere only a holder does: the admission reads the
+// cache's clock, which may be behind this one, and must not admit a
+// buyer who solved nothing.
+func (s *ChallengeService) ended(ctx context.Context, v *Voucher, userID int64) error {
+	if s.Orders == nil {
+		return nil
+	}
+	id, err := s.heldOrder(ctx, v, userID)
+	if err != nil || id != 0 {
+		return err
+	}
+	return Errorf(ErrEnded, "the sale of voucher %d has ended", v.ID)
+}
+
+// heldOrder returns the id of the order the buyer holds of the voucher v
+// as the cache records it (0: none, or no cache to read: the sync mode),
+// or ErrUnavailable.
+func (s *ChallengeService) heldOrder(ctx context.Context, v *Voucher, userID int64) (int64, error) {
+	if s.Orders == nil || s.Orders.Cache == nil {
+		return 0, nil
+	}
+	id, err := s.Orders.Cache.BuyerOrder(ctx, userID, v.ID)
+	if err != nil {
+		s.Logger.Warn("challenge: a buyer's order could not be read after the end", "voucher", v.ID, "err", err)
+		return 0, &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
+	}
+	return id, nil
 }
 
 // spentMargin is how long a spent solution's mark outlives its expiry on

@@ -255,3 +255,87 @@ type failingSpender struct{}
 func (failingSpender) SpendChallenge(context.Context, string, string, time.Duration) (bool, error) {
 	return false, errors.New("connection refused")
 }
+
+// TestChallengeHolderAfterTheEnd: after the end, a buyer who holds an
+// order of a challenge voucher is answered it (duplicate_order with its
+// id), as on a voucher without a challenge, and without a solution; a
+// buyer without one is told the sale ended. In the stream mode, and in
+// the sync mode, whose service keeps no sold-out memory (no Orders) and
+// whose transaction reads the window on the service's clock.
+func TestChallengeHolderAfterTheEnd(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []seckill.Mode{seckill.ModeStream, seckill.ModeSync} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			cs, vs, orders, clk := challenges(t, nil)
+			if mode == seckill.ModeSync {
+				// As the service wires the sync mode: no sold-out memory.
+				cs.Orders = nil
+				orders = &seckill.OrderService{Mode: seckill.ModeSync, Store: orders.Store, Vouchers: vs, IDs: &counter{n: 9000},
+					Logger: vs.Logger, Now: clk.Now, OrderTime: func(int64) time.Time { return clk.Now() }}
+			}
+			holderAfterTheEnd(t, mode, cs, vs, orders, clk)
+		})
+	}
+}
+
+func holderAfterTheEnd(t *testing.T, mode seckill.Mode, cs *seckill.ChallengeService, vs *seckill.VoucherService, orders *seckill.OrderService, clk *clock) {
+	t.Helper()
+	ctx := t.Context()
+	withChallenge := challengeVoucher(t, vs, "with a challenge", 10)
+	plain := onSale("without", 10)
+	if _, err := vs.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	const holder, late = 1001, 1002
+	// buy is the buy route: the check, then the order service.
+	buy := func(user, voucher int64, header string) (*seckill.Order, error) {
+		if err := cs.Check(ctx, user, voucher, header); err != nil {
+			return nil, err
+		}
+		return orders.Buy(ctx, user, voucher)
+	}
+	held := map[int64]int64{}
+	for _, v := range []*seckill.Voucher{withChallenge, plain} {
+		header := ""
+		if v.Challenge {
+			header = solve(t, cs, holder, v.ID).Header()
+		}
+		o, err := buy(holder, v.ID, header)
+		if err != nil {
+			t.Fatalf("buy of %q: %v", v.Title, err)
+		}
+		held[v.ID] = o.ID
+	}
+
+	// This instance's clock passes the end. In the stream mode the
+	// admission reads the cache's clock, which has not; it looks up the
+	// buyer's slot before the clock, so a holder is answered the same
+	// either way.
+	clk.Set(withChallenge.EndTime)
+	for _, v := range []*seckill.Voucher{withChallenge, plain} {
+		_, err := buy(holder, v.ID, "")
+		var e *seckill.Error
+		if !errors.As(err, &e) || e.Kind != seckill.ErrDuplicateOrder || e.OrderID != held[v.ID] {
+			t.Errorf("%q: the holder's buy after the end = %v, want duplicate_order with order %d", v.Title, err, held[v.ID])
+		}
+	}
+	if _, err := buy(late, withChallenge.ID, ""); !errors.Is(err, seckill.ErrEnded) {
+		t.Errorf("a buy after the end without an order = %v, want ErrEnded", err)
+	}
+
+	// Asking for a challenge: the holder is told their order where the
+	// cache is read (not in the sync mode, which has none to read).
+	_, err := cs.Issue(ctx, holder, withChallenge.ID)
+	var e *seckill.Error
+	if mode == seckill.ModeSync {
+		if !errors.Is(err, seckill.ErrEnded) {
+			t.Errorf("the holder's challenge after the end, sync mode = %v, want ErrEnded", err)
+		}
+	} else if !errors.As(err, &e) || e.Kind != seckill.ErrDuplicateOrder || e.OrderID != held[withChallenge.ID] {
+		t.Errorf("the holder's challenge after the end = %v, want duplicate_order with order %d", err, held[withChallenge.ID])
+	}
+	if _, err := cs.Issue(ctx, late, withChallenge.ID); !errors.Is(err, seckill.ErrEnded) {
+		t.Errorf("a challenge after the end without an order = %v, want ErrEnded", err)
+	}
+}

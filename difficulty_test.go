@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -14,7 +15,7 @@ type fakeBacklog struct{ on atomic.Bool }
 func (b *fakeBacklog) Backlogged(int64) bool { return b.on.Load() }
 
 // TestDifficultyFollowsLoad: the worker doubles a voucher's maxnumber each
-// second its requests come faster than the rate or its backlog is above
+// second more buyers than the rate ask for it or its backlog is above
 // its mark, up to MaxNumber, halves it back each quiet second down to
 // MinNumber, and then forgets the voucher; another voucher is not moved.
 func TestDifficultyFollowsLoad(t *testing.T) {
@@ -41,14 +42,15 @@ func TestDifficultyFollowsLoad(t *testing.T) {
 			}
 		}
 		want("at rest", 1, 1000)
-		for range 10 {
-			d.hit(1)
+		for user := range int64(10) {
+			d.hit(1, user, cfg)
+			d.hit(1, user, cfg) // again: the same buyer
 		}
-		d.hit(2)
+		d.hit(2, 1, cfg)
 		second()
 		want("at the rate", 1, 1000)
-		for range 11 {
-			d.hit(1)
+		for user := range int64(11) {
+			d.hit(1, user, cfg)
 		}
 		second()
 		want("above the rate", 1, 2000)
@@ -74,4 +76,34 @@ func TestDifficultyFollowsLoad(t *testing.T) {
 			t.Errorf("%d vouchers remembered at rest, want 0", n)
 		}
 	})
+}
+
+// TestDifficultyCountsBuyersNotRequests: one buyer asking far faster than
+// the rate, from many goroutines at once, leaves the voucher at rest;
+// more distinct buyers than the rate, each asking once, raise it.
+func TestDifficultyCountsBuyersNotRequests(t *testing.T) {
+	t.Parallel()
+	var d Difficulty
+	cfg := ChallengeConfig{MinNumber: 1000, MaxNumber: 8000, Rate: 50}.withDefaults()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				d.hit(1, 42, cfg)
+			}
+		})
+	}
+	wg.Wait()
+	d.Step(cfg, nil)
+	if got := d.Number(1, cfg); got != 1000 {
+		t.Errorf("one buyer's 8,000 requests in a second: maxnumber %d, want 1000", got)
+	}
+	for user := range int64(51) {
+		wg.Go(func() { d.hit(1, user, cfg) })
+	}
+	wg.Wait()
+	d.Step(cfg, nil)
+	if got := d.Number(1, cfg); got != 2000 {
+		t.Errorf("51 buyers in a second, the rate 50: maxnumber %d, want 2000", got)
+	}
 }

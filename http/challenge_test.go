@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
 )
 
 // fakeChallenges is a ChallengeService that answers as told and records
@@ -147,5 +149,36 @@ func TestDecodeVoucherChallenge(t *testing.T) {
 		if err != nil || v.Challenge != tc.challenge || v.ChallengeLead != tc.lead {
 			t.Errorf("%s: decodeVoucher = %+v, %v; want challenge %v, lead %v", tc.fields, v, err, tc.challenge, tc.lead)
 		}
+	}
+}
+
+// TestChallengeRateLimit: a buyer's requests for challenges pass a bucket
+// of their own: over it 429 rate_limited with Retry-After, before the
+// service is asked; another buyer, and the same buyer's buys, are not
+// held back by it.
+func TestChallengeRateLimit(t *testing.T) {
+	t.Parallel()
+	ch := &fakeChallenges{}
+	// A token every ~17 minutes: none comes back during the test.
+	e := newFakeEnv(t, fakeOptions{cfg: Config{ChallengeRateUser: 0.001, ChallengeRateUserBurst: 3},
+		edit: func(s *Services) { s.Challenges = ch }})
+	for i := range 3 {
+		if res := e.do("GET", "/api/vouchers/5/challenge", e.buyer, nil); res.status != 200 {
+			t.Fatalf("challenge %d of the burst = %d %s, want 200", i+1, res.status, res.raw)
+		}
+	}
+	res := e.do("GET", "/api/vouchers/5/challenge", e.buyer, nil)
+	e.wantError(res, 429, "rate_limited")
+	if n, _ := strconv.Atoi(res.header.Get("Retry-After")); n < 1 {
+		t.Errorf("Retry-After = %q, want whole seconds", res.header.Get("Retry-After"))
+	}
+	if n := len(ch.all()); n != 3 {
+		t.Errorf("the service was asked %d times, want the burst's 3", n)
+	}
+	if res := e.do("GET", "/api/vouchers/5/challenge", e.mint(auth.Identity{UserID: 3}), nil); res.status != 200 {
+		t.Errorf("another buyer's challenge = %d %s, want 200", res.status, res.raw)
+	}
+	if res := e.do("POST", "/api/vouchers/5/seckill", e.buyer, nil); res.status != 200 {
+		t.Errorf("the limited buyer's buy = %d %s, want 200", res.status, res.raw)
 	}
 }

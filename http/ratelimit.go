@@ -33,6 +33,12 @@ func newOrderReadLimits(cfg Config, now func() time.Time) *rateLimits {
 	return newLimits(cfg, "order reads", cfg.OrderRateUser, cfg.OrderRateUserBurst, cfg.OrderRateAddr, cfg.OrderRateAddrBurst, now)
 }
 
+// newChallengeLimits returns the challenge route's limits of cfg, on the
+// clock now: per buyer only.
+func newChallengeLimits(cfg Config, now func() time.Time) *rateLimits {
+	return newLimits(cfg, "challenge requests", cfg.ChallengeRateUser, cfg.ChallengeRateUserBurst, 0, 0, now)
+}
+
 func newLimits(cfg Config, what string, user float64, userBurst int, addr float64, addrBurst int, now func() time.Time) *rateLimits {
 	return &rateLimits{
 		users: ratelimit.New(ratelimit.Config{Rate: user, Burst: userBurst, Now: now}, ratelimit.HashInt64),
@@ -92,17 +98,31 @@ func (s *Server) limitRateWith(l *rateLimits, next userHandler) userHandler {
 // Retry-After.
 func (s *Server) limitOrderReads() func(userHandler) userHandler {
 	l := newOrderReadLimits(s.cfg, time.Now)
-	return func(next userHandler) userHandler {
-		if l.users == nil && l.addrs == nil {
-			return next
+	return func(next userHandler) userHandler { return s.limited(l, next) }
+}
+
+// limitChallenges limits the requests for challenges per buyer, on
+// buckets apart from the buy route's: each costs random numbers and an
+// HMAC, and once the voucher sold out a read of its stock. Over the limit
+// the answer is 429 rate_limited with Retry-After. (However often a buyer
+// asks, they count once a second toward the voucher's difficulty:
+// seckill.Difficulty.)
+func (s *Server) limitChallenges(next userHandler) userHandler {
+	return s.limited(newChallengeLimits(s.cfg, time.Now), next)
+}
+
+// limited answers requests over l 429 rate_limited, and passes the others
+// to next.
+func (s *Server) limited(l *rateLimits, next userHandler) userHandler {
+	if l.users == nil && l.addrs == nil {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request, who auth.Identity) {
+		if err := l.allow(r, who.UserID, l.now()); err != nil {
+			s.error(w, r, err)
+			return
 		}
-		return func(w http.ResponseWriter, r *http.Request, who auth.Identity) {
-			if err := l.allow(r, who.UserID, l.now()); err != nil {
-				s.error(w, r, err)
-				return
-			}
-			next(w, r, who)
-		}
+		next(w, r, who)
 	}
 }
 

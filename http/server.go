@@ -59,6 +59,11 @@ type Config struct {
 	OrderRateUserBurst int
 	OrderRateAddr      float64
 	OrderRateAddrBurst int
+	// ChallengeRateUser and ChallengeRateUserBurst limit each buyer's
+	// requests for challenges (GET /api/vouchers/{id}/challenge), on
+	// buckets of their own. Zero is off.
+	ChallengeRateUser      float64
+	ChallengeRateUserBurst int
 	// LoginRateAddr and LoginRateAddrBurst limit each login route's
 	// requests per client address; LoginRateGlobal and
 	// LoginRateGlobalBurst, those of all clients together. Zero is off.
@@ -240,7 +245,7 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"GET /api/vouchers", http.HandlerFunc(s.listVouchers)},
 		{"GET /api/vouchers/{id}", http.HandlerFunc(s.getVoucher)},
 		{"POST /api/vouchers/{id}/seckill", s.user(s.limitRate(s.seckill))},
-		{"GET /api/vouchers/{id}/challenge", s.user(s.getChallenge)},
+		{"GET /api/vouchers/{id}/challenge", s.user(s.limitChallenges(s.getChallenge))},
 		{"GET /api/orders/{id}", s.user(reads(s.getOrder))},
 		{"GET /api/orders", s.user(reads(s.listOrders))},
 		{"POST /api/orders/{id}/pay", s.user(reads(s.payOrder))},

@@ -85,14 +85,17 @@ type Config struct {
 	ChallengeTTL       time.Duration // how long a challenge stays valid after the start
 	ChallengeMinNumber int64         // maxnumber of challenges at rest
 	ChallengeMaxNumber int64         // maxnumber under load, at most
-	ChallengeRate      float64       // requests a second per voucher above which the difficulty rises
+	ChallengeRate      float64       // distinct buyers a second per voucher above which the difficulty rises
+
+	ChallengeRateUser      float64 // challenge requests a second per buyer
+	ChallengeRateUserBurst int
 }
 
 func (c *Config) challengeFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ChallengeTTL, "challenge-ttl", seckill.DefaultChallengeTTL, "how long a voucher's challenge stays valid after the later of its issue and the sale's start")
 	fs.Int64Var(&c.ChallengeMinNumber, "challenge-min-number", seckill.DefaultChallengeMinNumber, "maxnumber of the challenges at rest: a buyer tries half as many hashes on average")
 	fs.Int64Var(&c.ChallengeMaxNumber, "challenge-max-number", seckill.DefaultChallengeMaxNumber, fmt.Sprintf("maxnumber of the challenges under load, at most (at most %d): about a second's work for a phone", seckill.MaxChallengeNumber))
-	fs.Float64Var(&c.ChallengeRate, "challenge-rate", seckill.DefaultChallengeRate, "a voucher's challenges issued and checked a second, here, above which its difficulty doubles each second (negative: only the backlog raises it)")
+	fs.Float64Var(&c.ChallengeRate, "challenge-rate", seckill.DefaultChallengeRate, "distinct buyers a second asking here for a voucher's challenges or presenting its solutions, above which its difficulty doubles each second (one buyer counts once however often they ask; negative: only the backlog raises it)")
 }
 
 func (c *Config) limitFlags(fs *flag.FlagSet) {
@@ -104,6 +107,8 @@ func (c *Config) limitFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.OrderRateUserBurst, "order-rate-user-burst", 20, "order reads a buyer may make at once above --order-rate-user")
 	fs.Float64Var(&c.OrderRateAddr, "order-rate-addr", 0, "order reads a second each client address may make (0: no limit; many buyers share an address behind mobile NAT)")
 	fs.IntVar(&c.OrderRateAddrBurst, "order-rate-addr-burst", 100, "order reads an address may make at once above --order-rate-addr")
+	fs.Float64Var(&c.ChallengeRateUser, "challenge-rate-user", 5, "challenge requests (GET /api/vouchers/{id}/challenge) a second each buyer may make, apart from its buys (0: no limit)")
+	fs.IntVar(&c.ChallengeRateUserBurst, "challenge-rate-user-burst", 10, "challenge requests a buyer may make at once above --challenge-rate-user")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For names the client (empty: use the connection's address)")
 	fs.Int64Var(&c.BacklogHigh, "backlog-high", 1_000_000, "orders waiting in a voucher's stream at which admission answers 503 until the backlog falls to --backlog-low (size it by Redis memory: a waiting order takes about 60 bytes of stream, a buyer about 80 bytes for the whole sale)")
 	fs.Int64Var(&c.BacklogLow, "backlog-low", 500_000, "orders waiting in a voucher's stream at which admission resumes after --backlog-high")

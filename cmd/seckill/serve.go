@@ -215,6 +215,9 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 			LoginRateGlobal:      c.LoginRateGlobal,
 			LoginRateGlobalBurst: c.LoginRateGlobalBurst,
 			TrustedProxies:       proxies,
+
+			ChallengeRateUser:      c.ChallengeRateUser,
+			ChallengeRateUserBurst: c.ChallengeRateUserBurst,
 		},
 		Stream: worker.Config{
 			Consumer:      consumer,
