@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// The challenge's outcomes a client acts on (issue 23), mapped to HTTP
+// The challenge's outcomes a client acts on, mapped to HTTP
 // statuses with the other sentinel errors.
 var (
 	// ErrChallengeRequired says the voucher asks for a solved challenge

@@ -86,7 +86,7 @@ func (c ChallengeConfig) withDefaults() ChallengeConfig {
 
 // ChallengeService issues the proof-of-work challenges of the vouchers
 // that take one (Voucher.Challenge) and checks the solutions their buys
-// carry (issue 23; docs/design.md, The front door: the challenge): each bound by its
+// carry (docs/design.md, The front door: the challenge): each bound by its
 // signed salt to one buyer, one voucher and an expiry, and spent once.
 type ChallengeService struct {
 	Config ChallengeConfig

@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/redis"
 )
 
-// TestShardedUnitsGivenBackSellUnderDemand (review of issue 21, step 2):
+// TestShardedUnitsGivenBackSellUnderDemand: a unit given back sells while buyers ask for it:
 // once a voucher in 6 shards was found sold out, every shard is drained,
 // and a give to a drained shard holds it for redis.Hold. A unit given back
 // on one shard, with buyers asking on the others, once hopped from shard to

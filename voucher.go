@@ -63,14 +63,14 @@ type Voucher struct {
 	// for an unsharded voucher. ShardTag falls back to DefaultShardTag.
 	ShardTags []string
 	// PayWithin is how long after an order is created its buyer has to pay
-	// (issue 22); 0, as read for vouchers made before, keeps orders
+	// (the order lifecycle); 0, as read for vouchers made before, keeps orders
 	// created with no deadline. Whole seconds, at most MaxPayWithin.
 	PayWithin time.Duration
 	// RebuyAfterCancel lets a buyer whose order was cancelled buy the
 	// voucher again; by default they cannot.
 	RebuyAfterCancel bool
 	// Challenge makes every buy carry a solved proof-of-work challenge
-	// (issue 23, ChallengeService); false, as read for vouchers made
+	// (ChallengeService); false, as read for vouchers made
 	// before, buys as they always did.
 	Challenge bool
 	// ChallengeLead is how long before BeginTime challenges are issued, so

@@ -11,7 +11,7 @@ import (
 )
 
 // ChallengeService issues the proof-of-work challenges of the vouchers
-// that take one and checks the buys' solutions (issue 23);
+// that take one and checks the buys' solutions;
 // *seckill.ChallengeService is one.
 type ChallengeService interface {
 	// Issue makes a challenge for the buyer and the voucher.

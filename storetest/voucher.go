@@ -149,7 +149,7 @@ func (s suite) testVoucherShards(t *testing.T) {
 	}
 }
 
-// testVoucherPayment: a voucher's pay deadline and rebuy rule (issue 22)
+// testVoucherPayment: a voucher's pay deadline and rebuy rule
 // round-trip through every read, each on its own (a column read into the
 // other field would show); one created without them (as every voucher made
 // before) reads no deadline and no rebuy.
@@ -353,7 +353,7 @@ func (s suite) testUnendedVouchers(t *testing.T) {
 	}
 }
 
-// testVoucherChallenge: a voucher's challenge and its lead (issue 23)
+// testVoucherChallenge: a voucher's challenge and its lead
 // round-trip through every read, each on its own; one created without
 // them (as every voucher made before) reads no challenge and no lead.
 func (s suite) testVoucherChallenge(t *testing.T) {

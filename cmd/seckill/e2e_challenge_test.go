@@ -1,6 +1,6 @@
 package main
 
-// The challenge before buying (issue 23), from outside: a serve on
+// The challenge before buying, from outside: a serve on
 // MariaDB, buyers who solve their challenges in Go as any ALTCHA client
 // would, and those who try to get around them.
 
