@@ -156,18 +156,22 @@ func (r *RefundRequester) ask(ctx context.Context, rq *RefundRequest) (*Order, e
 	if rq.Attempts > 1 {
 		r.Logger.Info("the payment provider accepted a refund asked for again", "order", rq.OrderID, "attempts", rq.Attempts)
 	}
+	if done {
+		// Given back: the order is refunded, and nothing is left to ask.
+		// Recorded before anything that would make it due no more, so
+		// that a failure here leaves it due again when the claim lapses
+		// (asked again, which refunds once).
+		o, err := r.Store.RefundOrder(ctx, rq.OrderID, now)
+		if err != nil {
+			return nil, fmt.Errorf("refund of order %d given back: %w", rq.OrderID, err)
+		}
+		return o, nil
+	}
 	if err := r.Store.RefundAccepted(ctx, rq.OrderID, now); err != nil {
 		// Asked again when the claim lapses, which refunds once.
 		return nil, fmt.Errorf("refund of order %d accepted: %w", rq.OrderID, err)
 	}
-	if !done {
-		return nil, nil
-	}
-	o, err := r.Store.RefundOrder(ctx, rq.OrderID, now)
-	if err != nil {
-		return nil, fmt.Errorf("refund of order %d: %w", rq.OrderID, err)
-	}
-	return o, nil
+	return nil, nil
 }
 
 // Waiting counts the refund requests the provider has not accepted, and

@@ -21,6 +21,8 @@ type countingRefunder struct {
 	asked  []int64 // order ids, in the order asked
 	at     []time.Time
 	refuse int
+	// done says the refund is given back at once (the fake provider).
+	done bool
 }
 
 func (*countingRefunder) Name() string { return "counting" }
@@ -37,7 +39,7 @@ func (r *countingRefunder) Refund(_ context.Context, o *seckill.Order) (bool, er
 	if len(r.asked) <= r.refuse {
 		return false, errors.New("refused as told")
 	}
-	return false, nil
+	return r.done, nil
 }
 
 func (r *countingRefunder) count() int {
@@ -171,6 +173,65 @@ func TestTwoRequestersAskEachRefundOnce(t *testing.T) {
 	}
 	if w, err := store.RefundsWaiting(ctx, 0); err != nil || w.Count != 0 {
 		t.Errorf("RefundsWaiting = %+v, %v; want none", w, err)
+	}
+}
+
+// refundOrderFailing is a Store whose RefundOrder fails the first fail
+// times, as a database gone, or a crash, between the provider's answer and
+// its record.
+type refundOrderFailing struct {
+	seckill.Store
+	mu   sync.Mutex
+	fail int
+}
+
+func (s *refundOrderFailing) RefundOrder(ctx context.Context, id int64, at time.Time) (*seckill.Order, error) {
+	s.mu.Lock()
+	fail := s.fail > 0
+	s.fail--
+	s.mu.Unlock()
+	if fail {
+		return nil, errors.New("the database went away")
+	}
+	return s.Store.RefundOrder(ctx, id, at)
+}
+
+// TestRefundGivenBackAtOnceRecordedLater: a provider that gives the
+// payment back at once, and the record of the order refunded failing:
+// the refund is due again once its claim lapses, and the next pass
+// records the order refunded.
+func TestRefundGivenBackAtOnceRecordedLater(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := apptest.Store(t)
+	o := cancelledOrder(t, db)
+	paid := time.Now()
+	if _, err := db.PayOrder(ctx, o.ID, seckill.Payment{Ref: "pay_late", At: paid}); err != nil {
+		t.Fatal(err)
+	}
+	store := &refundOrderFailing{Store: db, fail: 1}
+	provider := &countingRefunder{done: true}
+	now := paid.Add(time.Second)
+	r := &seckill.RefundRequester{Store: store, Provider: provider, Logger: testenv.Logger(t),
+		Lease: time.Minute, Now: func() time.Time { return now }}
+	if _, err := r.Retry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Order(ctx, o.ID); err != nil || got.Status != seckill.OrderRefunding {
+		t.Fatalf("order after a failed record = %+v, %v; want refunding", got, err)
+	}
+	now = now.Add(time.Minute + time.Second) // the claim lapsed
+	if _, err := r.Retry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Order(ctx, o.ID); err != nil || got.Status != seckill.OrderRefunded {
+		t.Errorf("order after the next pass = %+v, %v; want refunded", got, err)
+	}
+	if n := provider.count(); n != 2 {
+		t.Errorf("the provider was asked %d times; want 2 (the same idempotency key)", n)
+	}
+	if st := r.Stats(); st.Waiting != 0 {
+		t.Errorf("Stats = %+v; want none waiting", st)
 	}
 }
 
