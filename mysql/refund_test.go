@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"context"
 	"net/url"
 	"testing"
 	"time"
@@ -60,4 +61,10 @@ func TestLatePaymentRefundDueUnderSimultaneousAssignment(t *testing.T) {
 	if !rq.PaidAt.Equal(paid) {
 		t.Errorf("claimed request paid at %v; want %v", rq.PaidAt, paid)
 	}
+}
+
+// ClearRefundNextAt implements storetest.RefundNextAtClearer.
+func (s *Store) ClearRefundNextAt(ctx context.Context, id int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE orders SET refund_next_at = NULL WHERE id = ?`, id)
+	return err
 }
