@@ -94,8 +94,9 @@ type LifecycleStore interface {
 	// reports whether it is new (false: seen already, a replay).
 	RecordPaymentEvent(ctx context.Context, eventID string, orderID int64, at time.Time) (bool, error)
 	// ClaimRefunds claims up to limit refund requests due at now: refunding
-	// orders whose refund the provider has not accepted, their next attempt
-	// at or before now, the earliest due first. Each claimed one's next
+	// orders whose next attempt is at or before now, or not set (an order a
+	// binary from before the refund retry made refunding), the earliest
+	// due first. Each claimed one's next
 	// attempt moves to until and its attempts count one more, in one
 	// transaction that skips the rows another holds (FOR UPDATE SKIP
 	// LOCKED; SQLite has one writer), so that of any number of instances
@@ -107,14 +108,16 @@ type LifecycleStore interface {
 	// if it is due; nil if not (not refunding, accepted, or claimed).
 	ClaimRefund(ctx context.Context, id int64, now, until time.Time) (*RefundRequest, error)
 	// RefundAccepted records that the provider accepted the order's refund
-	// request at the time at: it is asked for no more, and waits no more.
-	RefundAccepted(ctx context.Context, id int64, at time.Time) error
+	// request at the time at (the first acceptance's time is kept): it is
+	// asked for again at next, unless refunded by then (the provider's
+	// refund event lost).
+	RefundAccepted(ctx context.Context, id int64, at, next time.Time) error
 	// RefundFailed records that a refund request failed with reason (at
-	// most 500 bytes): it is due again at next, unless accepted meanwhile.
+	// most 500 bytes): it is due again at next, unless refunded meanwhile.
 	RefundFailed(ctx context.Context, id int64, next time.Time, reason string) error
-	// RefundsWaiting counts the refund requests the provider has not
-	// accepted, and returns up to limit of them, the longest waiting
-	// first, with when the oldest was paid (zero if none).
+	// RefundsWaiting counts the refunding orders (the payment still held,
+	// accepted or not), and returns up to limit of them, the longest
+	// waiting first, with when the oldest was paid (zero if none).
 	RefundsWaiting(ctx context.Context, limit int) (*RefundsWaiting, error)
 	// DeadlineVouchers returns the vouchers with a pay-by deadline
 	// (PayWithin > 0) that can still have due orders or unreturned units,
@@ -130,8 +133,7 @@ type LifecycleStore interface {
 }
 
 // RefundRequest is the refund of a payment that came after its order was
-// cancelled (a refunding order), as long as the provider has not accepted
-// to give it back.
+// cancelled (a refunding order), as long as the payment is not given back.
 type RefundRequest struct {
 	OrderID, UserID, VoucherID int64
 	// PaymentRef is the provider's reference of the payment to give back.
@@ -143,8 +145,12 @@ type RefundRequest struct {
 	// NextAt is when it is asked for next (for a claimed one, when its
 	// claim lapses).
 	NextAt time.Time
-	// LastError is why the last request failed; "" before one did.
+	// LastError is why the last request failed; "" before one did, or
+	// once one was accepted.
 	LastError string
+	// AcceptedAt is when the provider first accepted to give it back; zero
+	// if it has not.
+	AcceptedAt time.Time
 }
 
 // Order is the refunding order the request gives back the payment of, as
@@ -154,7 +160,7 @@ func (r *RefundRequest) Order() *Order {
 		PaymentRef: r.PaymentRef, PaidAt: r.PaidAt}
 }
 
-// RefundsWaiting are the refund requests the provider has not accepted.
+// RefundsWaiting are the refunding orders: payments still held.
 type RefundsWaiting struct {
 	Count int64
 	// Oldest is when the longest waiting one's payment was recorded; zero

@@ -13,7 +13,8 @@ import (
 
 // RefundRequester asks the payment provider for the refunds of payments
 // that came after their orders were cancelled (refunding orders), until it
-// accepts each (docs/design.md, Refunds). What is due and when lives in
+// accepts each, and again every ReAsk after until each is refunded
+// (docs/design.md, Refunds). What is due and when lives in
 // the database (LifecycleStore.ClaimRefunds), so that a refund refused, or
 // whose asker crashed, is asked for again after a backoff, across restarts
 // and by any of several instances at once: the database hands each due
@@ -33,6 +34,11 @@ type RefundRequester struct {
 	// MinBackoff is the wait after a first refused request, doubled after
 	// each next one up to MaxBackoff. Defaults 1s and 5m.
 	MinBackoff, MaxBackoff time.Duration
+	// ReAsk is how long after the provider accepted a refund it is asked
+	// for again, under the same idempotency key, while the order is not
+	// refunded (the provider's refund event lost, or its refund stuck).
+	// Default 1h.
+	ReAsk time.Duration
 	// Batch is how many due requests one claim takes. Default 10.
 	Batch int
 	// Now returns the current time. Default time.Now.
@@ -58,9 +64,10 @@ type RefundStats struct {
 	// failed (and are asked again later), Accepted those the provider
 	// accepted.
 	Requests, Failures, Accepted int64
-	// Waiting counts the refund requests the provider has not accepted,
-	// as the last pass found them (every instance's pass finds them all),
-	// and Oldest is when the longest waiting one was paid; zero if none.
+	// Waiting counts the refunding orders (payments not given back,
+	// accepted or not), as the last pass found them (every instance's
+	// pass finds them all), and Oldest is when the longest waiting one
+	// was paid; zero if none.
 	Waiting int64
 	Oldest  time.Time
 }
@@ -133,8 +140,9 @@ func (r *RefundRequester) Retry(ctx context.Context) (asked int, err error) {
 	return asked, errors.Join(errs...)
 }
 
-// ask sends the claimed request and records what came of it: accepted,
-// or due again after the backoff of its attempts.
+// ask sends the claimed request and records what came of it: refunded,
+// accepted (asked again after ReAsk unless refunded by then), or due
+// again after the backoff of its attempts.
 func (r *RefundRequester) ask(ctx context.Context, rq *RefundRequest) (*Order, error) {
 	r.stats.requests.Add(1)
 	done, err := r.Provider.Refund(ctx, rq.Order())
@@ -156,22 +164,26 @@ func (r *RefundRequester) ask(ctx context.Context, rq *RefundRequest) (*Order, e
 	if rq.Attempts > 1 {
 		r.Logger.Info("the payment provider accepted a refund asked for again", "order", rq.OrderID, "attempts", rq.Attempts)
 	}
-	if err := r.Store.RefundAccepted(ctx, rq.OrderID, now); err != nil {
+	if done {
+		// Given back: the order is refunded, and nothing is left to ask.
+		// Recorded before anything that would make it due no more, so
+		// that a failure here leaves it due again when the claim lapses
+		// (asked again, which refunds once).
+		o, err := r.Store.RefundOrder(ctx, rq.OrderID, now)
+		if err != nil {
+			return nil, fmt.Errorf("refund of order %d given back: %w", rq.OrderID, err)
+		}
+		return o, nil
+	}
+	if err := r.Store.RefundAccepted(ctx, rq.OrderID, now, now.Add(r.reAsk())); err != nil {
 		// Asked again when the claim lapses, which refunds once.
 		return nil, fmt.Errorf("refund of order %d accepted: %w", rq.OrderID, err)
 	}
-	if !done {
-		return nil, nil
-	}
-	o, err := r.Store.RefundOrder(ctx, rq.OrderID, now)
-	if err != nil {
-		return nil, fmt.Errorf("refund of order %d: %w", rq.OrderID, err)
-	}
-	return o, nil
+	return nil, nil
 }
 
-// Waiting counts the refund requests the provider has not accepted, and
-// returns up to limit of them, the longest waiting first: for the admin.
+// Waiting counts the refunding orders, and returns up to limit of them,
+// the longest waiting first: for the admin.
 func (r *RefundRequester) Waiting(ctx context.Context, limit int) (*RefundsWaiting, error) {
 	return r.Store.RefundsWaiting(ctx, limit)
 }
@@ -248,6 +260,13 @@ func (r *RefundRequester) lease() time.Duration {
 		return r.Lease
 	}
 	return 5 * time.Minute
+}
+
+func (r *RefundRequester) reAsk() time.Duration {
+	if r.ReAsk > 0 {
+		return r.ReAsk
+	}
+	return time.Hour
 }
 
 func (r *RefundRequester) batch() int {

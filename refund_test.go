@@ -21,6 +21,8 @@ type countingRefunder struct {
 	asked  []int64 // order ids, in the order asked
 	at     []time.Time
 	refuse int
+	// done says the refund is given back at once (the fake provider).
+	done bool
 }
 
 func (*countingRefunder) Name() string { return "counting" }
@@ -37,7 +39,7 @@ func (r *countingRefunder) Refund(_ context.Context, o *seckill.Order) (bool, er
 	if len(r.asked) <= r.refuse {
 		return false, errors.New("refused as told")
 	}
-	return false, nil
+	return r.done, nil
 }
 
 func (r *countingRefunder) count() int {
@@ -131,8 +133,8 @@ func TestRefundLostToCrashAskedByLoop(t *testing.T) {
 	if n := provider.count(); n != 1 {
 		t.Errorf("two passes asked for %d refunds; want 1", n)
 	}
-	if st := r.Stats(); st.Waiting != 0 || st.Accepted != 1 {
-		t.Errorf("Stats = %+v; want 1 accepted, none waiting", st)
+	if st := r.Stats(); st.Waiting != 1 || st.Accepted != 1 {
+		t.Errorf("Stats = %+v; want 1 accepted, still waiting for its refund", st)
 	}
 }
 
@@ -169,8 +171,67 @@ func TestTwoRequestersAskEachRefundOnce(t *testing.T) {
 	if len(asked) != n || len(provider.asked) != n {
 		t.Errorf("%d requests for %d of %d refunds; want each asked once", len(provider.asked), len(asked), n)
 	}
-	if w, err := store.RefundsWaiting(ctx, 0); err != nil || w.Count != 0 {
-		t.Errorf("RefundsWaiting = %+v, %v; want none", w, err)
+	if w, err := store.RefundsWaiting(ctx, 0); err != nil || w.Count != n {
+		t.Errorf("RefundsWaiting = %+v, %v; want the %d accepted, not refunded yet", w, err, n)
+	}
+}
+
+// refundOrderFailing is a Store whose RefundOrder fails the first fail
+// times, as a database gone, or a crash, between the provider's answer and
+// its record.
+type refundOrderFailing struct {
+	seckill.Store
+	mu   sync.Mutex
+	fail int
+}
+
+func (s *refundOrderFailing) RefundOrder(ctx context.Context, id int64, at time.Time) (*seckill.Order, error) {
+	s.mu.Lock()
+	fail := s.fail > 0
+	s.fail--
+	s.mu.Unlock()
+	if fail {
+		return nil, errors.New("the database went away")
+	}
+	return s.Store.RefundOrder(ctx, id, at)
+}
+
+// TestRefundGivenBackAtOnceRecordedLater: a provider that gives the
+// payment back at once, and the record of the order refunded failing:
+// the refund is due again once its claim lapses, and the next pass
+// records the order refunded.
+func TestRefundGivenBackAtOnceRecordedLater(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := apptest.Store(t)
+	o := cancelledOrder(t, db)
+	paid := time.Now()
+	if _, err := db.PayOrder(ctx, o.ID, seckill.Payment{Ref: "pay_late", At: paid}); err != nil {
+		t.Fatal(err)
+	}
+	store := &refundOrderFailing{Store: db, fail: 1}
+	provider := &countingRefunder{done: true}
+	now := paid.Add(time.Second)
+	r := &seckill.RefundRequester{Store: store, Provider: provider, Logger: testenv.Logger(t),
+		Lease: time.Minute, Now: func() time.Time { return now }}
+	if _, err := r.Retry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Order(ctx, o.ID); err != nil || got.Status != seckill.OrderRefunding {
+		t.Fatalf("order after a failed record = %+v, %v; want refunding", got, err)
+	}
+	now = now.Add(time.Minute + time.Second) // the claim lapsed
+	if _, err := r.Retry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Order(ctx, o.ID); err != nil || got.Status != seckill.OrderRefunded {
+		t.Errorf("order after the next pass = %+v, %v; want refunded", got, err)
+	}
+	if n := provider.count(); n != 2 {
+		t.Errorf("the provider was asked %d times; want 2 (the same idempotency key)", n)
+	}
+	if st := r.Stats(); st.Waiting != 0 {
+		t.Errorf("Stats = %+v; want none waiting", st)
 	}
 }
 
@@ -179,15 +240,14 @@ func TestTwoRequestersAskEachRefundOnce(t *testing.T) {
 // called.
 type memRefunds struct {
 	seckill.LifecycleStore
-	mu       sync.Mutex
-	r        seckill.RefundRequest
-	accepted bool
+	mu sync.Mutex
+	r  seckill.RefundRequest
 }
 
 func (m *memRefunds) ClaimRefunds(_ context.Context, now, until time.Time, _ int) ([]*seckill.RefundRequest, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.accepted || m.r.NextAt.After(now) {
+	if m.r.NextAt.After(now) {
 		return nil, nil
 	}
 	m.r.NextAt = until
@@ -203,25 +263,22 @@ func (m *memRefunds) RefundFailed(_ context.Context, _ int64, next time.Time, re
 	return nil
 }
 
-func (m *memRefunds) RefundAccepted(context.Context, int64, time.Time) error {
+func (m *memRefunds) RefundAccepted(_ context.Context, _ int64, at, next time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.accepted = true
+	m.r.AcceptedAt, m.r.NextAt, m.r.LastError = at, next, ""
 	return nil
 }
 
 func (m *memRefunds) RefundsWaiting(context.Context, int) (*seckill.RefundsWaiting, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.accepted {
-		return &seckill.RefundsWaiting{}, nil
-	}
 	return &seckill.RefundsWaiting{Count: 1, Oldest: m.r.PaidAt}, nil
 }
 
 // TestRefundBackoff: a refused refund is asked for again after the
-// backoff, doubled after each refusal up to the maximum, and no more once
-// accepted.
+// backoff, doubled after each refusal up to the maximum, and once
+// accepted not before ReAsk (it waits, not refunded).
 func TestRefundBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -252,8 +309,54 @@ func TestRefundBackoff(t *testing.T) {
 				t.Fatalf("asked at %v s; want %v s", got, want)
 			}
 		}
-		if st := r.Stats(); st.Requests != 5 || st.Failures != 4 || st.Accepted != 1 || st.Waiting != 0 {
-			t.Errorf("Stats = %+v; want 5 requests, 4 failures, 1 accepted, none waiting", st)
+		if st := r.Stats(); st.Requests != 5 || st.Failures != 4 || st.Accepted != 1 || st.Waiting != 1 {
+			t.Errorf("Stats = %+v; want 5 requests, 4 failures, 1 accepted, 1 waiting", st)
 		}
 	})
+}
+
+// TestAcceptedRefundAskedAgainUntilRefunded: a refund the provider
+// accepted, whose refund.succeeded never comes, is asked for again after
+// ReAsk, and again, and counted waiting meanwhile; once refunded, no
+// more.
+func TestAcceptedRefundAskedAgainUntilRefunded(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := apptest.Store(t)
+	o := cancelledOrder(t, store)
+	paid := time.Now().UTC()
+	if _, err := store.PayOrder(ctx, o.ID, seckill.Payment{Ref: "pay_late", At: paid}); err != nil {
+		t.Fatal(err)
+	}
+	provider := &countingRefunder{}
+	now := paid.Add(time.Second)
+	r := &seckill.RefundRequester{Store: store, Provider: provider, Logger: testenv.Logger(t),
+		Now: func() time.Time { return now }}
+	pass := func(want int) {
+		t.Helper()
+		if _, err := r.Retry(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := provider.count(); n != want {
+			t.Errorf("asked %d times by %v; want %d", n, now.Sub(paid), want)
+		}
+	}
+	pass(1)
+	if st := r.Stats(); st.Accepted != 1 || st.Waiting != 1 || !st.Oldest.Equal(paid.Truncate(time.Microsecond)) {
+		t.Errorf("Stats once accepted = %+v; want 1 accepted, 1 waiting since %v", st, paid)
+	}
+	now = now.Add(time.Hour - time.Second)
+	pass(1)
+	now = now.Add(2 * time.Second) // an hour after the acceptance
+	pass(2)
+	now = now.Add(time.Hour + time.Second)
+	pass(3)
+	if _, err := store.RefundOrder(ctx, o.ID, now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(10 * time.Hour)
+	pass(3)
+	if st := r.Stats(); st.Waiting != 0 {
+		t.Errorf("Stats once refunded = %+v; want none waiting", st)
+	}
 }

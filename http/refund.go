@@ -12,8 +12,9 @@ import (
 // RefundAdmin is what the refunds route calls; *seckill.RefundRequester
 // is one.
 type RefundAdmin interface {
-	// Waiting counts the refunds of late payments the provider has not
-	// accepted, and returns up to limit of them, the longest waiting first.
+	// Waiting counts the refunds of late payments not given back yet
+	// (refunding orders, accepted by the provider or not), and returns up
+	// to limit of them, the longest waiting first.
 	Waiting(ctx context.Context, limit int) (*seckill.RefundsWaiting, error)
 }
 
@@ -23,8 +24,7 @@ var _ RefundAdmin = (*seckill.RefundRequester)(nil)
 // how many more wait.
 const maxRefundsShown = 100
 
-// refundJSON is a refund waiting for the provider, as the admin API shows
-// it.
+// refundJSON is a refund not given back yet, as the admin API shows it.
 type refundJSON struct {
 	OrderID    int64      `json:"orderId,string"`
 	VoucherID  int64      `json:"voucherId,string"`
@@ -34,6 +34,7 @@ type refundJSON struct {
 	Attempts   int        `json:"attempts"`
 	NextAt     *time.Time `json:"nextAt,omitempty"`
 	LastError  string     `json:"lastError,omitempty"`
+	AcceptedAt *time.Time `json:"acceptedAt,omitempty"`
 }
 
 var errNoRefunds = seckill.Errorf(seckill.ErrUnavailable, "this server does not ask for refunds")
@@ -51,7 +52,8 @@ func (s *Server) adminRefunds(w http.ResponseWriter, r *http.Request, _ auth.Ide
 	out := make([]refundJSON, len(waiting.First))
 	for i, rq := range waiting.First {
 		out[i] = refundJSON{OrderID: rq.OrderID, VoucherID: rq.VoucherID, UserID: rq.UserID, PaymentRef: rq.PaymentRef,
-			PaidAt: optTime(rq.PaidAt), Attempts: rq.Attempts, NextAt: optTime(rq.NextAt), LastError: rq.LastError}
+			PaidAt: optTime(rq.PaidAt), Attempts: rq.Attempts, NextAt: optTime(rq.NextAt), LastError: rq.LastError,
+			AcceptedAt: optTime(rq.AcceptedAt)}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Waiting int64        `json:"waiting"`

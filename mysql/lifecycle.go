@@ -21,10 +21,10 @@ const (
 	payOrderSQL = `UPDATE orders SET status = 'paid', paid_at = ?, payment_ref = ?
 WHERE id = ? AND status = 'created'`
 	// payCancelledSQL records a payment that came after its order was
-	// cancelled: to be given back, its refund request due at once
-	// (refund_next_at takes paid_at's new value: MariaDB assigns left to
-	// right).
-	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?, payment_ref = ?, refund_next_at = paid_at
+	// cancelled: to be given back, its refund request due at once. The
+	// time is bound twice, not read back from paid_at: under MariaDB's
+	// SIMULTANEOUS_ASSIGNMENT, SET reads each column's old value.
+	payCancelledSQL = `UPDATE orders SET status = 'refunding', paid_at = ?, payment_ref = ?, refund_next_at = ?
 WHERE id = ? AND status = 'cancelled'`
 	// startPaymentSQL records the first start of a created order's
 	// payment; a later start, or one of an order no longer created, changes
@@ -113,8 +113,14 @@ func (s *Store) PayOrder(ctx context.Context, id int64, p seckill.Payment) (_ *s
 	if !p.At.IsZero() {
 		at = utc(p.At)
 	}
-	for _, stmt := range []string{payOrderSQL, payCancelledSQL} {
-		res, err := s.db.ExecContext(ctx, stmt, at, p.Ref, id)
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		{payOrderSQL, []any{at, p.Ref, id}},
+		{payCancelledSQL, []any{at, p.Ref, at, id}},
+	} {
+		res, err := s.db.ExecContext(ctx, st.sql, st.args...)
 		if err != nil {
 			return nil, fmt.Errorf("mysql: pay order %d: %w", id, dbErr(err))
 		}

@@ -11,18 +11,19 @@ import (
 )
 
 // The statements of the refund requests ([seckill.LifecycleStore]
-// ClaimRefunds and after): refunding orders whose refund_next_at is set,
-// read through orders_refund_due_idx.
+// ClaimRefunds and after): refunding orders, due at refund_next_at (NULL:
+// at once, as a binary from before the refund retry left them), read
+// through orders_refund_due_idx.
 const (
-	refundColumns = `o.id, o.user_id, o.voucher_id, o.payment_ref, o.paid_at, o.refund_attempts, o.refund_next_at, o.refund_error`
+	refundColumns = `o.id, o.user_id, o.voucher_id, o.payment_ref, o.paid_at, o.refund_attempts, o.refund_next_at, o.refund_error, o.refund_requested_at`
 	// claimRefundsSQL claims up to $3 refund requests due at $1: due locks
 	// them as it reads them, skipping those another transaction holds (a
 	// row changed since the statement began is checked again), and their
 	// next attempt moves to $2.
 	claimRefundsSQL = `WITH due AS (
     SELECT id FROM orders
-    WHERE status = 'refunding' AND refund_next_at <= $1
-    ORDER BY refund_next_at LIMIT $3
+    WHERE status = 'refunding' AND (refund_next_at IS NULL OR refund_next_at <= $1)
+    ORDER BY refund_next_at NULLS FIRST LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
 UPDATE orders o SET refund_next_at = $2, refund_attempts = o.refund_attempts + 1
@@ -31,20 +32,21 @@ RETURNING ` + refundColumns
 	// claimRefundSQL is claimRefundsSQL for the order $3 alone.
 	claimRefundSQL = `WITH due AS (
     SELECT id FROM orders
-    WHERE id = $3 AND status = 'refunding' AND refund_next_at <= $1
+    WHERE id = $3 AND status = 'refunding' AND (refund_next_at IS NULL OR refund_next_at <= $1)
     FOR UPDATE SKIP LOCKED
 )
 UPDATE orders o SET refund_next_at = $2, refund_attempts = o.refund_attempts + 1
 FROM due WHERE o.id = due.id
 RETURNING ` + refundColumns
-	refundAcceptedSQL = `UPDATE orders SET refund_requested_at = $2, refund_next_at = NULL, refund_error = ''
-WHERE id = $1 AND refund_requested_at IS NULL`
+	// refundAcceptedSQL keeps the first acceptance's time.
+	refundAcceptedSQL = `UPDATE orders SET refund_requested_at = COALESCE(refund_requested_at, $2), refund_next_at = $3, refund_error = ''
+WHERE id = $1 AND status = 'refunding'`
 	refundFailedSQL = `UPDATE orders SET refund_next_at = $2, refund_error = $3
-WHERE id = $1 AND status = 'refunding' AND refund_requested_at IS NULL`
+WHERE id = $1 AND status = 'refunding'`
 	countRefundsWaitingSQL = `SELECT count(*), min(paid_at) FROM orders
-WHERE status = 'refunding' AND refund_next_at IS NOT NULL`
+WHERE status = 'refunding'`
 	selectRefundsWaitingSQL = `SELECT ` + refundColumns + ` FROM orders o
-WHERE o.status = 'refunding' AND o.refund_next_at IS NOT NULL
+WHERE o.status = 'refunding'
 ORDER BY o.paid_at, o.id LIMIT $1`
 )
 
@@ -89,10 +91,10 @@ func (s *Store) refunds(ctx context.Context, query string, args ...any) ([]*seck
 }
 
 // RefundAccepted records that the provider accepted the order's refund
-// request.
-func (s *Store) RefundAccepted(ctx context.Context, id int64, at time.Time) error {
+// request: asked again at next unless refunded.
+func (s *Store) RefundAccepted(ctx context.Context, id int64, at, next time.Time) error {
 	err := s.with(ctx, func(conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, refundAcceptedSQL, id, utc(at))
+		_, err := conn.Exec(ctx, refundAcceptedSQL, id, utc(at), utc(next))
 		return err
 	})
 	if err != nil {
@@ -113,8 +115,8 @@ func (s *Store) RefundFailed(ctx context.Context, id int64, next time.Time, reas
 	return nil
 }
 
-// RefundsWaiting counts the refund requests not accepted, and returns up
-// to limit of them, the longest waiting first.
+// RefundsWaiting counts the refunding orders, and returns up to limit of
+// them, the longest waiting first.
 func (s *Store) RefundsWaiting(ctx context.Context, limit int) (*seckill.RefundsWaiting, error) {
 	var (
 		w      seckill.RefundsWaiting
@@ -138,11 +140,14 @@ func (s *Store) RefundsWaiting(ctx context.Context, limit int) (*seckill.Refunds
 // scanRefund reads the refundColumns of one row.
 func scanRefund(row pgx.Row) (*seckill.RefundRequest, error) {
 	var (
-		r              seckill.RefundRequest
-		paidAt, nextAt *time.Time
+		r                          seckill.RefundRequest
+		paidAt, nextAt, acceptedAt *time.Time
 	)
-	if err := row.Scan(&r.OrderID, &r.UserID, &r.VoucherID, &r.PaymentRef, &paidAt, &r.Attempts, &nextAt, &r.LastError); err != nil {
+	if err := row.Scan(&r.OrderID, &r.UserID, &r.VoucherID, &r.PaymentRef, &paidAt, &r.Attempts, &nextAt, &r.LastError, &acceptedAt); err != nil {
 		return nil, err
+	}
+	if acceptedAt != nil {
+		r.AcceptedAt = acceptedAt.UTC()
 	}
 	if paidAt != nil {
 		r.PaidAt = paidAt.UTC()

@@ -11,27 +11,30 @@ import (
 )
 
 // The statements of the refund requests ([seckill.LifecycleStore]
-// ClaimRefunds and after): refunding orders whose refund_next_at is set,
-// read through orders_refund_due. A claim's transaction holds the one
+// ClaimRefunds and after): refunding orders, due at refund_next_at (NULL:
+// at once, as a binary from before the refund retry left them), read
+// through orders_refund_due. A claim's transaction holds the one
 // write lock: two claims take turns, the second finding the first's moved.
 const (
-	refundColumns       = `id, user_id, voucher_id, payment_ref, paid_at, refund_attempts, refund_next_at, refund_error`
+	refundColumns       = `id, user_id, voucher_id, payment_ref, paid_at, refund_attempts, refund_next_at, refund_error, refund_requested_at`
 	selectDueRefundsSQL = `SELECT id FROM orders INDEXED BY orders_refund_due
-WHERE status = 'refunding' AND refund_next_at <= ?
+WHERE status = 'refunding' AND (refund_next_at IS NULL OR refund_next_at <= ?)
 ORDER BY refund_next_at LIMIT ?`
-	selectDueRefundSQL = `SELECT id FROM orders WHERE id = ? AND status = 'refunding' AND refund_next_at <= ?`
+	selectDueRefundSQL = `SELECT id FROM orders
+WHERE id = ? AND status = 'refunding' AND (refund_next_at IS NULL OR refund_next_at <= ?)`
 	// claimRefundsSQL moves the requests' next attempt to their claim's
 	// end; %s is one '?' per id.
-	claimRefundsSQL   = `UPDATE orders SET refund_next_at = ?, refund_attempts = refund_attempts + 1 WHERE id IN (%s)`
-	selectRefundsSQL  = `SELECT ` + refundColumns + ` FROM orders WHERE id IN (%s) ORDER BY paid_at, id`
-	refundAcceptedSQL = `UPDATE orders SET refund_requested_at = ?, refund_next_at = NULL, refund_error = ''
-WHERE id = ? AND refund_requested_at IS NULL`
+	claimRefundsSQL  = `UPDATE orders SET refund_next_at = ?, refund_attempts = refund_attempts + 1 WHERE id IN (%s)`
+	selectRefundsSQL = `SELECT ` + refundColumns + ` FROM orders WHERE id IN (%s) ORDER BY paid_at, id`
+	// refundAcceptedSQL keeps the first acceptance's time.
+	refundAcceptedSQL = `UPDATE orders SET refund_requested_at = COALESCE(refund_requested_at, ?), refund_next_at = ?, refund_error = ''
+WHERE id = ? AND status = 'refunding'`
 	refundFailedSQL = `UPDATE orders SET refund_next_at = ?, refund_error = ?
-WHERE id = ? AND status = 'refunding' AND refund_requested_at IS NULL`
+WHERE id = ? AND status = 'refunding'`
 	countRefundsWaitingSQL = `SELECT count(*), min(paid_at) FROM orders INDEXED BY orders_refund_due
-WHERE status = 'refunding' AND refund_next_at IS NOT NULL`
+WHERE status = 'refunding'`
 	selectRefundsWaitingSQL = `SELECT ` + refundColumns + ` FROM orders INDEXED BY orders_refund_due
-WHERE status = 'refunding' AND refund_next_at IS NOT NULL
+WHERE status = 'refunding'
 ORDER BY paid_at, id LIMIT ?`
 )
 
@@ -95,10 +98,10 @@ func (s *Store) claimRefunds(ctx context.Context, until time.Time, dueSQL string
 }
 
 // RefundAccepted records that the provider accepted the order's refund
-// request.
-func (s *Store) RefundAccepted(ctx context.Context, id int64, at time.Time) (err error) {
+// request: asked again at next unless refunded.
+func (s *Store) RefundAccepted(ctx context.Context, id int64, at, next time.Time) (err error) {
 	defer s.closeReadOnly(ctx, &err)
-	if _, err := s.db.ExecContext(ctx, refundAcceptedSQL, micros(at), id); err != nil {
+	if _, err := s.db.ExecContext(ctx, refundAcceptedSQL, micros(at), micros(next), id); err != nil {
 		return fmt.Errorf("sqlite: the refund of order %d accepted: %w", id, dbErr(err))
 	}
 	return nil
@@ -113,8 +116,8 @@ func (s *Store) RefundFailed(ctx context.Context, id int64, next time.Time, reas
 	return nil
 }
 
-// RefundsWaiting counts the refund requests not accepted, and returns up
-// to limit of them, the longest waiting first.
+// RefundsWaiting counts the refunding orders, and returns up to limit of
+// them, the longest waiting first.
 func (s *Store) RefundsWaiting(ctx context.Context, limit int) (*seckill.RefundsWaiting, error) {
 	var (
 		w      seckill.RefundsWaiting
@@ -136,11 +139,14 @@ func (s *Store) RefundsWaiting(ctx context.Context, limit int) (*seckill.Refunds
 // scanRefund reads the refundColumns of one row.
 func scanRefund(row sqlrows.Scanner) (*seckill.RefundRequest, error) {
 	var (
-		r              seckill.RefundRequest
-		paidAt, nextAt sql.NullInt64
+		r                          seckill.RefundRequest
+		paidAt, nextAt, acceptedAt sql.NullInt64
 	)
-	if err := row.Scan(&r.OrderID, &r.UserID, &r.VoucherID, &r.PaymentRef, &paidAt, &r.Attempts, &nextAt, &r.LastError); err != nil {
+	if err := row.Scan(&r.OrderID, &r.UserID, &r.VoucherID, &r.PaymentRef, &paidAt, &r.Attempts, &nextAt, &r.LastError, &acceptedAt); err != nil {
 		return nil, err
+	}
+	if acceptedAt.Valid {
+		r.AcceptedAt = fromMicros(acceptedAt.Int64)
 	}
 	if paidAt.Valid {
 		r.PaidAt = fromMicros(paidAt.Int64)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -98,24 +99,88 @@ func (s suite) testRefundRequests(t *testing.T) {
 		t.Errorf("ClaimRefund of a refused request due again = %+v, %v; want %+v", got, err, &againA)
 	}
 
-	// Accepted: never claimed again, waiting no more, a failure after it
-	// changing nothing; b waits alone.
-	if err := st.RefundAccepted(ctx, a.ID, base.Add(5*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.RefundFailed(ctx, a.ID, base.Add(5*time.Minute), "late answer"); err != nil {
+	// Accepted: not due until the time given, its first acceptance's
+	// time kept, still waiting (the payment is held until refunded); b
+	// waits too.
+	acceptedA := againA
+	acceptedA.NextAt, acceptedA.LastError, acceptedA.AcceptedAt = micro(base.Add(65*time.Minute)), "", micro(base.Add(5*time.Minute))
+	if err := st.RefundAccepted(ctx, a.ID, base.Add(5*time.Minute), base.Add(65*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := st.ClaimRefund(ctx, a.ID, base.Add(time.Hour), base.Add(2*time.Hour)); err != nil || got != nil {
-		t.Errorf("ClaimRefund of an accepted request = %+v, %v; want nil", got, err)
+		t.Errorf("ClaimRefund of an accepted request before it is asked again = %+v, %v; want nil", got, err)
 	}
-	checkWaiting(t, st, 10, &seckill.RefundsWaiting{Count: 1, Oldest: rb.PaidAt, First: []*seckill.RefundRequest{&rbClaimed}})
-	// Refunded: no longer waiting either.
-	if _, err := st.RefundOrder(ctx, b.ID, base.Add(8*time.Minute)); err != nil {
+	checkWaiting(t, st, 10, &seckill.RefundsWaiting{Count: 2, Oldest: ra.PaidAt, First: []*seckill.RefundRequest{&acceptedA, &rbClaimed}})
+	// Not refunded by then: asked again, and accepted again.
+	reaskedA := acceptedA
+	reaskedA.Attempts, reaskedA.NextAt = 3, micro(base.Add(70*time.Minute))
+	if got, err := st.ClaimRefund(ctx, a.ID, base.Add(65*time.Minute), base.Add(70*time.Minute)); err != nil || cmp.Diff(&reaskedA, got) != "" {
+		t.Errorf("ClaimRefund of an accepted request not refunded = %+v, %v; want %+v", got, err, &reaskedA)
+	}
+	if err := st.RefundAccepted(ctx, a.ID, base.Add(66*time.Minute), base.Add(126*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	claim("all accepted or refunded", base.Add(time.Hour), base.Add(2*time.Hour))
+	reaskedA.NextAt = micro(base.Add(126 * time.Minute))
+	checkWaiting(t, st, 1, &seckill.RefundsWaiting{Count: 2, Oldest: ra.PaidAt, First: []*seckill.RefundRequest{&reaskedA}})
+	// Refunded: neither claimed nor waiting, whatever is recorded after.
+	for _, id := range []int64{a.ID, b.ID} {
+		if _, err := st.RefundOrder(ctx, id, base.Add(8*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.RefundFailed(ctx, a.ID, base.Add(time.Hour), "late answer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RefundAccepted(ctx, b.ID, base.Add(time.Hour), base.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	claim("all refunded", base.Add(10*time.Hour), base.Add(11*time.Hour))
 	checkWaiting(t, st, 10, &seckill.RefundsWaiting{})
+}
+
+// RefundNextAtClearer is a store that can clear an order's refund_next_at,
+// as a binary from before the refund retry leaves a refunding order (in a
+// rolling upgrade): each backend's tests implement it for the suite.
+type RefundNextAtClearer interface {
+	ClearRefundNextAt(ctx context.Context, id int64) error
+}
+
+// testRefundLeftByOldBinary: a refunding order whose refund_next_at is
+// not set (made refunding, or its refund accepted, by a binary from before
+// the refund retry) is due at once, and waiting.
+func (s suite) testRefundLeftByOldBinary(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	old, ok := st.(RefundNextAtClearer)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.RefundNextAtClearer", st)
+	}
+	v := deadlineVoucher(t, st, 10, false)
+	a, b := order(1, v.ID), order(2, v.ID)
+	save(t, st, a, b)
+	ra := lateRefund(t, st, a, "late_a", time.Minute)
+	rb := lateRefund(t, st, b, "late_b", 2*time.Minute)
+	if err := old.ClearRefundNextAt(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	rb.NextAt = time.Time{}
+	checkWaiting(t, st, 10, &seckill.RefundsWaiting{Count: 2, Oldest: ra.PaidAt, First: []*seckill.RefundRequest{ra, rb}})
+	until := micro(base.Add(time.Hour))
+	claimedB := *rb
+	claimedB.Attempts, claimedB.NextAt = 1, until
+	// Before a's payment: b alone is due, its time not set.
+	got, err := st.ClaimRefunds(ctx, base, until, 10)
+	if err != nil || cmp.Diff([]*seckill.RefundRequest{&claimedB}, got) != "" {
+		t.Errorf("ClaimRefunds with b's next attempt not set = %+v, %v; want b", got, err)
+	}
+	if err := old.ClearRefundNextAt(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	claimedA := *ra
+	claimedA.Attempts, claimedA.NextAt = 1, until
+	if got, err := st.ClaimRefund(ctx, a.ID, base, until); err != nil || cmp.Diff(&claimedA, got) != "" {
+		t.Errorf("ClaimRefund with a's next attempt not set = %+v, %v; want %+v", got, err, &claimedA)
+	}
 }
 
 // testClaimRefundsConcurrent: claims racing for many due refund requests

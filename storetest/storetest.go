@@ -133,6 +133,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"RecordPaymentEvent", s.testPaymentEvents},
 		{"RefundRequests", s.testRefundRequests},
 		{"RefundRequests/Concurrent", s.testClaimRefundsConcurrent},
+		{"RefundRequests/LeftByOldBinary", s.testRefundLeftByOldBinary},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -601,7 +601,7 @@
     $("#refunds-empty").hidden = list.length > 0;
     $("#refunds").hidden = list.length === 0;
     syncRows($("#refunds tbody"), list, "data-refund", (r) => r.orderId, (r, key) =>
-      el("tr", {}, ...["orderId", "voucherId", "userId", "paidAt", "attempts", "nextAt", "lastError"].map((f) =>
+      el("tr", {}, ...["orderId", "voucherId", "userId", "paidAt", "attempts", "nextAt", "lastError", "acceptedAt"].map((f) =>
         el("td", { "data-refund": key, "data-field": f, class: f === "orderId" ? "mono" : f === "attempts" ? "num" : f === "lastError" ? "reason" : "" }))),
     (tr, r) => {
       field(tr, "orderId").textContent = r.orderId;
@@ -610,7 +610,7 @@
       v.textContent = voucherTitle(r.voucherId) || "#" + r.voucherId;
       v.title = "voucher " + r.voucherId;
       field(tr, "userId").textContent = "user " + r.userId;
-      for (const f of ["paidAt", "nextAt"]) {
+      for (const f of ["paidAt", "nextAt", "acceptedAt"]) {
         const c = field(tr, f);
         c.dataset.value = r[f] || "";
         c.textContent = r[f] ? clock(new Date(r[f])) : "–";

@@ -595,7 +595,7 @@ func registerRefunds(reg *prometheus.Registry, r *seckill.RefundRequester) error
 		counter("seckill_refund_request_failures_total", "Refund requests that failed (each asked for again after a backoff).",
 			func(st seckill.RefundStats) int64 { return st.Failures }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_refunds_waiting",
-			Help: "Refunds of late payments the payment provider has not accepted yet (refunding orders), as the last pass found them."},
+			Help: "Refunds of late payments not given back yet (refunding orders, accepted by the payment provider or not), as the last pass found them."},
 			func() float64 { return float64(r.Stats().Waiting) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_refund_oldest_waiting_timestamp_seconds",
 			Help: "When the payment of the longest waiting refund was recorded (Unix seconds); 0 if none waits. Alert when it is old."},

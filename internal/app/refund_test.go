@@ -19,7 +19,8 @@ import (
 // cancelled makes it refunding and asks the provider for the refund; the
 // provider refuses that first request, and the service asks again by
 // itself until the provider accepts, with nobody acting and no event sent
-// again. A replay of the payment's event then sends no request more.
+// again. A replay of the payment's event then sends no request more. The
+// refund waits, accepted, until the provider's refund.succeeded.
 func TestRefusedRefundAskedAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -76,10 +77,10 @@ func TestRefusedRefundAskedAgain(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "the refund asked for again and accepted", func() bool {
 		return provider.Refunds()["refund_"+o.OrderID] == "pay_late"
 	})
-	testenv.WaitFor(t, 30*time.Second, "the metrics saying no refund waits", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the metrics saying the refund accepted waits for its event", func() bool {
 		waiting, ok := gauge(t, a, "seckill_refunds_waiting")
 		requests, _ := gauge(t, a, "seckill_refund_requests_total")
-		return ok && waiting == 0 && requests == 2
+		return ok && waiting == 1 && requests == 2
 	})
 	if failures, _ := gauge(t, a, "seckill_refund_request_failures_total"); failures != 1 {
 		t.Errorf("seckill_refund_request_failures_total = %v; want 1", failures)
@@ -94,6 +95,20 @@ func TestRefusedRefundAskedAgain(t *testing.T) {
 	if n := provider.RefundRequests(); n != 2 {
 		t.Errorf("after a replay the provider had %d refund requests; want still 2", n)
 	}
+
+	res, err = provider.Send(ctx, srv.URL+"/api/payments/webhook",
+		paymenttest.Event{ID: "evt_refund", Type: seckill.RefundSucceeded, OrderID: mustInt(t, o.OrderID), Ref: "pay_late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("the refund's event = %d; want 200", res.StatusCode)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the metrics saying no refund waits", func() bool {
+		waiting, ok := gauge(t, a, "seckill_refunds_waiting")
+		return ok && waiting == 0
+	})
 }
 
 func mustInt(t *testing.T, s string) int64 {
