@@ -68,6 +68,14 @@ type LifecycleStore interface {
 	// status is left as it is. It returns the order as it then stands, or
 	// ErrOrderNotFound.
 	CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (*Order, error)
+	// CancelUnpaid cancels the order, its PayBy passed, as CancelOrder
+	// does with reason ReasonNotPaid at the time at, unless its payment
+	// was started (PaymentStartedAt) and it was written at or after
+	// startedBefore: held for the payment grace, as CancelDue holds it,
+	// and left created. The hold is checked in the guarded update itself,
+	// so that a start committed after the caller read the order holds it.
+	// It returns the order as it then stands, or ErrOrderNotFound.
+	CancelUnpaid(ctx context.Context, id int64, startedBefore, at time.Time) (*Order, error)
 	// CancelDue cancels up to limit created orders of the voucher written
 	// before before (their PayBy passed: an order's deadline counts from
 	// when it was written, the later of its admission and its write, since
