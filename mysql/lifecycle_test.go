@@ -230,7 +230,8 @@ FROM (SELECT n, UTC_TIMESTAMP(6) - INTERVAL 1 DAY AS t
             FROM %[1]s a, %[1]s b, %[1]s c, %[1]s e, %[1]s f) AS seq WHERE n < 60000) AS nt`, digits)
 
 // TestDeadlineVouchersReadsNoSettledOrders: DeadlineVouchers reads no
-// settled order of a voucher with a deadline: the rows its statement
+// settled order of a voucher with a deadline, whatever the statistics
+// say: the rows its statement
 // reads (Handler_read_next, on the store's one connection) do not grow
 // with the 60,000 settled orders of three ended vouchers, which it leaves
 // out, beside one with a created order, which it lists.
@@ -257,9 +258,6 @@ func TestDeadlineVouchersReadsNoSettledOrders(t *testing.T) {
 	if _, err := s.SaveOrders(ctx, []*seckill.Order{{ID: 1, UserID: 1, VoucherID: vs[3].ID, CreatedAt: now()}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.db.ExecContext(ctx, `ANALYZE TABLE orders`); err != nil {
-		t.Fatal(err)
-	}
 	readNext := func() (conn, n int64) {
 		t.Helper()
 		var name string
@@ -271,21 +269,30 @@ func TestDeadlineVouchersReadsNoSettledOrders(t *testing.T) {
 		}
 		return conn, n
 	}
-	conn0, before := readNext()
-	got, err := s.DeadlineVouchers(ctx)
-	conn1, after := readNext()
-	if err != nil {
-		t.Fatalf("DeadlineVouchers: %v", err)
-	}
-	if conn0 != conn1 {
-		t.Fatalf("the store's connection changed (%d, then %d): the counters are not one session's", conn0, conn1)
-	}
-	if len(got) != 1 || got[0].ID != vs[3].ID {
-		t.Errorf("DeadlineVouchers = %d vouchers; want voucher %d alone", len(got), vs[3].ID)
-	}
-	if read := after - before; read >= 100 {
-		t.Errorf("DeadlineVouchers read %d index entries (Handler_read_next) beside 60,000 settled orders; want under 100, none of them", read)
-	} else {
-		t.Logf("DeadlineVouchers read %d index entries (Handler_read_next)", read)
+	// Before the table's statistics count the settled orders (right after
+	// a sale), and after.
+	for _, when := range []string{"before ANALYZE", "after ANALYZE"} {
+		if when == "after ANALYZE" {
+			if _, err := s.db.ExecContext(ctx, `ANALYZE TABLE orders`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn0, before := readNext()
+		got, err := s.DeadlineVouchers(ctx)
+		conn1, after := readNext()
+		if err != nil {
+			t.Fatalf("DeadlineVouchers: %v", err)
+		}
+		if conn0 != conn1 {
+			t.Fatalf("the store's connection changed (%d, then %d): the counters are not one session's", conn0, conn1)
+		}
+		if len(got) != 1 || got[0].ID != vs[3].ID {
+			t.Errorf("%s: DeadlineVouchers = %d vouchers; want voucher %d alone", when, len(got), vs[3].ID)
+		}
+		if read := after - before; read >= 100 {
+			t.Errorf("%s: DeadlineVouchers read %d index entries (Handler_read_next) beside 60,000 settled orders; want under 100, none of them", when, read)
+		} else {
+			t.Logf("%s: DeadlineVouchers read %d index entries (Handler_read_next)", when, read)
+		}
 	}
 }
