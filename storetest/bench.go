@@ -107,8 +107,8 @@ func benchStore(b *testing.B, newDB NewDatabase) (seckill.Store, *seckill.Vouche
 const sweepHistory = 3000
 
 // sweepSettled is how many settled orders each ended voucher holds in
-// BenchmarkSweep's heaviest history: 120,000 in all beside a new sale.
-const sweepSettled = 40
+// BenchmarkSweep's heaviest history: 600,000 in all beside a new sale.
+const sweepSettled = 200
 
 // BenchmarkSweep measures one [seckill.Sweeper.Sweep] while a new sale's
 // order is not yet due, with and without sweepHistory ended vouchers with
