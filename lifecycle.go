@@ -130,7 +130,8 @@ type LifecycleStore interface {
 	// has a created order (due, or to be) or a cancelled one whose unit is
 	// not marked returned; one whose orders are all settled is not, until
 	// an order of it is written late. The work is a few index probes per
-	// voucher with a deadline, never a read of its settled orders.
+	// voucher with a deadline, never a read of its settled orders
+	// (PostgreSQL: once the table has statistics).
 	DeadlineVouchers(ctx context.Context) ([]*Voucher, error)
 	// LifecycleCounts counts the voucher's orders in the database by what
 	// they did with their unit.
