@@ -68,6 +68,14 @@ type LifecycleStore interface {
 	// status is left as it is. It returns the order as it then stands, or
 	// ErrOrderNotFound.
 	CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (*Order, error)
+	// CancelUnpaid cancels the order, its PayBy passed, as CancelOrder
+	// does with reason ReasonNotPaid at the time at, unless its payment
+	// was started (PaymentStartedAt) and it was written at or after
+	// startedBefore: held for the payment grace, as CancelDue holds it,
+	// and left created. The hold is checked in the guarded update itself,
+	// so that a start committed after the caller read the order holds it.
+	// It returns the order as it then stands, or ErrOrderNotFound.
+	CancelUnpaid(ctx context.Context, id int64, startedBefore, at time.Time) (*Order, error)
 	// CancelDue cancels up to limit created orders of the voucher written
 	// before before (their PayBy passed: an order's deadline counts from
 	// when it was written, the later of its admission and its write, since
@@ -124,8 +132,9 @@ type LifecycleStore interface {
 	// newest first: those the sweeper looks at. A voucher is one while it
 	// has a created order (due, or to be) or a cancelled one whose unit is
 	// not marked returned; one whose orders are all settled is not, until
-	// an order of it is written late. The work is one index probe per
-	// voucher with a deadline, never a read of its orders.
+	// an order of it is written late. The work is a few index probes per
+	// voucher with a deadline, never a read of its settled orders
+	// (PostgreSQL: once the table has statistics).
 	DeadlineVouchers(ctx context.Context) ([]*Voucher, error)
 	// LifecycleCounts counts the voucher's orders in the database by what
 	// they did with their unit.

@@ -102,10 +102,16 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 		if err != nil {
 			return nil, err
 		}
-		if c.Status == OrderPaid { // paid meanwhile, by the provider
+		switch {
+		case c.Status == OrderPaid: // paid meanwhile, by the provider
 			return &PayResult{Order: c}, nil
+		case c.Status.Cancelled():
+			return nil, cancelledErr(c)
 		}
-		return nil, cancelledErr(c)
+		// Left created: its payment was started since the read, before
+		// PayBy (another request of its buyer), and is held for the
+		// grace; started again, as if read so.
+		o = c
 	}
 	ch, err := s.Provider.Charge(ctx, o)
 	if err != nil {
@@ -229,9 +235,21 @@ func (s *PaymentService) Cancel(ctx context.Context, userID, orderID int64) (*Or
 }
 
 // cancel cancels the order in the database, then gives its unit back to
-// the cache, and returns the order as it then stands.
+// the cache, and returns the order as it then stands. Cancelled for its
+// deadline (ReasonNotPaid), an order whose payment was started before
+// PayBy is left created within the grace (CancelUnpaid), as the sweeper
+// leaves it: the hold is checked by the cancellation itself, not on an
+// earlier read, which a start committed meanwhile makes stale.
 func (s *PaymentService) cancel(ctx context.Context, v *Voucher, id int64, reason string, now time.Time) (*Order, error) {
-	o, err := s.Store.CancelOrder(ctx, id, reason, now)
+	var (
+		o   *Order
+		err error
+	)
+	if reason == ReasonNotPaid {
+		o, err = s.Store.CancelUnpaid(ctx, id, now.Add(-v.PayWithin-paymentGrace(s.Grace)), now)
+	} else {
+		o, err = s.Store.CancelOrder(ctx, id, reason, now)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cancel order %d: %w", id, err)
 	}

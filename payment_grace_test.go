@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,5 +174,109 @@ func TestBuyerCancelNotHeldByStartedPayment(t *testing.T) {
 	}
 	if st.Remaining != 1 {
 		t.Errorf("Redis holds %d units; want 1, the cancelled order's", st.Remaining)
+	}
+}
+
+// blockingProvider starts payments to be confirmed later, each charge
+// saying it began (charging) and then waiting for release.
+type blockingProvider struct {
+	charging chan<- struct{}
+	release  <-chan struct{}
+}
+
+func (blockingProvider) Name() string { return "blocking" }
+
+func (p blockingProvider) Charge(ctx context.Context, o *seckill.Order) (seckill.Charge, error) {
+	p.charging <- struct{}{}
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return seckill.Charge{}, ctx.Err()
+	}
+	return seckill.Charge{Ref: "pay_" + strconv.FormatInt(o.ID, 10)}, nil
+}
+
+// readHookStore runs afterRead, once armed, when a read of an order
+// returns: between a Pay's read and what it does with it.
+type readHookStore struct {
+	seckill.Store
+	afterRead atomic.Pointer[func()]
+}
+
+func (s *readHookStore) Order(ctx context.Context, id int64) (*seckill.Order, error) {
+	o, err := s.Store.Order(ctx, id)
+	if f := s.afterRead.Swap(nil); f != nil {
+		(*f)()
+	}
+	return o, err
+}
+
+// TestLatePayDoesNotCancelPaymentStartedMeanwhile: one buyer, two
+// requests. Pay Y, a second before payBy, is in the provider's charge;
+// Pay X, a second after payBy, reads the order not started; Y's start is
+// then recorded and Y answered 202; X's deadline cancel must see the
+// start and leave the order held for the grace, and X start the same
+// payment again, not cancel the order and put its unit back on sale.
+func TestLatePayDoesNotCancelPaymentStartedMeanwhile(t *testing.T) {
+	t.Parallel()
+	const grace = 10 * time.Minute
+	l := soldLifecycle(t, 1, false)
+	ctx := context.Background()
+	o := l.orders[50_000]
+	payBy := o.CreatedAt.Add(l.v.PayWithin)
+	var (
+		mu  sync.Mutex
+		now = payBy.Add(-time.Second)
+	)
+	l.payments.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	l.payments.Grace = grace
+	charging, release := make(chan struct{}, 2), make(chan struct{})
+	l.payments.Provider = blockingProvider{charging: charging, release: release}
+	reads := &readHookStore{Store: l.store}
+	l.payments.Orders.Store = reads
+
+	type answer struct {
+		res *seckill.PayResult
+		err error
+	}
+	yDone := make(chan answer, 1)
+	go func() {
+		res, err := l.payments.Pay(ctx, o.UserID, o.ID)
+		yDone <- answer{res, err}
+	}()
+	<-charging // Y read the order before payBy and is charging
+	mu.Lock()
+	now = payBy.Add(time.Second)
+	mu.Unlock()
+	var y answer
+	release2 := func() {
+		// X read the order, not started: Y's charge returns and its start
+		// commits before X acts on that read.
+		close(release)
+		y = <-yDone
+	}
+	reads.afterRead.Store(&release2)
+	x, err := l.payments.Pay(ctx, o.UserID, o.ID)
+	if y.err != nil || y.res == nil || !y.res.Started {
+		t.Fatalf("Pay Y before payBy = %+v, %v; want started", y.res, y.err)
+	}
+	if err != nil || !x.Started || x.Charge.Ref != y.res.Charge.Ref || x.Order.Status != seckill.OrderCreated {
+		t.Fatalf("Pay X after payBy, its read stale, Y's start committed = %+v, %v; want the same payment started, created", x, err)
+	}
+	got, err := l.store.Order(ctx, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != seckill.OrderCreated || !got.PaymentStartedAt.Equal(payBy.Add(-time.Second)) {
+		t.Errorf("the order is %s, payment started at %v; want created, started at %v", got.Status, got.PaymentStartedAt, payBy.Add(-time.Second))
+	}
+	if st, err := l.cache.State(ctx, l.v.ID); err != nil {
+		t.Fatal(err)
+	} else if st.Remaining != 0 {
+		t.Errorf("Redis holds %d units; want 0: the unit held for the started payment is not back on sale", st.Remaining)
+	}
+	paid, err := l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_y", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: y.res.Charge.Ref})
+	if err != nil || paid.Status != seckill.OrderPaid {
+		t.Errorf("Confirm of Y's payment within the grace = %+v, %v; want paid", paid, err)
 	}
 }

@@ -216,3 +216,83 @@ func BenchmarkCancelDue(b *testing.B) {
 		}
 	}
 }
+
+// fillSettledSQL inserts orders first to first + 59,999 (the first two
+// arguments) of users of the same ids, 20,000 of each of the three
+// vouchers of the next arguments, all settled: the even paid, the odd
+// cancelled with their unit marked returned.
+var fillSettledSQL = fmt.Sprintf(`INSERT INTO orders (id, user_id, voucher_id, status, reason, created_at, written_at,
+    paid_at, payment_ref, cancelled_at, returned_at)
+SELECT ? + n, ? + n, ELT(1 + n %% 3, ?, ?, ?), IF(n %% 2 = 0, 'paid', 'cancelled'), IF(n %% 2 = 0, '', 'not paid by the deadline'),
+       t, t, IF(n %% 2 = 0, t, NULL), IF(n %% 2 = 0, 'paid', ''), IF(n %% 2 = 0, NULL, t), IF(n %% 2 = 0, NULL, t)
+FROM (SELECT n, UTC_TIMESTAMP(6) - INTERVAL 1 DAY AS t
+      FROM (SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d AS n
+            FROM %[1]s a, %[1]s b, %[1]s c, %[1]s e, %[1]s f) AS seq WHERE n < 60000) AS nt`, digits)
+
+// TestDeadlineVouchersReadsNoSettledOrders: DeadlineVouchers reads no
+// settled order of a voucher with a deadline, whatever the statistics
+// say: the rows its statement
+// reads (Handler_read_next, on the store's one connection) do not grow
+// with the 60,000 settled orders of three ended vouchers, which it leaves
+// out, beside one with a created order, which it lists.
+func TestDeadlineVouchersReadsNoSettledOrders(t *testing.T) {
+	s, err := Open(t.Context(), testenv.MySQLURL(t), 1) // one connection: its session's counters are the statement's
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var vs [4]*seckill.Voucher
+	for i := range vs {
+		vs[i] = &seckill.Voucher{Title: "v", Stock: 1, InitialStock: 1, BeginTime: now(), EndTime: now().Add(time.Hour), PayWithin: time.Minute}
+		if err := s.CreateVoucher(ctx, vs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, fillSettledSQL, 1_000_000, 1_000_000, vs[0].ID, vs[1].ID, vs[2].ID); err != nil {
+		t.Fatalf("fill settled orders: %v", err)
+	}
+	if _, err := s.SaveOrders(ctx, []*seckill.Order{{ID: 1, UserID: 1, VoucherID: vs[3].ID, CreatedAt: now()}}); err != nil {
+		t.Fatal(err)
+	}
+	readNext := func() (conn, n int64) {
+		t.Helper()
+		var name string
+		if err := s.db.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&conn); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.QueryRowContext(ctx, `SHOW SESSION STATUS LIKE 'Handler_read_next'`).Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		return conn, n
+	}
+	// Before the table's statistics count the settled orders (right after
+	// a sale), and after.
+	for _, when := range []string{"before ANALYZE", "after ANALYZE"} {
+		if when == "after ANALYZE" {
+			if _, err := s.db.ExecContext(ctx, `ANALYZE TABLE orders`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn0, before := readNext()
+		got, err := s.DeadlineVouchers(ctx)
+		conn1, after := readNext()
+		if err != nil {
+			t.Fatalf("DeadlineVouchers: %v", err)
+		}
+		if conn0 != conn1 {
+			t.Fatalf("the store's connection changed (%d, then %d): the counters are not one session's", conn0, conn1)
+		}
+		if len(got) != 1 || got[0].ID != vs[3].ID {
+			t.Errorf("%s: DeadlineVouchers = %d vouchers; want voucher %d alone", when, len(got), vs[3].ID)
+		}
+		if read := after - before; read >= 100 {
+			t.Errorf("%s: DeadlineVouchers read %d index entries (Handler_read_next) beside 60,000 settled orders; want under 100, none of them", when, read)
+		} else {
+			t.Logf("%s: DeadlineVouchers read %d index entries (Handler_read_next)", when, read)
+		}
+	}
+}

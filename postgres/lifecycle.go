@@ -35,13 +35,17 @@ WHERE id = $1 AND status = 'cancelled'`
 	// created, freeing the buyer's pair (slot NULL) if its voucher allows a
 	// rebuy, and gives its unit back to the voucher's stock. The vouchers
 	// joined in c are not locked; the voucher's row is locked after the
-	// order's, as every cancellation does.
+	// order's, as every cancellation does. $4, unless NULL, leaves created
+	// an order whose payment was started unless it was written before $4:
+	// held for the payment grace (CancelUnpaid), checked again on the row
+	// as updated if it changed since the statement began.
 	cancelOrderSQL = `WITH c AS (
     UPDATE orders o
     SET status = 'cancelled', reason = $2, cancelled_at = $3,
         slot = CASE WHEN v.rebuy_after_cancel THEN NULL ELSE o.slot END
     FROM vouchers v
     WHERE o.id = $1 AND o.status = 'created' AND v.id = o.voucher_id
+        AND ($4::timestamptz IS NULL OR o.payment_started_at IS NULL OR o.written_at < $4)
     RETURNING o.voucher_id
 )
 UPDATE vouchers SET stock = stock + 1 FROM c WHERE vouchers.id = c.voucher_id`
@@ -146,16 +150,30 @@ func (s *Store) StartPayment(ctx context.Context, id int64, at time.Time) (*seck
 // CancelOrder cancels the order if it is created, and gives its unit back
 // to the voucher's stock, in one statement; see [seckill.LifecycleStore].
 func (s *Store) CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (*seckill.Order, error) {
-	err := retry.Do(ctx, cancelRetry, func() error {
-		return s.with(ctx, func(conn *pgx.Conn) error {
-			_, err := conn.Exec(ctx, cancelOrderSQL, id, reason, utc(at))
-			return err
-		})
-	})
-	if err != nil {
+	if err := s.cancelOrder(ctx, id, reason, at, nil); err != nil {
 		return nil, fmt.Errorf("postgres: cancel order %d: %w", id, dbErr(err))
 	}
 	return s.lifecycleOrder(ctx, id)
+}
+
+// CancelUnpaid cancels the order, its PayBy passed, unless its payment
+// was started and the grace after its PayBy is not over; see
+// [seckill.LifecycleStore].
+func (s *Store) CancelUnpaid(ctx context.Context, id int64, startedBefore, at time.Time) (*seckill.Order, error) {
+	if err := s.cancelOrder(ctx, id, seckill.ReasonNotPaid, at, utc(startedBefore)); err != nil {
+		return nil, fmt.Errorf("postgres: cancel unpaid order %d: %w", id, dbErr(err))
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
+// cancelOrder runs cancelOrderSQL, startedBefore its $4 (nil: no hold).
+func (s *Store) cancelOrder(ctx context.Context, id int64, reason string, at time.Time, startedBefore any) error {
+	return retry.Do(ctx, cancelRetry, func() error {
+		return s.with(ctx, func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, cancelOrderSQL, id, reason, utc(at), startedBefore)
+			return err
+		})
+	})
 }
 
 // CancelDue cancels up to limit created orders of the voucher written

@@ -38,6 +38,11 @@ WHERE id = ?1 AND status = 'cancelled'`
 	cancelOrdersSQL = `UPDATE orders
 SET status = 'cancelled', reason = ?, cancelled_at = ?, slot = CASE WHEN ? THEN NULL ELSE slot END
 WHERE id IN (%s) AND status = 'created'`
+	// heldSQL, added to cancelOrdersSQL, leaves created an order whose
+	// payment was started unless it was written before the argument: held
+	// for the payment grace (CancelUnpaid).
+	heldSQL = `
+AND (payment_started_at IS NULL OR written_at < ?)`
 	giveBackSQL = `UPDATE vouchers SET stock = stock + ? WHERE id = ?`
 	// selectDueSQL reads up to a limit of the voucher's created orders
 	// written before a time, the earliest written first (written_at, not
@@ -116,14 +121,25 @@ func (s *Store) StartPayment(ctx context.Context, id int64, at time.Time) (_ *se
 // to the voucher's stock, in one transaction; see [seckill.LifecycleStore].
 func (s *Store) CancelOrder(ctx context.Context, id int64, reason string, at time.Time) (_ *seckill.Order, err error) {
 	defer s.closeReadOnly(ctx, &err)
-	if err := s.cancelOrder(ctx, id, reason, at); err != nil {
+	if err := s.cancelOrder(ctx, id, reason, at, nil); err != nil {
 		return nil, fmt.Errorf("sqlite: cancel order %d: %w", id, dbErr(err))
 	}
 	return s.lifecycleOrder(ctx, id)
 }
 
+// CancelUnpaid cancels the order, its PayBy passed, unless its payment
+// was started and the grace after its PayBy is not over; see
+// [seckill.LifecycleStore].
+func (s *Store) CancelUnpaid(ctx context.Context, id int64, startedBefore, at time.Time) (_ *seckill.Order, err error) {
+	defer s.closeReadOnly(ctx, &err)
+	if err := s.cancelOrder(ctx, id, seckill.ReasonNotPaid, at, &startedBefore); err != nil {
+		return nil, fmt.Errorf("sqlite: cancel unpaid order %d: %w", id, dbErr(err))
+	}
+	return s.lifecycleOrder(ctx, id)
+}
+
 // cancelOrder is CancelOrder's transaction.
-func (s *Store) cancelOrder(ctx context.Context, id int64, reason string, at time.Time) error {
+func (s *Store) cancelOrder(ctx context.Context, id int64, reason string, at time.Time, startedBefore *time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -139,7 +155,7 @@ func (s *Store) cancelOrder(ctx context.Context, id int64, reason string, at tim
 	} else if err != nil {
 		return fmt.Errorf("read the voucher: %w", err)
 	}
-	if _, err := cancel(ctx, tx, voucherID, rebuy, []int64{id}, reason, at); err != nil {
+	if _, err := cancel(ctx, tx, voucherID, rebuy, []int64{id}, reason, at, startedBefore); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -147,14 +163,20 @@ func (s *Store) cancelOrder(ctx context.Context, id int64, reason string, at tim
 
 // cancel cancels those of ids that are created, orders of the voucher, and
 // gives their units back to its stock, in tx; it returns how many it
-// cancelled.
-func cancel(ctx context.Context, tx *sql.Tx, voucherID int64, rebuy bool, ids []int64, reason string, at time.Time) (int64, error) {
-	args := make([]any, 0, 3+len(ids))
+// cancelled. A non-nil startedBefore leaves those whose payment was
+// started and written at or after it created (heldSQL).
+func cancel(ctx context.Context, tx *sql.Tx, voucherID int64, rebuy bool, ids []int64, reason string, at time.Time, startedBefore *time.Time) (int64, error) {
+	args := make([]any, 0, 4+len(ids))
 	args = append(args, reason, micros(at), rebuy)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	res, err := tx.ExecContext(ctx, fmt.Sprintf(cancelOrdersSQL, sqlrows.Placeholders("?", len(ids))), args...)
+	stmt := fmt.Sprintf(cancelOrdersSQL, sqlrows.Placeholders("?", len(ids)))
+	if startedBefore != nil {
+		stmt += heldSQL
+		args = append(args, micros(*startedBefore))
+	}
+	res, err := tx.ExecContext(ctx, stmt, args...)
 	if err != nil {
 		return 0, fmt.Errorf("cancel: %w", err)
 	}
@@ -214,7 +236,7 @@ func (s *Store) cancelDue(ctx context.Context, voucherID int64, before, startedB
 		for i, o := range chunk {
 			ids[i] = o.ID
 		}
-		c, err := cancel(ctx, tx, voucherID, rebuy, ids, seckill.ReasonNotPaid, at)
+		c, err := cancel(ctx, tx, voucherID, rebuy, ids, seckill.ReasonNotPaid, at, nil)
 		if err != nil {
 			return nil, err
 		}

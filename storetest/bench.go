@@ -106,19 +106,25 @@ func benchStore(b *testing.B, newDB NewDatabase) (seckill.Store, *seckill.Vouche
 // puts beside a new sale: a deployment's history.
 const sweepHistory = 3000
 
+// sweepSettled is how many settled orders each ended voucher holds in
+// BenchmarkSweep's heaviest history: 600,000 in all beside a new sale.
+const sweepSettled = 200
+
 // BenchmarkSweep measures one [seckill.Sweeper.Sweep] while a new sale's
 // order is not yet due, with and without sweepHistory ended vouchers with
-// a deadline whose orders are all settled (one paid, one cancelled and its
-// unit back on sale): what history adds to every sweep.
+// a deadline whose orders are all settled (one paid, the others cancelled
+// and their units back on sale): what history adds to every sweep, with
+// two orders per ended voucher and with sweepSettled, which a sweep must
+// not read.
 func BenchmarkSweep(b *testing.B, newDB NewDatabase) {
-	for _, old := range []int{0, sweepHistory} {
-		b.Run(fmt.Sprintf("ended=%d", old), func(b *testing.B) {
+	for _, h := range []struct{ ended, each int }{{0, 0}, {sweepHistory, 2}, {sweepHistory, sweepSettled}} {
+		b.Run(fmt.Sprintf("ended=%d/orders=%d", h.ended, h.each), func(b *testing.B) {
 			st := newDB(b)(b)
 			ctx := b.Context()
 			if err := st.Migrate(ctx); err != nil {
 				b.Fatalf("Migrate: %v", err)
 			}
-			settledVouchers(b, st, old)
+			settledVouchers(b, st, h.ended, h.each)
 			v := deadlineVoucher(b, st, 10, false)
 			save(b, st, order(1, v.ID))
 			s := &seckill.Sweeper{Store: st, Logger: slog.New(slog.DiscardHandler)}
@@ -132,31 +138,40 @@ func BenchmarkSweep(b *testing.B, newDB NewDatabase) {
 	}
 }
 
-// settledVouchers creates n ended vouchers with a deadline, each with two
-// orders: one paid, one cancelled with its unit marked back in the cache.
-func settledVouchers(tb testing.TB, st seckill.Store, n int) {
+// settledVouchers creates n ended vouchers with a deadline, each with each
+// (at least 2) orders: one paid, the others cancelled (CancelDue, one call
+// per voucher) with their units marked back in the cache.
+func settledVouchers(tb testing.TB, st seckill.Store, n, each int) {
 	tb.Helper()
 	ctx := tb.Context()
-	var os []*seckill.Order
+	var (
+		vs []*seckill.Voucher
+		os []*seckill.Order
+	)
 	for range n {
-		v := &seckill.Voucher{Title: "ended", Stock: 2, InitialStock: 2, BeginTime: base.Add(-2 * time.Hour),
+		v := &seckill.Voucher{Title: "ended", Stock: int64(each), InitialStock: int64(each), BeginTime: base.Add(-2 * time.Hour),
 			EndTime: base.Add(-time.Hour), PayWithin: payWithin}
 		if err := st.CreateVoucher(ctx, v); err != nil {
 			tb.Fatalf("CreateVoucher: %v", err)
 		}
-		os = append(os, orders(2, 1, v.ID)...)
+		vs = append(vs, v)
+		os = append(os, orders(each, 1, v.ID)...)
 	}
-	var cancelled []int64
 	for chunk := range slices.Chunk(os, 500) {
 		save(tb, st, chunk...)
-		for i := 0; i < len(chunk); i += 2 {
-			if _, err := st.PayOrder(ctx, chunk[i].ID, seckill.Payment{Ref: "paid", At: base}); err != nil {
-				tb.Fatalf("PayOrder: %v", err)
-			}
-			if _, err := st.CancelOrder(ctx, chunk[i+1].ID, seckill.ReasonNotPaid, base); err != nil {
-				tb.Fatalf("CancelOrder: %v", err)
-			}
-			cancelled = append(cancelled, chunk[i+1].ID)
+	}
+	var cancelled []int64
+	for i, v := range vs {
+		if _, err := st.PayOrder(ctx, os[i*each].ID, seckill.Payment{Ref: "paid", At: base}); err != nil {
+			tb.Fatalf("PayOrder: %v", err)
+		}
+		// Written at base (CreatedAt, later than now): all due after it.
+		due, err := st.CancelDue(ctx, v.ID, base.Add(time.Second), base.Add(time.Second), base, each)
+		if err != nil || len(due) != each-1 {
+			tb.Fatalf("CancelDue = %d orders, %v; want %d", len(due), err, each-1)
+		}
+		for _, o := range due {
+			cancelled = append(cancelled, o.ID)
 		}
 	}
 	if err := st.MarkReturned(ctx, cancelled); err != nil {

@@ -182,6 +182,9 @@ func (s suite) testLifecycleNotFound(t *testing.T) {
 		if got, err := st.StartPayment(ctx, id, base); !errors.Is(err, seckill.ErrOrderNotFound) {
 			t.Errorf("StartPayment(%d) = %+v, %v; want ErrOrderNotFound", id, got, err)
 		}
+		if got, err := st.CancelUnpaid(ctx, id, base, base); !errors.Is(err, seckill.ErrOrderNotFound) {
+			t.Errorf("CancelUnpaid(%d) = %+v, %v; want ErrOrderNotFound", id, got, err)
+		}
 	}
 	checkOrder(t, st, failedAs(f, "dead-lettered"))
 	checkStock(t, st, v.ID, 10, 0)
@@ -950,4 +953,38 @@ func (s suite) testCancelDueStarted(t *testing.T) {
 		t.Errorf("CancelDue after the grace: %v (-want +got):\n%s", err, diff)
 	}
 	checkStock(t, st, v.ID, 10, 0)
+}
+
+// testCancelUnpaid: CancelUnpaid cancels an order never started for its
+// deadline, and holds one whose payment was started, written at or after
+// startedBefore (its grace not over), even when the caller read it before
+// the start: left created, its unit not given back; once written before
+// startedBefore it is cancelled. A paid order is left paid.
+func (s suite) testCancelUnpaid(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	v := deadlineVoucher(t, st, 10, false)
+	unstarted, started, paid := order(1, v.ID), order(2, v.ID), order(3, v.ID)
+	save(t, st, unstarted, started, paid) // written at base
+	startedAt := base.Add(payWithin - time.Second)
+	if _, err := st.StartPayment(ctx, started.ID, startedAt); err != nil {
+		t.Fatalf("StartPayment: %v", err)
+	}
+	wantPaid := mustPay(t, st, paid.ID)
+	at := base.Add(payWithin + time.Second)
+
+	got, err := st.CancelUnpaid(ctx, unstarted.ID, base, at)
+	checkGot(t, "CancelUnpaid of an order never started", got, err, cancelledAs(created(unstarted), seckill.ReasonNotPaid, at))
+	got, err = st.CancelUnpaid(ctx, started.ID, base, at)
+	held := startedAs(created(started), startedAt)
+	checkGot(t, "CancelUnpaid of a started order written at startedBefore", got, err, held)
+	checkStock(t, st, v.ID, 8, 2)
+	got, err = st.CancelUnpaid(ctx, paid.ID, base.Add(time.Second), at)
+	checkGot(t, "CancelUnpaid of a paid order", got, err, wantPaid)
+
+	later := at.Add(time.Minute)
+	got, err = st.CancelUnpaid(ctx, started.ID, base.Add(time.Microsecond), later)
+	checkGot(t, "CancelUnpaid of a started order written before startedBefore", got, err, cancelledAs(held, seckill.ReasonNotPaid, later))
+	checkStock(t, st, v.ID, 9, 1)
+	checkCounts(t, st, v.ID, seckill.LifecycleCounts{Paid: 1, Cancelled: 2, Unreturned: 2})
 }

@@ -126,6 +126,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Lifecycle/PayCancelRace", s.testPayCancelRace},
 		{"Lifecycle/DeadlineVouchersOpen", s.testDeadlineVouchersOpen},
 		{"Lifecycle/StartPayment", s.testStartPayment},
+		{"Lifecycle/CancelUnpaid", s.testCancelUnpaid},
 		{"CancelDue/Limit", s.testCancelDue},
 		{"CancelDue/PaymentStarted", s.testCancelDueStarted},
 		{"CancelDue/Concurrent", s.testCancelDueConcurrent},
