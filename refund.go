@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -46,9 +45,7 @@ type RefundRequester struct {
 
 	stats refundStats
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	loop   sync.WaitGroup
+	loop periodic
 }
 
 // refundStats are a RefundRequester's counts, for metrics.
@@ -207,53 +204,19 @@ func (r *RefundRequester) backoff(attempts int) time.Duration {
 
 // Start begins asking for the due refunds every Every. It returns at once.
 func (r *RefundRequester) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return nil
-	}
-	every := r.Every
-	if every <= 0 {
-		every = time.Second
-	}
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.loop.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		failing := false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := guard(r.Logger, "asking for refunds", func() error {
-				_, err := r.Retry(ctx)
-				return err
-			})
-			switch {
-			case ctx.Err() != nil:
-			case err != nil && !failing:
-				r.Logger.Warn("could not ask for every due refund; asking again", "every", every.String(), "err", err)
-			case err == nil && failing:
-				r.Logger.Info("asking for the due refunds again")
-			}
-			failing = err != nil
-		}
+	r.loop.start(ctx, r.Logger, r.Every, passLog{
+		doing:   "asking for refunds",
+		failing: "could not ask for every due refund; asking again",
+		again:   "asking for the due refunds again",
+	}, func(ctx context.Context) error {
+		_, err := r.Retry(ctx)
+		return err
 	})
 	return nil
 }
 
 // Stop stops asking and waits for a pass in flight. Safe to call twice.
-func (r *RefundRequester) Stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	r.loop.Wait()
-}
+func (r *RefundRequester) Stop() { r.loop.stop() }
 
 func (r *RefundRequester) lease() time.Duration {
 	if r.Lease > 0 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -41,9 +40,7 @@ type Sweeper struct {
 
 	stats sweepStats
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	loop   sync.WaitGroup
+	loop periodic
 }
 
 // sweepStats are the sweeper's counts since it started, for metrics.
@@ -180,53 +177,19 @@ func (s *Sweeper) FinishReturns(ctx context.Context, v *Voucher) (int, error) {
 
 // Start begins sweeping every Every. It returns at once.
 func (s *Sweeper) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return nil
-	}
-	every := s.Every
-	if every <= 0 {
-		every = time.Second
-	}
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.loop.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		failing := false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := guard(s.Logger, "sweeping", func() error {
-				_, _, err := s.Sweep(ctx)
-				return err
-			})
-			switch {
-			case ctx.Err() != nil:
-			case err != nil && !failing:
-				s.Logger.Warn("could not sweep the orders past their payment deadline; trying again", "every", every.String(), "err", err)
-			case err == nil && failing:
-				s.Logger.Info("sweeping the orders past their payment deadline again")
-			}
-			failing = err != nil
-		}
+	s.loop.start(ctx, s.Logger, s.Every, passLog{
+		doing:   "sweeping",
+		failing: "could not sweep the orders past their payment deadline; trying again",
+		again:   "sweeping the orders past their payment deadline again",
+	}, func(ctx context.Context) error {
+		_, _, err := s.Sweep(ctx)
+		return err
 	})
 	return nil
 }
 
 // Stop stops sweeping and waits for a sweep in flight. Safe to call twice.
-func (s *Sweeper) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel == nil {
-		return
-	}
-	s.cancel()
-	s.loop.Wait()
-}
+func (s *Sweeper) Stop() { s.loop.stop() }
 
 // DefaultPaymentGrace is how long after its PayBy an order whose payment
 // was started before it waits for the provider's confirmation, by default:
