@@ -304,21 +304,29 @@ func (s *ChallengeService) soldOut(ctx context.Context, v *Voucher, userID int64
 }
 
 // ended answers a buy of the voucher v after its end: a buyer who holds
-// an order goes on without a solution (nil), so that the admission
-// answers them their order as it does on a voucher without a challenge
-// (ErrDuplicateOrder, confirmed as the mode confirms it); the others are
-// told ErrEnded. In the sync mode (no Orders) every buy goes on: its
-// transaction reads the window on this clock, and answers a holder their
-// order before it. Elsewhere only a holder does: the admission reads the
-// cache's clock, which may be behind this one, and must not admit a
-// buyer who solved nothing.
+// an order is told of it (ErrDuplicateOrder), as a voucher without a
+// challenge tells them; the others are told ErrEnded. The holder is
+// answered here, not by an admission: their order may be cancelled before
+// one runs, and the admission reads the cache's clock, which may be
+// behind this one, so it would sell them a unit again with nothing
+// solved. Where only an admission confirms an order
+// (--redis-wait-replicas) the holder goes on to one (nil) unless the
+// voucher lets a cancelled buyer buy again (then ErrEnded): without it a
+// cancelled holder's admission answers the cancelled order. In the sync
+// mode (no Orders) every buy goes on: its transaction reads the window on
+// this clock, and answers a holder their order before it.
 func (s *ChallengeService) ended(ctx context.Context, v *Voucher, userID int64) error {
 	if s.Orders == nil {
 		return nil
 	}
 	id, err := s.heldOrder(ctx, v, userID)
-	if err != nil || id != 0 {
+	switch {
+	case err != nil:
 		return err
+	case id != 0 && !s.Orders.Confirmed:
+		return duplicate(id)
+	case id != 0 && !v.RebuyAfterCancel:
+		return nil
 	}
 	return Errorf(ErrEnded, "the sale of voucher %d has ended", v.ID)
 }

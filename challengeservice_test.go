@@ -339,3 +339,45 @@ func holderAfterTheEnd(t *testing.T, mode seckill.Mode, cs *seckill.ChallengeSer
 		t.Errorf("a challenge after the end without an order = %v, want ErrEnded", err)
 	}
 }
+
+// TestChallengeHolderCancelledAfterTheEndNotAdmittedAgain: after this
+// instance's clock passes the end, a holder's buy without a solution must
+// not reach an admission: their order may be cancelled first (the unit
+// and, with rebuyAfterCancel, the slot given back), and the admission,
+// reading Redis's clock, which is not past the end yet, would then sell
+// them a second unit with nothing solved.
+func TestChallengeHolderCancelledAfterTheEndNotAdmittedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cs, vs, orders, clk := challenges(t, nil)
+	v := onSale("with a challenge, rebuy after cancel", 10)
+	v.Challenge, v.ChallengeLead = true, time.Minute
+	v.PayWithin, v.RebuyAfterCancel = time.Minute, true
+	if _, err := vs.Create(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	const holder = 1001
+	if err := cs.Check(ctx, holder, v.ID, solve(t, cs, holder, v.ID).Header()); err != nil {
+		t.Fatal(err)
+	}
+	first, err := orders.Buy(ctx, holder, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Set(v.EndTime) // this instance's clock; Redis's is an hour before
+	err = cs.Check(ctx, holder, v.ID, "")
+	// The buyer cancels between the check and the admission.
+	if _, rerr := vs.Cache.(*redis.Client).ReturnUnit(ctx, v, holder, first.ID); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		if o, berr := orders.Buy(ctx, holder, v.ID); berr == nil {
+			t.Fatalf("a second order %d admitted after the end with no challenge solved (first %d)", o.ID, first.ID)
+		}
+	}
+	var e *seckill.Error
+	if !errors.As(err, &e) || e.Kind != seckill.ErrDuplicateOrder || e.OrderID != first.ID {
+		t.Errorf("the holder's buy after the end = %v, want duplicate_order with order %d", err, first.ID)
+	}
+}
