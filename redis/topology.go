@@ -223,14 +223,15 @@ func (c *Client) clusterShardsOf(ctx context.Context, partial bool) ([]Shard, er
 	}
 }
 
-// shardsRound asks each of nodes once, and stops at the first whole view. When
+// shardsRound asks each of nodes once, and stops at the first whole view
+// (every master it names that nodes holds asked too). When
 // none has one, it returns the widest view it got (the most slots with a
 // master that did not refuse; nil if no node answered) and why it is not
 // whole.
 func (c *Client) shardsRound(ctx context.Context, nodes map[string]rueidis.Client) ([]Shard, error) {
 	addrs := slices.Collect(maps.Keys(nodes))
 	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
-	refused := map[string]bool{}
+	refused, asked := map[string]bool{}, map[string]bool{}
 	var (
 		errs       []error
 		best       []Shard
@@ -241,6 +242,7 @@ func (c *Client) shardsRound(ctx context.Context, nodes map[string]rueidis.Clien
 		nctx, cancel := context.WithTimeout(ctx, shardsAnswer)
 		shards, err := readShards(nctx, nodes[addr], c.tls)
 		cancel()
+		asked[addr] = true
 		if err != nil {
 			if refusedBy(err) {
 				refused[addr] = true
@@ -253,7 +255,13 @@ func (c *Client) shardsRound(ctx context.Context, nodes map[string]rueidis.Clien
 		}
 		served, why := wholeView(shards, refused)
 		if why == nil {
-			return shards, nil
+			// Whole as far as the nodes asked so far tell: its masters not
+			// asked yet are asked now, so that a node that has not heard a
+			// master died does not send admissions to it.
+			askMasters(ctx, shards, nodes, asked, refused)
+			if served, why = wholeView(shards, refused); why == nil {
+				return shards, nil
+			}
 		}
 		if served > bestServed {
 			best, bestErr, bestServed = shards, fmt.Errorf("redis: as %s sees the Cluster, %w", addr, why), served
@@ -266,6 +274,24 @@ func (c *Client) shardsRound(ctx context.Context, nodes map[string]rueidis.Clien
 		return nil, fmt.Errorf("redis: read the Cluster's shards: the client knows no node: %w", seckill.ErrUnavailable)
 	}
 	return nil, redisErr("read the Cluster's shards from any node", errors.Join(errs...))
+}
+
+// askMasters pings each master of shards that nodes has a client for and
+// that was not asked yet, and marks those that refuse in refused.
+func askMasters(ctx context.Context, shards []Shard, nodes map[string]rueidis.Client, asked, refused map[string]bool) {
+	for _, s := range shards {
+		rc := nodes[s.Addr]
+		if rc == nil || asked[s.Addr] {
+			continue
+		}
+		asked[s.Addr] = true
+		nctx, cancel := context.WithTimeout(ctx, shardsAnswer)
+		err := rc.Do(nctx, rc.B().Ping().Build()).Error()
+		cancel()
+		if err != nil && refusedBy(err) {
+			refused[s.Addr] = true
+		}
+	}
 }
 
 // refusedBy reports an error that says a node is not there: its

@@ -177,3 +177,46 @@ func TestClusterShardsPassOverStaleViews(t *testing.T) {
 		t.Errorf("shardsRound(stale nodes only) = %v, want the stale view, to leave out its first shard on a partial read", got)
 	}
 }
+
+// TestClusterShardsPassOverAViewNamingADeadMaster: a node that has not
+// yet heard that a master died still names it, and its view looks whole
+// until that master is asked. The nodes are asked in random order, so the
+// view was taken whenever its node came first; a master a view names is
+// asked before the view is taken.
+func TestClusterShardsPassOverAViewNamingADeadMaster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	healthy := faults.SharedCluster(t)
+	connect := func(addr string) rueidis.Client {
+		t.Helper()
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+		if err != nil {
+			t.Fatalf("connect to %s: %v", addr, err)
+		}
+		t.Cleanup(rc.Close)
+		return rc
+	}
+	whole := healthy.Nodes[1]
+	view, err := readShards(ctx, connect(whole.Addr), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := view[0].Addr
+	if named == whole.Addr {
+		named = view[1].Addr
+	}
+	// The master the view names, as a node that has died: its address
+	// leads to a server that is gone.
+	gone := faults.StartRedisProc(t)
+	goneClient := connect(gone.Addr)
+	gone.Kill()
+
+	c := &Client{}
+	nodes := map[string]rueidis.Client{whole.Addr: connect(whole.Addr), named: goneClient}
+	for try := range 10 {
+		got, err := c.shardsRound(ctx, nodes)
+		if !errors.Is(err, seckill.ErrUnavailable) || !strings.Contains(fmt.Sprint(err), "does not answer") {
+			t.Errorf("try %d: shardsRound(a view naming %s, which refuses) = %v, %v; want ErrUnavailable, the master does not answer", try+1, named, got, err)
+		}
+	}
+}
