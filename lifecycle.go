@@ -113,7 +113,10 @@ type LifecycleStore interface {
 	// makes an order refunding.
 	ClaimRefunds(ctx context.Context, now, until time.Time, limit int) ([]*RefundRequest, error)
 	// ClaimRefund claims the order's refund request as ClaimRefunds does,
-	// if it is due; nil if not (not refunding, accepted, or claimed).
+	// if it is due; nil if not (not refunding, accepted, or claimed). It
+	// waits for a row another transaction holds instead of skipping it:
+	// the payment that made the order refunding asks at once, and a short
+	// transaction on the row must not put that off to the loop's next pass.
 	ClaimRefund(ctx context.Context, id int64, now, until time.Time) (*RefundRequest, error)
 	// RefundAccepted records that the provider accepted the order's refund
 	// request at the time at (the first acceptance's time is kept): it is

@@ -22,9 +22,15 @@ const (
 WHERE status = 'refunding' AND (refund_next_at IS NULL OR refund_next_at <= ?)
 ORDER BY refund_next_at LIMIT ?
 FOR UPDATE SKIP LOCKED`
+	// selectDueRefundSQL locks one order's refund request if it is due. It
+	// waits for the lock rather than skipping it: the order's payment asks
+	// for its refund at once, and a short transaction holding the row (the
+	// cancellation it came after, a sweep reading past it) must not put
+	// that off to the next pass of a loop; a claim that held it first has
+	// moved its next attempt, and this one then finds it not due.
 	selectDueRefundSQL = `SELECT id FROM orders
 WHERE id = ? AND status = 'refunding' AND (refund_next_at IS NULL OR refund_next_at <= ?)
-FOR UPDATE SKIP LOCKED`
+FOR UPDATE`
 	// claimRefundsSQL moves the locked requests' next attempt to their
 	// claim's end; %s is one '?' per id.
 	claimRefundsSQL  = `UPDATE orders SET refund_next_at = ?, refund_attempts = refund_attempts + 1 WHERE id IN (%s)`

@@ -29,11 +29,15 @@ const (
 UPDATE orders o SET refund_next_at = $2, refund_attempts = o.refund_attempts + 1
 FROM due WHERE o.id = due.id
 RETURNING ` + refundColumns
-	// claimRefundSQL is claimRefundsSQL for the order $3 alone.
+	// claimRefundSQL is claimRefundsSQL for the order $3 alone, waiting for
+	// its lock rather than skipping it: the payment asks for its refund at
+	// once, and a short transaction holding the row must not put that off
+	// to the loop's next pass; a claim that held it first has moved its
+	// next attempt, and the row, checked again, is then not due.
 	claimRefundSQL = `WITH due AS (
     SELECT id FROM orders
     WHERE id = $3 AND status = 'refunding' AND (refund_next_at IS NULL OR refund_next_at <= $1)
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE
 )
 UPDATE orders o SET refund_next_at = $2, refund_attempts = o.refund_attempts + 1
 FROM due WHERE o.id = due.id
