@@ -164,6 +164,15 @@ func (s *CacheFence) check(ctx context.Context) error {
 			s.Cache.RenewCheck(context.WithoutCancel(ctx), token, 0)
 		}
 	}()
+	// Another instance may have checked the server between the read above
+	// and this lock: read the record again, or this one would unload every
+	// voucher a second time.
+	if fence, err = s.Cache.Fence(ctx); err != nil {
+		return fmt.Errorf("check the cache server: %w", err)
+	}
+	if fence == identity {
+		return s.arm(ctx, identity)
+	}
 	stale := s.Cache.StaleSince(fence, identity)
 	switch {
 	case stale == nil:

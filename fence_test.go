@@ -380,3 +380,62 @@ func cameBackOlder(t *testing.T, url string, voucherID, lostBuyer int64) {
 		}
 	}
 }
+
+// lockAfter is a VoucherCache whose first LockCheck runs first() before it
+// takes the lock: another instance's whole check, between this one's read
+// of the fence and its lock.
+type lockAfter struct {
+	seckill.VoucherCache
+	once  sync.Once
+	first func()
+}
+
+func (c *lockAfter) LockCheck(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	c.once.Do(c.first)
+	return c.VoucherCache.LockCheck(ctx, token, ttl)
+}
+
+// TestCheckAfterAnotherInstanceCheckedRecoversOnce: an instance that read
+// the fence before another instance checked the server, and took the lock
+// after that check ended, arms on the server checked: it does not stop
+// admissions and unload every voucher a second time (seen in a loaded
+// run of TestRecover: the recovery logged twice).
+func TestCheckAfterAnotherInstanceCheckedRecoversOnce(t *testing.T) {
+	t.Parallel()
+	url, _ := faults.StartRedis(t)
+	vs, store, logs := services(t, url)
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("older data", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := orderService(vs, store, 100)
+	first, err := orders.Buy(ctx, 1, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.SaveOrders(ctx, []*seckill.Order{first}); err != nil {
+		t.Fatal(err)
+	}
+	cameBackOlder(t, url, v.ID, 1)
+	before := len(logs.String())
+
+	var firstErr error
+	other := newVouchers(vs.Store.(seckill.Store), &lockAfter{VoucherCache: vs.Cache, first: func() {
+		firstErr = vs.Fence.Check(ctx)
+	}}, vs.Logger, vs.Now)
+	if err := other.Fence.Check(ctx); err != nil {
+		t.Fatalf("the second instance's check = %v", err)
+	}
+	if firstErr != nil {
+		t.Fatalf("the first instance's check = %v", firstErr)
+	}
+	if n := strings.Count(logs.String()[before:], "rebuilding every voucher on sale"); n != 1 {
+		t.Errorf("the recovery was logged %d times, want once:\n%s", n, logs.String()[before:])
+	}
+	o, err := orders.Buy(ctx, 1, v.ID)
+	var e *seckill.Error
+	if !errors.As(err, &e) || e.Kind != seckill.ErrDuplicateOrder || e.OrderID != first.ID {
+		t.Errorf("the buyer Redis forgot, after the checks = %v, %v; want duplicate_order with %d", o, err, first.ID)
+	}
+}
