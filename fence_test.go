@@ -27,22 +27,9 @@ import (
 // counts it.
 func TestRecover(t *testing.T) {
 	t.Parallel()
-	url, _ := faults.StartRedis(t) // its scripts are flushed: a server of the test's own
-	vs, store, logs := services(t, url)
+	od := cameBackOlderWithAnOrder(t)
+	vs, store, logs, orders, v, first := od.vs, od.store, od.logs, od.orders, od.v, od.first
 	ctx := context.Background()
-	v, err := vs.Create(ctx, onSale("older data", 5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	orders := orderService(vs, store, 100)
-	first, err := orders.Buy(ctx, 1, v.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.SaveOrders(ctx, []*seckill.Order{first}); err != nil {
-		t.Fatal(err)
-	}
-	cameBackOlder(t, url, v.ID, 1)
 	before := len(logs.String())
 	// Another instance: its own memory, the same Redis and database.
 	other := newVouchers(vs.Store.(seckill.Store), vs.Cache, vs.Logger, vs.Now)
@@ -402,22 +389,9 @@ func (c *lockAfter) LockCheck(ctx context.Context, token string, ttl time.Durati
 // run of TestRecover: the recovery logged twice).
 func TestCheckAfterAnotherInstanceCheckedRecoversOnce(t *testing.T) {
 	t.Parallel()
-	url, _ := faults.StartRedis(t)
-	vs, store, logs := services(t, url)
+	od := cameBackOlderWithAnOrder(t)
+	vs, logs, orders, v, first := od.vs, od.logs, od.orders, od.v, od.first
 	ctx := context.Background()
-	v, err := vs.Create(ctx, onSale("older data", 5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	orders := orderService(vs, store, 100)
-	first, err := orders.Buy(ctx, 1, v.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.SaveOrders(ctx, []*seckill.Order{first}); err != nil {
-		t.Fatal(err)
-	}
-	cameBackOlder(t, url, v.ID, 1)
 	before := len(logs.String())
 
 	var firstErr error
@@ -438,4 +412,40 @@ func TestCheckAfterAnotherInstanceCheckedRecoversOnce(t *testing.T) {
 	if !errors.As(err, &e) || e.Kind != seckill.ErrDuplicateOrder || e.OrderID != first.ID {
 		t.Errorf("the buyer Redis forgot, after the checks = %v, %v; want duplicate_order with %d", o, err, first.ID)
 	}
+}
+
+// olderData is a Redis of the test's own that came back with older data:
+// buyer 1's admission of v and its unit lost, while the database holds
+// their order first.
+type olderData struct {
+	vs     *seckill.VoucherService
+	store  seckill.Store
+	logs   *logBuffer
+	orders *seckill.OrderService
+	v      *seckill.VoucherView
+	first  *seckill.Order
+}
+
+// cameBackOlderWithAnOrder starts a Redis of its own (its scripts are
+// flushed: a server of the test's own), sells buyer 1 a unit of a new
+// voucher, writes the order, and loses the admission in Redis.
+func cameBackOlderWithAnOrder(t *testing.T) olderData {
+	t.Helper()
+	url, _ := faults.StartRedis(t)
+	vs, store, logs := services(t, url)
+	ctx := context.Background()
+	v, err := vs.Create(ctx, onSale("older data", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := orderService(vs, store, 100)
+	first, err := orders.Buy(ctx, 1, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.SaveOrders(ctx, []*seckill.Order{first}); err != nil {
+		t.Fatal(err)
+	}
+	cameBackOlder(t, url, v.ID, 1)
+	return olderData{vs: vs, store: store, logs: logs, orders: orders, v: v, first: first}
 }
