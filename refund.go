@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // RefundRequester asks the payment provider for the refunds of payments
@@ -45,7 +47,7 @@ type RefundRequester struct {
 
 	stats refundStats
 
-	loop periodic
+	loop startstop.Service
 }
 
 // refundStats are a RefundRequester's counts, for metrics.
@@ -204,19 +206,21 @@ func (r *RefundRequester) backoff(attempts int) time.Duration {
 
 // Start begins asking for the due refunds every Every. It returns at once.
 func (r *RefundRequester) Start(ctx context.Context) error {
-	r.loop.start(ctx, r.Logger, r.Every, passLog{
-		doing:   "asking for refunds",
-		failing: "could not ask for every due refund; asking again",
-		again:   "asking for the due refunds again",
-	}, func(ctx context.Context) error {
-		_, err := r.Retry(ctx)
-		return err
+	r.loop.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, r.Logger, r.Every, startstop.PassLog{
+			Doing:   "asking for refunds",
+			Failing: "could not ask for every due refund; asking again",
+			Again:   "asking for the due refunds again",
+		}, func(ctx context.Context) error {
+			_, err := r.Retry(ctx)
+			return err
+		})
 	})
 	return nil
 }
 
 // Stop stops asking and waits for a pass in flight. Safe to call twice.
-func (r *RefundRequester) Stop() { r.loop.stop() }
+func (r *RefundRequester) Stop() { r.loop.Stop() }
 
 func (r *RefundRequester) lease() time.Duration {
 	if r.Lease > 0 {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // Sweeper cancels the orders whose buyers did not pay by their PayBy, and
@@ -40,7 +42,7 @@ type Sweeper struct {
 
 	stats sweepStats
 
-	loop periodic
+	loop startstop.Service
 }
 
 // sweepStats are the sweeper's counts since it started, for metrics.
@@ -177,19 +179,21 @@ func (s *Sweeper) FinishReturns(ctx context.Context, v *Voucher) (int, error) {
 
 // Start begins sweeping every Every. It returns at once.
 func (s *Sweeper) Start(ctx context.Context) error {
-	s.loop.start(ctx, s.Logger, s.Every, passLog{
-		doing:   "sweeping",
-		failing: "could not sweep the orders past their payment deadline; trying again",
-		again:   "sweeping the orders past their payment deadline again",
-	}, func(ctx context.Context) error {
-		_, _, err := s.Sweep(ctx)
-		return err
+	s.loop.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, s.Logger, s.Every, startstop.PassLog{
+			Doing:   "sweeping",
+			Failing: "could not sweep the orders past their payment deadline; trying again",
+			Again:   "sweeping the orders past their payment deadline again",
+		}, func(ctx context.Context) error {
+			_, _, err := s.Sweep(ctx)
+			return err
+		})
 	})
 	return nil
 }
 
 // Stop stops sweeping and waits for a sweep in flight. Safe to call twice.
-func (s *Sweeper) Stop() { s.loop.stop() }
+func (s *Sweeper) Stop() { s.loop.Stop() }
 
 // DefaultPaymentGrace is how long after its PayBy an order whose payment
 // was started before it waits for the provider's confirmation, by default:
