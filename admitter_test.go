@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // TestLostAnswerOtherOrder: an admission whose answer was lost, for a
@@ -22,7 +23,7 @@ func TestLostAnswerOtherOrder(t *testing.T) {
 
 	lost := *b.svc
 	lost.Cache = &lostAdmit{Client: b.cache}
-	lost.Admitter = admitter(b.vouchers, lost.Cache.(*lostAdmit), "")
+	lost.Admitter = admitter(b.vouchers, lost.Cache.(*lostAdmit))
 	_, err := lost.RetryDeadLetter(ctx, "101", 1)
 	var e *seckill.Error
 	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != 202 {
@@ -32,9 +33,7 @@ func TestLostAnswerOtherOrder(t *testing.T) {
 		t.Error("the refused retry removed its dead letter")
 	}
 
-	buy := &seckill.OrderService{Cache: &lostAdmit{Client: b.cache}, Store: b.store, Vouchers: b.vouchers,
-		Admitter: admitter(b.vouchers, &lostAdmit{Client: b.cache}, ""), SoldOut: soldOutReader(t, b.vouchers),
-		IDs: &counter{n: 300}, Logger: b.svc.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	buy := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: &lostAdmit{Client: b.cache}, SoldOut: soldOutReader(t, b.vouchers), Vouchers: b.vouchers, Fence: b.vouchers.Fence, Logger: b.vouchers.Logger}, Store: b.store, Vouchers: b.vouchers, IDs: &counter{n: 300}, Logger: b.svc.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	if _, err := buy.Buy(ctx, 1, v.ID); !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != 202 {
 		t.Errorf("buy with the answer lost = %v; want ErrDuplicateOrder with order 202", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -24,6 +23,13 @@ type ChallengeSpender interface {
 	// admits the buyer), and reports whether it was fresh: of concurrent
 	// presentations of one challenge, exactly one gets true.
 	SpendChallenge(ctx context.Context, tag, challenge string, ttl time.Duration) (fresh bool, err error)
+}
+
+// ChallengeAnswers is what a ChallengeService asks of the ledger
+// (ChallengeService.Answers).
+type ChallengeAnswers interface {
+	SoldOutAnswers
+	HeldOrder(ctx context.Context, userID, voucherID int64) (Held, error)
 }
 
 // ChallengeConfig configures a ChallengeService. Zero fields take the
@@ -92,13 +98,15 @@ type ChallengeService struct {
 	Config ChallengeConfig
 	// Key signs the challenges (ChallengeKey): every instance must share it.
 	Key []byte
-	// Vouchers gives the vouchers' rows, kept in memory (as the
-	// Admitter's): a voucher without a challenge costs one map lookup.
+	// Vouchers gives the vouchers' rows, kept in memory (as admission's):
+	// a voucher without a challenge costs one map lookup.
 	Vouchers *VoucherService
-	// Orders, if set, answers a buyer of a voucher it knows sold out
-	// before any solution is asked for; nil in the sync mode, which keeps
-	// no such memory.
-	Orders *OrderService
+	// Answers, if set, answers a buyer from the ledger without an
+	// admission: of a voucher it knows sold out, before any solution is
+	// asked for, and after the end, with the buyer's order. Nil with the
+	// SQL ledger (the sync mode), which keeps no buyers apart from the
+	// database: every buy goes on to its admission.
+	Answers ChallengeAnswers
 	// Spent spends each solution once.
 	Spent ChallengeSpender
 	// Backlog, if set, tells when a voucher's order backlog is above its
@@ -116,9 +124,6 @@ type ChallengeService struct {
 	Difficulty Difficulty
 
 	stats challengeStats
-	// probed holds, by voucher id, when (unix ns, an *atomic.Int64) its
-	// stock was last read to renew the memory that it is sold out.
-	probed sync.Map
 }
 
 // challengeStats are a ChallengeService's counts since it started.
@@ -169,7 +174,7 @@ func (s *ChallengeService) row(ctx context.Context, voucherID int64) (*Voucher, 
 			return nil, err
 		}
 		s.Logger.Warn("challenge: the voucher could not be read from the database", "voucher", voucherID, "err", err)
-		return nil, restoring("the sale cannot be read right now; try again")
+		return nil, &Error{Kind: ErrUnavailable, Message: "the sale cannot be read right now; try again", RetryAfter: time.Second}
 	}
 	return v, nil
 }
@@ -197,10 +202,10 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 	}
 	if !now.Before(v.EndTime) {
 		// A buyer who holds an order is told it, as a buy would tell them.
-		if id, err := s.heldOrder(ctx, v, userID); err != nil {
+		if h, err := s.heldOrder(ctx, v, userID); err != nil {
 			return Challenge{}, err
-		} else if id != 0 && !s.Orders.Confirmed {
-			return Challenge{}, duplicate(id)
+		} else if h.OrderID != 0 && !h.Unconfirmed {
+			return Challenge{}, duplicate(h.OrderID)
 		}
 		return Challenge{}, Errorf(ErrEnded, "the sale of voucher %d has ended", voucherID)
 	}
@@ -276,31 +281,15 @@ func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, h
 	return err
 }
 
-// soldOut answers a buyer of a voucher the order service knows sold out,
-// as its Buy would, from the same memory and read; nil when it does not
-// know, or the read cannot vouch (the buy asks for a solution then).
-//
-// The memory lasts SoldOutFor (1 s) and only an admission renews it; of a
-// challenge voucher's buys after the sell-out, those that carry no
-// solution never reach an admission. So, for them (probe), a memory that
-// lapsed is renewed here from the cache's stock: one read per voucher per
-// soldOutProbeEvery, whatever the number of buyers. Only for an
-// unsharded voucher: a sharded one is sold out when a borrow says so,
-// not when its shards' stocks add up to 0 for an instant.
+// soldOut answers a buyer of a voucher the ledger knows sold out, as its
+// buy would (SoldOutAnswers); nil when it does not know, or cannot vouch.
+// probe: the buy carries no solution, and would never reach an admission
+// that renews the memory.
 func (s *ChallengeService) soldOut(ctx context.Context, v *Voucher, userID int64, probe bool) error {
-	o := s.Orders
-	if o == nil || o.SoldOut == nil || o.Admitter == nil {
+	if s.Answers == nil {
 		return nil
 	}
-	fence := o.Admitter.Fence.seen.load()
-	if !o.knownSoldOut(v.ID, fence) && (!probe || v.ShardCount() > 1 || !s.probeSoldOut(ctx, v.ID, fence)) {
-		return nil
-	}
-	err := o.soldOutAnswer(ctx, userID, v.ID)
-	if errors.Is(err, ErrSoldOut) || (errors.Is(err, ErrDuplicateOrder) && !o.Confirmed) {
-		return err
-	}
-	return nil
+	return s.Answers.AnswerSoldOut(ctx, v, userID, probe)
 }
 
 // ended answers a buy of the voucher v after its end: a buyer who holds
@@ -316,64 +305,40 @@ func (s *ChallengeService) soldOut(ctx context.Context, v *Voucher, userID int64
 // mode (no Orders) every buy goes on: its transaction reads the window on
 // this clock, and answers a holder their order before it.
 func (s *ChallengeService) ended(ctx context.Context, v *Voucher, userID int64) error {
-	if s.Orders == nil {
+	if s.Answers == nil {
 		return nil
 	}
-	id, err := s.heldOrder(ctx, v, userID)
+	h, err := s.heldOrder(ctx, v, userID)
 	switch {
 	case err != nil:
 		return err
-	case id != 0 && !s.Orders.Confirmed:
-		return duplicate(id)
-	case id != 0 && !v.RebuyAfterCancel:
+	case h.OrderID != 0 && !h.Unconfirmed:
+		return duplicate(h.OrderID)
+	case h.OrderID != 0 && !v.RebuyAfterCancel:
 		return nil
 	}
 	return Errorf(ErrEnded, "the sale of voucher %d has ended", v.ID)
 }
 
-// heldOrder returns the id of the order the buyer holds of the voucher v
-// as the cache records it (0: none, or no cache to read: the sync mode),
-// or ErrUnavailable.
-func (s *ChallengeService) heldOrder(ctx context.Context, v *Voucher, userID int64) (int64, error) {
-	if s.Orders == nil || s.Orders.Cache == nil {
-		return 0, nil
+// heldOrder returns the order the buyer holds of the voucher v as the
+// ledger records it (none without Answers: the sync mode), or
+// ErrUnavailable.
+func (s *ChallengeService) heldOrder(ctx context.Context, v *Voucher, userID int64) (Held, error) {
+	if s.Answers == nil {
+		return Held{}, nil
 	}
-	id, err := s.Orders.Cache.BuyerOrder(ctx, userID, v.ID)
+	h, err := s.Answers.HeldOrder(ctx, userID, v.ID)
 	if err != nil {
 		s.Logger.Warn("challenge: a buyer's order could not be read after the end", "voucher", v.ID, "err", err)
-		return 0, &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
+		return Held{}, &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
 	}
-	return id, nil
+	return h, nil
 }
 
 // spentMargin is how long a spent solution's mark outlives its expiry on
 // the spending instance's clock: the skew between instances' clocks it
 // covers.
 const spentMargin = time.Minute
-
-// soldOutProbeEvery is how often, at most, a voucher's stock is read to
-// renew the memory that it is sold out (soldOut).
-const soldOutProbeEvery = 100 * time.Millisecond
-
-// probeSoldOut reads the voucher's stock in the cache, unless it was read
-// less than soldOutProbeEvery ago (or is being read), and notes the
-// voucher sold out, under the fence word read before, when it is at 0.
-// It reports whether the voucher is now known sold out.
-func (s *ChallengeService) probeSoldOut(ctx context.Context, voucherID int64, fence uint64) bool {
-	now := s.now().UnixNano()
-	last, _ := s.probed.LoadOrStore(voucherID, new(atomic.Int64))
-	at := last.(*atomic.Int64)
-	prev := at.Load()
-	if now-prev < int64(soldOutProbeEvery) || !at.CompareAndSwap(prev, now) {
-		return false
-	}
-	left, err := s.Vouchers.Cache.Remaining(ctx, voucherID)
-	if n, loaded := left[voucherID]; err != nil || !loaded || n > 0 {
-		return false
-	}
-	s.Orders.noteSoldOut(voucherID, fence)
-	return s.Orders.knownSoldOut(voucherID, fence)
-}
 
 // spend verifies the solution for the buyer and the voucher v at now, and
 // spends it.

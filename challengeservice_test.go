@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/sqlledger"
 )
 
 // challenges returns a ChallengeService over the vouchers and orders of a
@@ -26,7 +27,7 @@ func challenges(t *testing.T, spender seckill.ChallengeSpender) (*seckill.Challe
 	clk := &clock{t: time.Now()}
 	orders := orderService(vs, store, 9000)
 	cs := &seckill.ChallengeService{Key: seckill.ChallengeKey([]byte("a token secret of thirty-two bytes or more")),
-		Vouchers: vs, Orders: orders, Spent: spender, Logger: vs.Logger, Now: clk.Now,
+		Vouchers: vs, Answers: redisLedger(orders), Spent: spender, Logger: vs.Logger, Now: clk.Now,
 		Config: seckill.ChallengeConfig{MinNumber: 1000}}
 	return cs, vs, orders, clk
 }
@@ -122,10 +123,10 @@ func TestChallengeCheck(t *testing.T) {
 	// reached an admission since to renew it. A buy without a solution,
 	// and a request for a challenge, renew it from the stock and are told
 	// sold out all the same, not to solve a challenge.
-	orders.Now = func() time.Time { return time.Now().Add(2 * time.Second) }
+	redisLedger(orders).Clock = func() time.Time { return time.Now().Add(2 * time.Second) }
 	clk.Set(clk.Now().Add(2 * time.Second)) // the stock's last read is as old
 	check("sold out, the memory lapsed, no solution", 1004, small.ID, "", seckill.ErrSoldOut)
-	orders.Now = func() time.Time { return time.Now().Add(4 * time.Second) }
+	redisLedger(orders).Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	clk.Set(clk.Now().Add(2 * time.Second))
 	if _, err := cs.Issue(ctx, 1005, small.ID); !errors.Is(err, seckill.ErrSoldOut) {
 		t.Errorf("a challenge for a sold-out voucher, the memory lapsed: %v, want sold out", err)
@@ -260,7 +261,7 @@ func (failingSpender) SpendChallenge(context.Context, string, string, time.Durat
 // order of a challenge voucher is answered it (duplicate_order with its
 // id), as on a voucher without a challenge, and without a solution; a
 // buyer without one is told the sale ended. In the stream mode, and in
-// the sync mode, whose service keeps no sold-out memory (no Orders) and
+// the sync mode, whose service keeps no sold-out memory (no Answers) and
 // whose transaction reads the window on the service's clock.
 func TestChallengeHolderAfterTheEnd(t *testing.T) {
 	t.Parallel()
@@ -270,9 +271,8 @@ func TestChallengeHolderAfterTheEnd(t *testing.T) {
 			cs, vs, orders, clk := challenges(t, nil)
 			if mode == seckill.ModeSync {
 				// As the service wires the sync mode: no sold-out memory.
-				cs.Orders = nil
-				orders = &seckill.OrderService{Mode: seckill.ModeSync, Store: orders.Store, Vouchers: vs, IDs: &counter{n: 9000},
-					Logger: vs.Logger, Now: clk.Now, OrderTime: func(int64) time.Time { return clk.Now() }}
+				cs.Answers = nil
+				orders = &seckill.OrderService{Ledger: &sqlledger.Ledger{Store: orders.Store, Clock: clk.Now}, Store: orders.Store, Vouchers: vs, IDs: &counter{n: 9000}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return clk.Now() }}
 			}
 			holderAfterTheEnd(t, mode, cs, vs, orders, clk)
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // hookedStore is a store whose Voucher, PauseVoucher and Vouchers run a
@@ -373,7 +374,7 @@ func pauseAgrees(t *testing.T, a *seckill.VoucherService, store seckill.Store, v
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = a.Cache.(seckill.OrderCache).Admit(ctx, seckill.Admission{VoucherID: view.ID, Generation: view.Generation, UserID: 7, OrderID: 7007})
+	err = a.Cache.(redisledger.Cache).Admit(ctx, seckill.Admission{VoucherID: view.ID, Generation: view.Generation, UserID: 7, OrderID: 7007})
 	t.Logf("database paused %v; Admit = %v", row.Paused, err)
 	if row.Paused && !errors.Is(err, seckill.ErrPaused) {
 		t.Errorf("the database says paused (and the admin page shows it), yet Admit = %v: admitted", err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/redisledger"
+	"github.com/seckill/seckill/sqlledger"
 )
 
 // TestAddStockCrashBetweenWrites: an addition of stock the database took
@@ -25,7 +27,7 @@ func TestAddStockCrashBetweenWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache := vs.Cache.(seckill.OrderCache)
+			cache := vs.Cache.(redisledger.Cache)
 			for u := int64(1); u <= 3; u++ {
 				if err := cache.Admit(ctx, seckill.Admission{VoucherID: view.ID, Generation: view.Generation, UserID: u, OrderID: 9000 + u}); err != nil {
 					t.Fatal(err)
@@ -102,11 +104,10 @@ func TestEndBeforeStartAnswersEnded(t *testing.T) {
 			switch tc.mode {
 			case seckill.ModeQueue:
 				vs.Mode, vs.Fence.Mode = seckill.ModeQueue, seckill.ModeQueue
-				orders.Mode, orders.Queue, orders.Admitter.Mode = seckill.ModeQueue, &queue{}, seckill.ModeQueue
+				redisLedger(orders).Queue = &queue{}
 			case seckill.ModeSync:
 				vs = &seckill.VoucherService{Mode: seckill.ModeSync, Store: store, Logger: vs.Logger, Now: time.Now}
-				orders = &seckill.OrderService{Mode: seckill.ModeSync, Store: store, Vouchers: vs, IDs: &counter{n: 100},
-					Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+				orders = &seckill.OrderService{Ledger: &sqlledger.Ledger{Store: store}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			}
 			ctx := t.Context()
 			v := later("ended before it began, " + tc.name)

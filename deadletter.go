@@ -65,7 +65,7 @@ type DeadLetterService struct {
 	// Vouchers tells which vouchers to look at.
 	Vouchers *VoucherService
 	// Admitter runs a retry's admission as a buy's, with its recoveries.
-	Admitter *Admitter
+	Admitter Readmitter
 	Logger   *slog.Logger
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
@@ -142,10 +142,10 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 		log.Info("dead letter retry refused", "outcome", "not_stream_mode", "mode", s.Mode)
 		return nil, Errorf(ErrInvalidArgument, "dead letters are retried into the order stream, which only the stream mode's workers read; this service runs in %s mode", s.Mode)
 	}
-	// Admitted as a buy is (Admitter.Admit): a voucher the cache lost is
-	// rebuilt first, and an admission whose answer was lost is answered
-	// from the buyer's slot.
-	err = s.Admitter.Admit(ctx, Admission{VoucherID: rec.VoucherID, UserID: rec.UserID, OrderID: rec.OrderID})
+	// Admitted as a buy is (Readmit): a voucher the cache lost is rebuilt
+	// first, and an admission whose answer was lost is answered from the
+	// buyer's slot.
+	err = s.Admitter.Readmit(ctx, &Order{ID: rec.OrderID, UserID: rec.UserID, VoucherID: rec.VoucherID})
 	var de *Error
 	switch {
 	case err == nil:

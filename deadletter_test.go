@@ -75,7 +75,7 @@ func newDLQRig(t *testing.T) *dlqRig {
 		t.Fatal(err)
 	}
 	b.svc = &seckill.DeadLetterService{Cache: b.cache, Store: store, Vouchers: b.vouchers, Logger: logger,
-		Admitter:  admitter(b.vouchers, b.cache, ""),
+		Admitter:  admitter(b.vouchers, b.cache),
 		OrderTime: func(int64) time.Time { return time.Unix(1, 0) }}
 	return b
 }
@@ -551,7 +551,7 @@ func TestRetryDeadLetterUnknownOutcome(t *testing.T) {
 	b.deadLetter(v.ID, 1, 101, "r")
 	lost := *b.svc
 	lost.Cache = &lostAdmit{Client: b.cache}
-	lost.Admitter = admitter(b.vouchers, lost.Cache.(*lostAdmit), "")
+	lost.Admitter = admitter(b.vouchers, lost.Cache.(*lostAdmit))
 	if _, err := lost.RetryDeadLetter(ctx, "101", 1); !errors.Is(err, seckill.ErrUnavailable) {
 		t.Fatalf("retry whose admission never ran = %v, want ErrUnavailable", err)
 	}
@@ -559,7 +559,7 @@ func TestRetryDeadLetterUnknownOutcome(t *testing.T) {
 		t.Fatal("a retry whose admission never ran changed the dead letter or the stream")
 	}
 	lost.Cache = &lostAdmit{Client: b.cache, ran: true}
-	lost.Admitter = admitter(b.vouchers, lost.Cache.(*lostAdmit), "")
+	lost.Admitter = admitter(b.vouchers, lost.Cache.(*lostAdmit))
 	if _, err := lost.RetryDeadLetter(ctx, "101", 1); err != nil {
 		t.Fatalf("retry whose admission's answer was lost = %v, want success", err)
 	}

@@ -556,8 +556,19 @@ type fenceSeen struct{ w atomic.Uint64 }
 // load returns the current word.
 func (f *fenceSeen) load() uint64 { return f.w.Load() }
 
-// checkedIn reports whether w is a word of a checked server.
-func checkedIn(w uint64) bool { return w&1 == 1 }
+// CheckedIn reports whether w is a word of a checked server
+// (CacheFence.Seen).
+func CheckedIn(w uint64) bool { return w&1 == 1 }
+
+// Seen returns the word of what this process has seen of the cache
+// server: it moves on each time the server is checked (odd then) and each
+// time there is reason to doubt it. What is learnt while checked (the
+// sold-out memory) holds only while the word is the same.
+func (s *CacheFence) Seen() uint64 { return s.seen.load() }
+
+// Doubt records a reason to doubt the cache server: a read found
+// admission not armed there.
+func (s *CacheFence) Doubt() { s.seen.doubt() }
 
 // checked records the server checked.
 func (f *fenceSeen) checked() { f.flip(false) }
@@ -569,7 +580,7 @@ func (f *fenceSeen) doubt() { f.flip(true) }
 func (f *fenceSeen) flip(from bool) {
 	for {
 		w := f.w.Load()
-		if checkedIn(w) != from || f.w.CompareAndSwap(w, w+1) {
+		if CheckedIn(w) != from || f.w.CompareAndSwap(w, w+1) {
 			return
 		}
 	}

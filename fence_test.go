@@ -74,7 +74,7 @@ func TestRecoverQueueMode(t *testing.T) {
 	}
 	q := &queue{}
 	orders := orderService(vs, store, 100)
-	orders.Mode, orders.Queue = seckill.ModeQueue, q
+	redisLedger(orders).Queue = q
 	queued, err := orders.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)

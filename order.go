@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
-
-	"github.com/seckill/seckill/internal/cow"
 )
 
 // OrderStatus is where an order stands on its way to the database.
@@ -210,31 +207,6 @@ type Admission struct {
 	Shard int
 }
 
-// OrderCache is the Redis side of orders: admission, and who holds which
-// order before the database does.
-type OrderCache interface {
-	// Admit admits the user to the voucher's sale with the order id,
-	// atomically: window, stock, one per buyer, and the order appended to
-	// the voucher's stream. It returns nil if admitted; else an error of
-	// kind ErrDuplicateOrder (with the buyer's order id), ErrSoldOut,
-	// ErrNotStarted, ErrEnded, ErrVoucherNotLoaded (not loaded, or loaded
-	// for another generation) or ErrCacheUnverified (nothing ran: the cache
-	// server must be checked first); or ErrUnavailable when the outcome is
-	// unknown.
-	Admit(ctx context.Context, a Admission) error
-	// Reserve is Admit without the stream: the queue mode's admission.
-	Reserve(ctx context.Context, a Admission) error
-	// Release gives back what an admission of orderID took, if the buyer's
-	// slot still holds it, and reports whether it did.
-	Release(ctx context.Context, voucherID, userID, orderID int64) (bool, error)
-	// BuyerOrder returns the user's order id in the voucher if the cache
-	// records one, else 0: BuyerOrders of one voucher, without a map.
-	BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
-	// BuyerOrders returns the user's order id in each of the vouchers where
-	// the cache records one.
-	BuyerOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
-}
-
 // IDGenerator makes order ids (package orderid).
 type IDGenerator interface {
 	Next() (int64, error)
@@ -242,228 +214,53 @@ type IDGenerator interface {
 
 // OrderService takes buyers' orders and tells them where their orders stand.
 type OrderService struct {
-	// Mode is how orders are taken; default ModeStream.
-	Mode  Mode
-	Cache OrderCache
-	Store OrderStore
-	// Admitter admits in the cache (not in the sync mode).
-	Admitter *Admitter
+	// Ledger decides who may take a unit, and holds the orders on their
+	// way to the database.
+	Ledger Ledger
+	Store  OrderStore
 	// Vouchers tells which vouchers are open (a buyer's pending orders).
 	Vouchers *VoucherService
-	// SoldOut reads a buyer's slot of a voucher found sold out: from a
-	// copy kept true (package soldout), or from the cache, fenced
-	// (redis.Client). The sold-out memory (SoldOutFor) answers only through
-	// it: nil turns the memory off, and every buy runs the admission. (An
-	// unfenced read of the slot could tell a buyer who holds an order
-	// sold_out, after Redis came back older.)
-	SoldOut SoldOutReader
-	IDs     IDGenerator
-	// Queue is the queue mode's queue.
-	Queue OrderQueue
-	// Backpressure, if set, pauses admission to a voucher whose stream
-	// holds too many orders (the stream mode's workers).
-	Backpressure Backpressure
-	Logger       *slog.Logger
-	// Now returns the current time. Default time.Now.
-	Now func() time.Time
+	IDs      IDGenerator
+	Logger   *slog.Logger
 	// OrderTime returns the time an order id was made (orderid.Time).
 	OrderTime func(id int64) time.Time
-	// SoldOutFor is how long a voucher found sold out is answered sold out
-	// here without running the admission: most buyers of a flash sale ask
-	// after the stock is gone. Only the fact is kept; a buyer asking again
-	// still gets their order back (G5), read from their own slot in the
-	// cache (one HGET). Stock given back (a dead letter, a repair) is sold
-	// again after at most this long. Default 1s; negative turns it off.
-	SoldOutFor time.Duration
-	// Confirmed says the cache confirms every admission with replicas
-	// before answering it (redis: Config.WaitReplicas > 0): an order found
-	// in a buyer's slot by a plain read may then be one no replica has, and
-	// a failover would lose it. Such a buyer is answered through the
-	// admission (which confirms the order it names), never from the read.
-	Confirmed bool
-
-	soldOut cow.Map[int64, soldOutEntry]
 }
 
-// SoldOutReader reads the slots of a voucher found sold out, from a copy
-// it keeps true without a round trip (soldout.Copies), or from the cache
-// (redis.Client).
-type SoldOutReader interface {
-	// SoldOutBuyerOrder is OrderCache.BuyerOrder for a voucher the caller
-	// found sold out, read only from a server checked since it came up
-	// (else ErrCacheUnverified) and while the voucher (of a sharded one,
-	// the buyer's home shard) is loaded (else ErrVoucherNotLoaded).
-	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
+// Readmitter admits again the order of a dead letter: as a buy's
+// admission, past what only buyers are answered from (the Redis ledger's
+// sold-out memory and backpressure).
+type Readmitter interface {
+	Readmit(ctx context.Context, o *Order) error
 }
 
-// Buy takes the user's order of the voucher. In the stream and queue modes
-// the order is pending until a worker writes it to the database; in the
-// sync mode it is created. Asking again returns the same order, as
-// ErrDuplicateOrder with its id (G5).
+// Buy takes the user's order of the voucher, through the Ledger: pending
+// until a worker writes it to the database, or created when the ledger
+// wrote it. Asking again returns the same order, as ErrDuplicateOrder with
+// its id (G5).
 func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order, error) {
 	id, err := s.IDs.Next()
 	if err != nil {
 		// No order id to admit with (the node lease is being renewed, after
 		// Redis lost it): a buyer who holds an order is told of it all the
-		// same; the others try again. Not sold out from the memory below:
-		// Redis may have lost the slot of a buyer who holds an order, and
-		// sold_out is a final answer.
-		if s.Mode != ModeSync && !s.Confirmed {
-			if existing, err := s.Cache.BuyerOrder(ctx, userID, voucherID); err == nil && existing != 0 {
-				return nil, duplicate(existing)
-			}
+		// same; the others try again. Not sold out: the ledger may have lost
+		// the slot of a buyer who holds an order, and sold_out is a final
+		// answer.
+		if h, err := s.Ledger.HeldOrder(ctx, userID, voucherID); err == nil && h.OrderID != 0 && !h.Unconfirmed {
+			return nil, duplicate(h.OrderID)
 		}
 		return nil, &Error{Kind: ErrUnavailable, Message: "cannot take orders right now; try again", RetryAfter: time.Second}
 	}
-	if s.Mode == ModeSync {
-		o := s.pending(id, userID, voucherID)
-		o.Status = OrderCreated
-		if err := s.Store.PlaceOrder(ctx, o, s.now()); err != nil {
-			return nil, fmt.Errorf("buy voucher %d: %w", voucherID, err)
-		}
-		return o, nil
+	o := s.pending(id, userID, voucherID)
+	if err := s.Ledger.Admit(ctx, o); err != nil {
+		return nil, err
 	}
-	fence := s.Admitter.Fence.seen.load()
-	if s.SoldOut != nil && s.knownSoldOut(voucherID, fence) {
-		err := s.soldOutAnswer(ctx, userID, voucherID)
-		if err != nil && (!s.Confirmed || !errors.Is(err, ErrDuplicateOrder)) {
-			return nil, err
-		}
-		// A buyer with an order: the admission below confirms it. Or
-		// (nil) the cache server is not checked: the admission checks it.
-	}
-	if s.Backpressure != nil && s.Backpressure.Refusing(voucherID, userID) {
-		return nil, &Error{Kind: ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}
-	}
-	err = s.Admitter.Admit(ctx, Admission{VoucherID: voucherID, UserID: userID, OrderID: id})
-	switch {
-	case err == nil && s.Mode == ModeQueue:
-		// Queued here also when found admitted after a lost answer: the
-		// admission that took it never got to.
-		return s.enqueue(ctx, s.pending(id, userID, voucherID))
-	case err == nil:
-		return s.pending(id, userID, voucherID), nil
-	case errors.Is(err, ErrSoldOut):
-		s.noteSoldOut(voucherID, fence)
-	}
-	return nil, err
-}
-
-// soldOutEntry is what the sold-out memory (OrderService.soldOut) knows
-// of a voucher: until when it is known sold out, and the word of fenceSeen
-// it was learnt under. The memory changes about once a second per voucher
-// on sale, and is read by every buy.
-type soldOutEntry struct {
-	until int64  // Unix ns
-	fence uint64 // fenceSeen's word when it was found sold out
-}
-
-// setSoldOut makes the voucher known sold out as e; an e.until of 0
-// forgets it, if it is still was. Expired entries are dropped.
-func (s *OrderService) setSoldOut(voucherID int64, e, was soldOutEntry, now int64) {
-	s.soldOut.Update(func(next map[int64]soldOutEntry) bool {
-		if e.until == 0 && next[voucherID] != was {
-			return false // renewed meanwhile
-		}
-		for id, o := range next {
-			if o.until <= now {
-				delete(next, id)
-			}
-		}
-		if e.until != 0 {
-			next[voucherID] = e
-		} else {
-			delete(next, voucherID)
-		}
-		return true
-	})
-}
-
-// knownSoldOut reports whether the voucher was found sold out less than
-// SoldOutFor ago, while this process has seen the cache server checked
-// (fenceSeen) without a doubt since: fence is the word now. An entry that
-// has expired, or was learnt under another word, is dropped: a server that
-// came back with older data may have stock, and lack the slot of a buyer
-// who holds an order.
-func (s *OrderService) knownSoldOut(voucherID int64, fence uint64) bool {
-	e, _ := s.soldOut.Load(voucherID)
-	if e.until == 0 {
-		return false
-	}
-	now := s.now().UnixNano()
-	if now < e.until && e.fence == fence && checkedIn(fence) {
-		return true
-	}
-	s.setSoldOut(voucherID, soldOutEntry{}, e, now)
-	return false
-}
-
-// noteSoldOut remembers that the voucher is sold out, for SoldOutFor, as
-// learnt under the word fence of fenceSeen (read before the admission).
-// A sharded voucher is so only when the Admitter found every shard at 0
-// with nothing in flight (Admitter.borrow), not when the buyer's home
-// shard alone was; its buyers are then answered from their home shards'
-// slots (SoldOutReader).
-func (s *OrderService) noteSoldOut(voucherID int64, fence uint64) {
-	wait := s.SoldOutFor
-	if wait == 0 {
-		wait = time.Second
-	}
-	if wait > 0 && checkedIn(fence) && s.SoldOut != nil {
-		now := s.now().UnixNano()
-		s.setSoldOut(voucherID, soldOutEntry{until: now + int64(wait), fence: fence}, soldOutEntry{}, now)
-	}
-}
-
-// soldOutAnswer answers a buyer of a voucher known sold out: their own
-// order if they have one (G5), read from their slot or the cache's copy;
-// else sold out. It returns nil when the cache cannot vouch for the slot,
-// and the caller admits: its server is not checked (ErrCacheUnverified: it
-// may have come back with older data; the memory is then doubted, and the
-// admission checks the server), or the voucher is not loaded
-// (ErrVoucherNotLoaded: its data lost, or being rebuilt; the memory of it
-// is dropped, and the admission rebuilds it).
-func (s *OrderService) soldOutAnswer(ctx context.Context, userID, voucherID int64) error {
-	existing, err := s.SoldOut.SoldOutBuyerOrder(ctx, userID, voucherID)
-	switch {
-	case errors.Is(err, ErrCacheUnverified):
-		s.Admitter.Fence.seen.doubt()
-		return nil
-	case errors.Is(err, ErrVoucherNotLoaded):
-		e, _ := s.soldOut.Load(voucherID)
-		s.setSoldOut(voucherID, soldOutEntry{}, e, s.now().UnixNano())
-		return nil
-	case err != nil:
-		return &Error{Kind: ErrUnavailable, Message: "cannot read your order right now; try again", RetryAfter: time.Second}
-	case existing != 0:
-		return duplicate(existing)
-	}
-	return &Error{Kind: ErrSoldOut, Message: "voucher " + strconv.FormatInt(voucherID, 10) + " is sold out"}
+	return o, nil
 }
 
 // duplicate is the answer to a buyer who holds an order of the voucher
 // already: that order (G5).
 func duplicate(orderID int64) error {
 	return &Error{Kind: ErrDuplicateOrder, Message: "you already have an order for this voucher", OrderID: orderID}
-}
-
-// enqueue puts a reserved order on the queue mode's queue; a full queue
-// gives the reservation back and answers unavailable.
-func (s *OrderService) enqueue(ctx context.Context, o *Order) (*Order, error) {
-	if s.Queue.Offer(o) {
-		return o, nil
-	}
-	if _, err := s.Cache.Release(context.WithoutCancel(ctx), o.VoucherID, o.UserID, o.ID); err != nil {
-		s.Logger.Error("queue full, and the reservation could not be given back; run seckill reconcile", "voucher", o.VoucherID, "order", o.ID, "err", err)
-	}
-	return nil, &Error{Kind: ErrUnavailable, Message: "too many orders at once; try again", RetryAfter: time.Second}
-}
-
-func (s *OrderService) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }
 
 func (s *OrderService) pending(id, userID, voucherID int64) *Order {
@@ -552,7 +349,7 @@ func (s *OrderService) pendingOrders(ctx context.Context, userID int64) (pending
 	if err != nil {
 		return nil, nil, err
 	}
-	found, err := s.Cache.BuyerOrders(ctx, userID, ids...)
+	found, err := s.Ledger.HeldOrders(ctx, userID, ids...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read pending orders: %w", err)
 	}

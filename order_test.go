@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 	"github.com/seckill/seckill/soldout"
 )
 
@@ -80,8 +81,7 @@ func TestBuyUnknownOutcome(t *testing.T) {
 	}{{"reply", true}, {"request", false}, {"both", false}} {
 		t.Run(tc.mode, func(t *testing.T) {
 			lost := &lostReply{Client: real, mode: tc.mode}
-			s := &seckill.OrderService{Cache: lost, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, lost, ""),
-				IDs: &counter{n: map[string]int64{"reply": 100, "request": 200, "both": 300}[tc.mode]}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+			s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: lost, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: map[string]int64{"reply": 100, "request": 200, "both": 300}[tc.mode]}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			user := map[string]int64{"reply": 1, "request": 2, "both": 3}[tc.mode]
 			o, err := s.Buy(ctx, user, v.ID)
 			if tc.ok {
@@ -99,7 +99,7 @@ func TestBuyUnknownOutcome(t *testing.T) {
 				t.Fatalf("Buy with the outcome unknown = %+v, %v; want ErrUnavailable with RetryAfter", o, err)
 			}
 			// The buyer asks again once Redis answers: one order, theirs.
-			again := &seckill.OrderService{Cache: real, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, real, ""), IDs: &counter{n: 900 + user}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+			again := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: real, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: 900 + user}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			o, err = again.Buy(ctx, user, v.ID)
 			if err != nil {
 				t.Fatalf("Buy again = %v", err)
@@ -137,8 +137,7 @@ func TestBuyUnknownOutcomeQueued(t *testing.T) {
 	}
 	q := &queue{}
 	lost := &lostReply{Client: vs.Cache.(*redis.Client), mode: "reply"}
-	s := &seckill.OrderService{Mode: seckill.ModeQueue, Queue: q, Cache: lost, SoldOut: soldOutReader(t, vs),
-		Store: store, Vouchers: vs, Admitter: admitter(vs, lost, seckill.ModeQueue), IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: lost, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, Queue: q}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	o, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatalf("Buy with the reply lost = %v; want the pending order", err)
@@ -163,8 +162,7 @@ func TestBuySoldOut(t *testing.T) {
 	}
 	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
 	ids := &counter{n: 100}
-	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: ids, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +190,7 @@ func TestBuySoldOut(t *testing.T) {
 	// With admissions confirmed by replicas, a buyer who holds an order
 	// is answered through the admission, which confirms the order it
 	// names; a buyer with none is still answered from memory.
-	s.Confirmed = true
+	redisLedger(s).Confirmed = true
 	admits = cache.admits.Load()
 	if _, err := s.Buy(ctx, 1, v.ID); !errors.Is(err, seckill.ErrDuplicateOrder) {
 		t.Errorf("buyer 1 asking again, confirmed = %v, want duplicate_order", err)
@@ -203,7 +201,7 @@ func TestBuySoldOut(t *testing.T) {
 	if n := cache.admits.Load() - admits; n != 1 {
 		t.Errorf("%d admissions ran for a buyer with an order and one without, confirmed; want 1 (the buyer with an order)", n)
 	}
-	s.Confirmed = false
+	redisLedger(s).Confirmed = false
 	// A unit given back (a dead letter) is sold by another instance, which
 	// has not seen the voucher sold out, while this one still remembers it
 	// so: its buyer asking here again still gets their order back.
@@ -221,8 +219,7 @@ func TestBuySoldOut(t *testing.T) {
 		t.Errorf("buyer 6 asking again here, which remembers the voucher sold out = %v, want duplicate_order with %d", err, late.ID)
 	}
 	// Stock given back (a repair) sells again once the memory expires.
-	s2 := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: &counter{n: 200}, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: 20 * time.Millisecond}
+	s2 := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: 20 * time.Millisecond}, Store: store, Vouchers: vs, IDs: &counter{n: 200}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	if _, err := s2.Buy(ctx, 5, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
 		t.Fatal(err)
 	}
@@ -257,8 +254,7 @@ func TestBuySoldOutAfterRedisCameBackOlder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 100}, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -312,8 +308,7 @@ func TestBuySoldOutAfterRedisLostData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 100}, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	var orders []*seckill.Order
 	for u := int64(1); u <= 2; u++ {
 		o, err := s.Buy(ctx, u, v.ID)
@@ -353,8 +348,7 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
-	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: &counter{n: 100}, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -389,7 +383,7 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 // soldOutReader returns what answers the buyers of a voucher found sold
 // out, as internal/app wires it: copies of their buyers over the service's
 // Redis, closed when the test ends (before the Redis client).
-func soldOutReader(t *testing.T, vs *seckill.VoucherService) seckill.SoldOutReader {
+func soldOutReader(t *testing.T, vs *seckill.VoucherService) redisledger.SoldOutReader {
 	t.Helper()
 	copies := soldout.New(vs.Cache.(*redis.Client), soldout.Config{}, vs.Logger)
 	t.Cleanup(copies.Close)
@@ -540,8 +534,7 @@ func TestBuyNoIDsNotSoldOut(t *testing.T) {
 	}
 	cache := &forgetfulCache{Client: vs.Cache.(*redis.Client)}
 	ids := &stalledIDs{n: 100}
-	s := &seckill.OrderService{Cache: cache, SoldOut: soldOutReader(t, vs), Store: store, Vouchers: vs, Admitter: admitter(vs, cache, ""), IDs: ids, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	if _, err := s.Buy(ctx, 1, v.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -590,8 +583,7 @@ func TestOrdersPersistedBetweenReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	racy := &persistAfterList{OrderStore: store, t: t}
-	s := &seckill.OrderService{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Store: racy, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), IDs: &counter{n: 500},
-		Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: racy, Vouchers: vs, IDs: &counter{n: 500}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	const user = 7
 	o, err := s.Buy(ctx, user, v.ID)
 	if err != nil {
@@ -631,9 +623,9 @@ func TestSoldOutMemoryNeedsAReader(t *testing.T) {
 				t.Fatal(err)
 			}
 			orders := orderService(vs, store, 100)
-			orders.SoldOutFor = time.Hour
+			redisLedger(orders).SoldOutFor = time.Hour
 			if !wired {
-				orders.SoldOut = nil
+				redisLedger(orders).SoldOut = nil
 			}
 			first, err := orders.Buy(ctx, 1, v.ID)
 			if err != nil {
@@ -693,10 +685,10 @@ func TestCancelledBuyerAnsweredAlikeWhenSoldOut(t *testing.T) {
 			if copied {
 				copies := soldout.New(slots, soldout.Config{}, vs.Logger)
 				t.Cleanup(copies.Close)
-				orders.SoldOut = copies
+				redisLedger(orders).SoldOut = copies
 			}
-			memory := &countingReader{SoldOutReader: orders.SoldOut}
-			orders.SoldOut = memory
+			memory := &countingReader{SoldOutReader: redisLedger(orders).SoldOut}
+			redisLedger(orders).SoldOut = memory
 			o, err := orders.Buy(ctx, 1, id)
 			if err != nil {
 				t.Fatal(err)

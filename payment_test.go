@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // lifecycle is a sold-out voucher whose buyers must pay within an hour,
@@ -72,8 +73,7 @@ func soldLifecycleTB(t testing.TB, stock int64, rebuy bool) *lifecycle {
 	if _, err := store.SaveOrders(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	orders := &seckill.OrderService{Mode: seckill.ModeQueue, Cache: cache, Store: store, Vouchers: vs, Logger: vs.Logger,
-		OrderTime: func(int64) time.Time { return time.Now() }}
+	orders := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	l.payments = &seckill.PaymentService{Store: store, Cache: cache, Orders: orders, Vouchers: vs, Provider: payment.Fake{}, Logger: vs.Logger}
 	return l
 }

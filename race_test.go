@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // raceStore runs afterInsert right after a voucher's row is inserted,
@@ -31,8 +32,7 @@ func (s *raceStore) CreateVoucher(ctx context.Context, v *seckill.Voucher) error
 }
 
 func orderService(vs *seckill.VoucherService, store seckill.OrderStore, first int64) *seckill.OrderService {
-	return &seckill.OrderService{Cache: vs.Cache.(*redis.Client), Store: store, Vouchers: vs, Admitter: admitter(vs, vs.Cache.(*redis.Client), ""), SoldOut: fencedSlots(vs.Cache.(*redis.Client)), IDs: &counter{n: first},
-		Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	return &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: vs.Cache.(*redis.Client), SoldOut: fencedSlots(vs.Cache.(*redis.Client)), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: first}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 }
 
 // TestCreateRacesRebuild: a buy that lands between the voucher's insert and

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // TestRepairQueueModeKeepsBuyers: in the queue mode the orders a live
@@ -25,7 +26,7 @@ func TestRepairQueueModeKeepsBuyers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := vs.Cache.(seckill.OrderCache)
+	cache := vs.Cache.(redisledger.Cache)
 	queued := map[int64]int64{} // buyer → order, waiting in a live instance's queue
 	for u := int64(1); u <= 3; u++ {
 		a := seckill.Admission{VoucherID: view.ID, Generation: view.Generation, UserID: u, OrderID: 9000 + u}

@@ -100,3 +100,14 @@ func SplitShardTags(s string) []string {
 	}
 	return strings.Split(s, ",")
 }
+
+// Borrowed is what a borrow of stock for a home shard found or did
+// (redisledger.Cache.Borrow).
+type Borrowed struct {
+	// Moved is how many units the home shard has gained: moved there by
+	// the borrow, or found there already (another borrower's).
+	Moved int64
+	// SoldOut says that every shard of the voucher is at 0 and no stock is
+	// in flight between them: the voucher is sold out.
+	SoldOut bool
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // TestShardedUnitsGivenBackSellUnderDemand: a unit given back sells while buyers ask for it:
@@ -42,7 +43,7 @@ func unitsGivenBackUnderDemand(t *testing.T, memory bool, asking int) {
 	const units = 60
 	v := r.voucher(units, 6)
 	if !memory {
-		r.orders.SoldOut = nil // every ask admits
+		redisLedger(r.orders).SoldOut = nil // every ask admits
 	}
 	borrows := &borrowCounter{Client: r.cache}
 	first := make([]answer, 200)
@@ -90,7 +91,7 @@ func unitsGivenBackUnderDemand(t *testing.T, memory bool, asking int) {
 	)
 	next.Store(1_000_000)
 	// A fresh admitter: not the one that remembers the sell-out (100 ms).
-	r.orders.Admitter = admitter(r.vs, borrows, "")
+	r.orders.Ledger = &redisledger.Ledger{Cache: borrows, SoldOut: redisLedger(r.orders).SoldOut, Vouchers: r.vs, Fence: r.vs.Fence, Logger: r.vs.Logger}
 	began := time.Now()
 	deadline := began.Add(5 * time.Second)
 	var wg sync.WaitGroup

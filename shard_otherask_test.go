@@ -53,7 +53,7 @@ func TestShardedBuyersOtherAskTookTheLastUnit(t *testing.T) {
 			r := newShardRig(t)
 			v := r.voucher(6, 6) // a unit on each shard: ShardStock
 			ctx := context.Background()
-			second := admitter(r.vs, r.cache, "")
+			second := admitter(r.vs, r.cache)
 			// Buyers at home on shards 1 to 5 take their units: shard 0
 			// holds the last one.
 			user, order := int64(1000), int64(1)
@@ -61,7 +61,7 @@ func TestShardedBuyersOtherAskTookTheLastUnit(t *testing.T) {
 				for seckill.HomeShard(user, 6) != home {
 					user++
 				}
-				if err := second.Admit(ctx, seckill.Admission{VoucherID: v.ID, UserID: user, OrderID: order}); err != nil {
+				if err := second.Readmit(ctx, &seckill.Order{VoucherID: v.ID, UserID: user, ID: order}); err != nil {
 					t.Fatalf("buyer %d at home on shard %d: %v", user, home, err)
 				}
 				order++
@@ -72,10 +72,10 @@ func TestShardedBuyersOtherAskTookTheLastUnit(t *testing.T) {
 			}
 			var otherErr error
 			first := admitter(r.vs, &otherAskFirst{Client: r.cache, moving: tc.moving, other: func() {
-				otherErr = second.Admit(ctx, seckill.Admission{VoucherID: v.ID, UserID: user, OrderID: 101})
-			}}, "")
+				otherErr = second.Readmit(ctx, &seckill.Order{VoucherID: v.ID, UserID: user, ID: 101})
+			}})
 
-			err := first.Admit(ctx, seckill.Admission{VoucherID: v.ID, UserID: user, OrderID: 102})
+			err := first.Readmit(ctx, &seckill.Order{VoucherID: v.ID, UserID: user, ID: 102})
 			if otherErr != nil {
 				t.Fatalf("the other ask, alone with the last unit: %v; want admitted", otherErr)
 			}

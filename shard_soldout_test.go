@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 	"github.com/seckill/seckill/soldout"
 )
 
@@ -46,8 +47,7 @@ func TestShardedSoldOutMemory(t *testing.T) {
 	v := r.voucher(60, 6)
 	cache := &countingCache{Client: r.cache}
 	reads := &countingReader{SoldOutReader: r.cache}
-	s := &seckill.OrderService{Cache: cache, SoldOut: reads, Store: r.orders.Store, Vouchers: r.vs, Admitter: admitter(r.vs, cache, ""),
-		IDs: &counter{n: 100}, Logger: r.vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }, SoldOutFor: time.Hour}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: reads, Vouchers: r.vs, Fence: r.vs.Fence, Logger: r.vs.Logger, SoldOutFor: time.Hour}, Store: r.orders.Store, Vouchers: r.vs, IDs: &counter{n: 100}, Logger: r.vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	const buyers = 100
 	first := make([]answer, buyers)
 	run(buyers, 16, func(i int) { first[i] = buyOnce(t, s, v, int64(i+1)) })
@@ -104,8 +104,8 @@ func TestShardedSaleSoldOutFromCopies(t *testing.T) {
 	copies := soldout.New(slots, soldout.Config{}, testenv.Logger(t))
 	t.Cleanup(copies.Close)
 	cache := &countingCache{Client: r.cache}
-	r.orders.SoldOut = copies
-	r.orders.Admitter.Cache = cache
+	redisLedger(r.orders).SoldOut = copies
+	redisLedger(r.orders).Cache = cache
 	first := make([]answer, n)
 	run(n, 32, func(i int) { first[i], _, _ = r.ask(v, int64(i+1)) })
 	orders := map[int64]bool{}

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // shardRig is the service on the shared Cluster under a key prefix of its
@@ -305,8 +306,8 @@ func TestShardedSaleWaitsForARebuild(t *testing.T) {
 	// shard at 0) runs on the buyer's home shard; the buys after it are
 	// answered from the sold-out memory, through the sold-out reader,
 	// which reads each buyer's home shard.
-	reads := &countingReader{SoldOutReader: r.orders.SoldOut}
-	r.orders.SoldOut = reads
+	reads := &countingReader{SoldOutReader: redisLedger(r.orders).SoldOut}
+	redisLedger(r.orders).SoldOut = reads
 	for range 3 {
 		if _, err := r.orders.Buy(ctx, users[2], v.ID); !errors.Is(err, seckill.ErrSoldOut) {
 			t.Fatalf("a buy of the third unit of two = %v, want sold out", err)
@@ -322,7 +323,7 @@ func TestShardedSaleWaitsForARebuild(t *testing.T) {
 
 // countingReader counts the reads of a SoldOutReader.
 type countingReader struct {
-	seckill.SoldOutReader
+	redisledger.SoldOutReader
 	n atomic.Int64
 }
 

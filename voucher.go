@@ -745,6 +745,13 @@ func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
 	}
 }
 
+// Row returns the voucher's row as first read in this process (see
+// voucherRows): its generation and shards, without asking the database on
+// the hot path.
+func (s *VoucherService) Row(ctx context.Context, id int64) (*Voucher, error) {
+	return s.rows.get(ctx, s.Store, id)
+}
+
 // voucherRows holds vouchers as first read in this process: their
 // generation and shards, which never change (their stock does, and an
 // operator's controls change the end, the pause and the initial stock: no

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 )
 
 func TestValidate(t *testing.T) {
@@ -112,15 +113,15 @@ func newVouchers(store seckill.Store, cache seckill.VoucherCache, logger *slog.L
 	return vs
 }
 
-// admitter returns the Admitter of mode over cache (the test's own
+// admitter returns the Redis ledger over cache (the test's own
 // wrapper of the Redis client, say) for the vouchers of vs.
-func admitter(vs *seckill.VoucherService, cache seckill.AdmissionCache, mode seckill.Mode) *seckill.Admitter {
-	return &seckill.Admitter{Mode: mode, Cache: cache, Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}
+func admitter(vs *seckill.VoucherService, cache redisledger.Cache) *redisledger.Ledger {
+	return &redisledger.Ledger{Cache: cache, Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}
 }
 
 // fencedSlots reads a sold-out voucher's buyers from the cache, fenced,
 // without a copy of them.
-func fencedSlots(cache *redis.Client) seckill.SoldOutReader { return cache }
+func fencedSlots(cache *redis.Client) redisledger.SoldOutReader { return cache }
 
 // logBuffer is a log that services write from several goroutines.
 type logBuffer struct{ syncBuffer }
@@ -401,3 +402,6 @@ func TestListKeepsRows(t *testing.T) {
 		t.Errorf("List after a create = %d vouchers, %v; want 2", len(views), err)
 	}
 }
+
+// redisLedger is the Redis ledger of an order service of these tests.
+func redisLedger(o *seckill.OrderService) *redisledger.Ledger { return o.Ledger.(*redisledger.Ledger) }

@@ -254,7 +254,9 @@ func fromCopy(t *testing.T, s *soldout.Copies, userID, voucherID int64) int64 {
 	return 0
 }
 
-func soldOutOrder(t *testing.T, s seckill.SoldOutReader, userID, voucherID int64) int64 {
+func soldOutOrder(t *testing.T, s interface {
+	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
+}, userID, voucherID int64) int64 {
 	t.Helper()
 	id, err := s.SoldOutBuyerOrder(context.Background(), userID, voucherID)
 	if err != nil {

@@ -132,8 +132,6 @@ type Changes struct {
 	Slots    map[int64]int64
 }
 
-var _ seckill.SoldOutReader = (*Copies)(nil)
-
 // Config configures the copies.
 type Config struct {
 	// Off turns the copies off: every sold-out answer then reads its

@@ -27,7 +27,9 @@ import (
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 	"github.com/seckill/seckill/soldout"
+	"github.com/seckill/seckill/sqlledger"
 	"github.com/seckill/seckill/worker"
 )
 
@@ -311,9 +313,15 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// vouchers' buyers, whose pollers stop at Close.
 	copies := soldout.New(cfg.Cache, soldout.Config{Off: cfg.NoSoldOutCopy}, logger)
 	a.closers = append(a.closers, copies.Close)
-	a.Orders = &seckill.OrderService{Mode: cfg.Mode, Cache: cfg.Cache, Store: cfg.Store, Admitter: ops.Admitter,
-		Vouchers: a.Vouchers, SoldOut: copies, IDs: ids, Logger: logger, Now: time.Now, OrderTime: orderid.Time,
-		Confirmed: cfg.Cache.WaitReplicas() > 0}
+	// The ledger: the Redis ledger, or in the sync mode the SQL ledger.
+	var ledger seckill.Ledger = &sqlledger.Ledger{Store: cfg.Store, Clock: time.Now}
+	if ops.Ledger != nil {
+		ops.Ledger.SoldOut = copies
+		ops.Ledger.Confirmed = cfg.Cache.WaitReplicas() > 0
+		ledger = ops.Ledger
+	}
+	a.Orders = &seckill.OrderService{Ledger: ledger, Store: cfg.Store, Vouchers: a.Vouchers, IDs: ids, Logger: logger,
+		OrderTime: orderid.Time}
 	a.Payments = &seckill.PaymentService{Store: cfg.Store, Cache: ops.Sweeper.Cache, Orders: a.Orders, Vouchers: a.Vouchers,
 		Provider: cfg.Payments, Grace: cfg.PaymentGrace, Logger: logger, Now: time.Now, Crash: cfg.Test.Crash}
 	if r, ok := cfg.Payments.(seckill.Refunder); ok {
@@ -332,10 +340,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.Challenges = &seckill.ChallengeService{Config: cfg.Challenge, Key: key, Vouchers: a.Vouchers, Spent: cfg.Cache,
 		Logger: logger, Now: time.Now}
-	if cfg.Mode != seckill.ModeSync {
-		// The sync mode keeps no sold-out memory: its buys all ask the
+	if ops.Ledger != nil {
+		// The SQL ledger keeps no sold-out memory: its buys all ask the
 		// database, and a challenge voucher's ask for a solution first.
-		a.Challenges.Orders = a.Orders
+		a.Challenges.Answers = ops.Ledger
 	}
 
 	var workers monitor.WorkerInfo
@@ -346,13 +354,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		a.closers = append(a.closers, a.Queue.Stop)
 		// The queue takes orders at once; its workers may start later.
-		a.Orders.Queue = a.Queue
+		ops.Ledger.Queue = a.Queue
 	case seckill.ModeStream:
 		if a.Pool, err = worker.New(cfg.Stream, cfg.Cache, cfg.Store, a.Vouchers.Rebuild, cfg.Registry, logger); err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, a.Pool.Stop)
-		a.Orders.Backpressure = a.Pool
+		ops.Ledger.Backpressure = a.Pool
 		a.Challenges.Backlog = a.Pool
 		a.Vouchers.Created = func(v *seckill.Voucher) { a.Pool.Watch(v) }
 		workers = a.Pool
@@ -397,14 +405,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 }
 
 // Ops are the domain services of a sale but the orders: the vouchers, the
-// fence over the cache server and the admitter (nil in the sync mode), the
-// dead letters and the reconciler. New builds them for the service; the
+// fence over the cache server and the Redis ledger (nil in the sync mode),
+// the dead letters and the reconciler. New builds them for the service; the
 // command line tools (reconcile, dlq, stats) build them alone, on the
 // database and Redis of a running service.
 type Ops struct {
 	Vouchers    *seckill.VoucherService
 	Fence       *seckill.CacheFence
-	Admitter    *seckill.Admitter
+	Ledger      *redisledger.Ledger
 	DeadLetters *seckill.DeadLetterService
 	Reconciler  *seckill.Reconciler
 	// Sweeper cancels the orders not paid by their deadline (not started:
@@ -429,11 +437,13 @@ func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cac
 	if mode != seckill.ModeSync {
 		o.Fence = &seckill.CacheFence{Mode: mode, Cache: cache, Vouchers: o.Vouchers, Logger: logger}
 		o.Vouchers.Fence = o.Fence
-		o.Admitter = &seckill.Admitter{Mode: mode, Cache: cache, Vouchers: o.Vouchers, Fence: o.Fence, Logger: logger,
-			Now: time.Now}
+		o.Ledger = &redisledger.Ledger{Cache: cache, Vouchers: o.Vouchers, Fence: o.Fence, Logger: logger, Clock: time.Now}
 	}
 	o.DeadLetters = &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
-		Admitter: o.Admitter, Logger: logger, Now: time.Now, OrderTime: orderid.Time}
+		Logger: logger, Now: time.Now, OrderTime: orderid.Time}
+	if o.Ledger != nil {
+		o.DeadLetters.Admitter = o.Ledger
+	}
 	o.Sweeper = &seckill.Sweeper{Store: store, Logger: logger, Now: time.Now}
 	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache, Returns: o.Sweeper}
 	if cache != nil && mode != seckill.ModeSync {

@@ -1,0 +1,50 @@
+package seckill
+
+import "context"
+
+// Ledger owns a sale's stock and its buyers: it decides who may take a
+// unit. The services speak to it and to the Store only. Which Ledger is
+// plugged in is the mode: the Redis ledger (package redisledger) admits
+// in Redis and hands the order to a stream or to this process's queue;
+// the SQL ledger (package sqlledger) admits in the database, in the
+// request (docs/design/ledger.md).
+type Ledger interface {
+	// Admit takes one unit of o's voucher for o's buyer, under o's id, at
+	// most once per buyer. On success o.Status says where the order is: on
+	// its way to the database (OrderPending), or written there already
+	// (OrderCreated). Otherwise an error of kind ErrDuplicateOrder (with
+	// the order the buyer holds), ErrSoldOut, ErrNotStarted, ErrEnded,
+	// ErrPaused, ErrVoucherNotFound, or ErrUnavailable with RetryAfter.
+	Admit(ctx context.Context, o *Order) error
+	// HeldOrder returns the order the buyer holds of the voucher as the
+	// ledger records it: zero when none, or when the ledger keeps no
+	// buyers apart from the database.
+	HeldOrder(ctx context.Context, userID, voucherID int64) (Held, error)
+	// HeldOrders returns the buyer's order id in each of the vouchers
+	// where the ledger records one.
+	HeldOrders(ctx context.Context, userID int64, voucherIDs ...int64) (map[int64]int64, error)
+}
+
+// Held is the order a buyer holds of a voucher, as a ledger records it
+// (Ledger.HeldOrder).
+type Held struct {
+	// OrderID is the buyer's order; 0 if none.
+	OrderID int64
+	// Unconfirmed says the ledger confirms each admission before it
+	// answers it (with Redis replicas), and the order was read without
+	// that: only an admission may tell the buyer of it.
+	Unconfirmed bool
+}
+
+// SoldOutAnswers is the part of a ledger that answers the buyers of a
+// voucher it knows sold out without an admission: a challenge voucher's
+// buyers are answered before they solve anything. The SQL ledger keeps no
+// such memory: every buy asks the database.
+type SoldOutAnswers interface {
+	// AnswerSoldOut answers a buyer of v as a buy would if v is known sold
+	// out: ErrSoldOut, or the buyer's order (ErrDuplicateOrder) when a
+	// plain read may vouch for it; nil when it does not know, or cannot
+	// vouch (an admission then answers). probe lets it renew a lapsed
+	// memory from the voucher's stock.
+	AnswerSoldOut(ctx context.Context, v *Voucher, userID int64, probe bool) error
+}
