@@ -64,7 +64,7 @@ type ChallengeConfig struct {
 // DefaultChallengeMinNumber a tenth of it. Go's SHA-256 (SolveChallenge, a
 // bot's way) does some 4 million a second on one core of the machine the
 // figures were taken on (BenchmarkSolveChallenge): the work prices a bot's
-// buy at milliseconds, not seconds (docs/design.md, The front door: the challenge).
+// buy at milliseconds, not seconds (docs/design/challenge.md, The front door: the challenge).
 const (
 	DefaultChallengeTTL       = 2 * time.Minute
 	DefaultChallengeMinNumber = 10_000
@@ -92,7 +92,7 @@ func (c ChallengeConfig) withDefaults() ChallengeConfig {
 
 // ChallengeService issues the proof-of-work challenges of the vouchers
 // that take one (Voucher.Challenge) and checks the solutions their buys
-// carry (docs/design.md, The front door: the challenge): each bound by its
+// carry (docs/design/challenge.md, The front door: the challenge): each bound by its
 // signed salt to one buyer, one voucher and an expiry, and spent once.
 type ChallengeService struct {
 	Config ChallengeConfig

@@ -11,7 +11,7 @@ import (
 // MaxIdempotencyKey bounds the Idempotency-Key of an addition of stock.
 const MaxIdempotencyKey = 100
 
-// The operator's controls of a voucher on sale (docs/design.md, Operator
+// The operator's controls of a voucher on sale (docs/design/controls.md, Operator
 // controls): pause and resume, end now, add stock. Each answers only once
 // what admission reads holds it: the database (the truth, which a rebuild
 // reads), and in the stream and queue modes Redis too.

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The errors of an order's life after admission (docs/design.md, Order
+// The errors of an order's life after admission (docs/design/lifecycle.md, Order
 // lifecycle), each a 409 with its own code.
 var (
 	// ErrOrderPending: the order is admitted but not yet in the database;

@@ -13,7 +13,7 @@ import (
 // OrderStatus is where an order stands on its way to the database.
 type OrderStatus string
 
-// The statuses of an order (docs/design.md, Order lifecycle). Pending is
+// The statuses of an order (docs/design/lifecycle.md, Order lifecycle). Pending is
 // never stored: it is what an order admitted in Redis but not yet in the
 // database reports. Created and paid orders hold a unit; a cancelled one
 // gave its unit back; refunding and refunded are cancelled orders whose
@@ -164,7 +164,7 @@ type OrderStore interface {
 	PlaceOrder(ctx context.Context, o *Order, now time.Time) error
 }
 
-// Mode is how the service takes orders (docs/design.md, Modes).
+// Mode is how the service takes orders (docs/design/modes.md, Modes).
 type Mode string
 
 // The modes: the three stages of the design the product grew from.

@@ -17,7 +17,7 @@ type PaymentStore interface {
 	Order(ctx context.Context, id int64) (*Order, error)
 }
 
-// PaymentService is an order's life after admission (docs/design.md, Order
+// PaymentService is an order's life after admission (docs/design/lifecycle.md, Order
 // lifecycle): its buyer pays or cancels it, a payment provider confirms a
 // payment, and a cancelled order's unit goes back on sale.
 type PaymentService struct {

@@ -256,7 +256,7 @@ func Compare(v *Voucher, st *CacheState, orders int64, stored map[int64]OrderSta
 
 // ShardCounts is what the cache holds of a voucher's shards, counted at one
 // instant ([ShardCache]). The shards' invariant, always: Total ==
-// InitialStock (docs/design.md, Shards).
+// InitialStock (docs/design/shards.md, Shards).
 type ShardCounts struct {
 	// Shards are the counts of each shard, by index.
 	Shards []ShardCount

@@ -15,7 +15,7 @@ import (
 // RefundRequester asks the payment provider for the refunds of payments
 // that came after their orders were cancelled (refunding orders), until it
 // accepts each, and again every ReAsk after until each is refunded
-// (docs/design.md, Refunds). What is due and when lives in
+// (docs/design/lifecycle.md, Refunds). What is due and when lives in
 // the database (LifecycleStore.ClaimRefunds), so that a refund refused, or
 // whose asker crashed, is asked for again after a backoff, across restarts
 // and by any of several instances at once: the database hands each due

@@ -14,7 +14,7 @@ const MaxShards = 64
 // (Voucher.ShardTag), a part of the stock, the buyers whose home it is
 // (HomeShard), their order stream and its dead letters; so one hot
 // voucher's admissions spread over as many Redis masters as it has shards
-// (docs/design.md, Shards). An unsharded voucher is its own shard 0.
+// (docs/design/shards.md, Shards). An unsharded voucher is its own shard 0.
 type Shard struct {
 	VoucherID int64
 	Index     int

@@ -20,7 +20,7 @@ type Store interface {
 	// commit fails it too. A server that refuses writes (a standby, a
 	// read-only session, a replication group out of quorum) fails it.
 	// Workers ask it before they blame orders for a failure of no known
-	// kind (docs/design.md, What counts as a delivery).
+	// kind (docs/design/persistence.md, What counts as a delivery).
 	Writable(ctx context.Context) error
 	// Close releases the connection pool.
 	Close() error

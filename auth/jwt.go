@@ -29,7 +29,7 @@ import (
 // this parser, 0.29–0.38× with golang-jwt, and 124–158 against 160–200 ms
 // of CPU per 1,000 requests; `--users 20000 --repeat 2`, 89–122 against
 // 114–128 ms. BenchmarkVerify/first: 1.2–1.9 µs, 3 allocs, against 11–18
-// µs, 49 allocs. Figures: docs/BENCHMARKS.md, Standard code on the buy route.
+// µs, 49 allocs. Figures: docs/benchmarks-history.md, Standard code on the buy route.
 
 // hs256Header is the header golang-jwt writes for HS256,
 // {"alg":"HS256","typ":"JWT"}: a token with it needs no header decoding.

@@ -41,7 +41,7 @@ type Login struct {
 // DefaultSendTimeout is the SendTimeout of a Login that sets none.
 const DefaultSendTimeout = 10 * time.Second
 
-// DefaultGuesses are serve's allowances of wrong codes (docs/design.md,
+// DefaultGuesses are serve's allowances of wrong codes (docs/design/login.md,
 // Login): with 8-digit codes they make taking over an account by guessing
 // about a once-in-a-year event for a whole deployment.
 var DefaultGuesses = seckill.GuessLimits{PerClient: 30, Global: 10_000, Window: time.Hour}
@@ -179,7 +179,7 @@ func (l *Login) refund(ctx context.Context, client string) {
 }
 
 // CodeLen is the number of digits in a login code: 8, so that a guess
-// hits one time in 100 million (docs/design.md, Login).
+// hits one time in 100 million (docs/design/login.md, Login).
 const CodeLen = 8
 
 // codeSpace is the number of codes, 10^CodeLen.

@@ -36,7 +36,7 @@ func (s *Server) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A timer for every request, a memory answer's too: a context that
 		// made it only when waited on saved less than a sale's run-to-run
-		// spread (docs/BENCHMARKS.md, Standard code on the buy route).
+		// spread (docs/benchmarks-history.md, Standard code on the buy route).
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)

@@ -21,7 +21,7 @@ type VoucherService interface {
 	List(ctx context.Context, limit int) ([]*seckill.VoucherView, error)
 	// Pause, End and AddStock are the operator's controls of a voucher on
 	// sale (control.go): each answers the voucher as it is once admission
-	// everywhere sees the change (docs/design.md, Operator controls).
+	// everywhere sees the change (docs/design/controls.md, Operator controls).
 	Pause(ctx context.Context, id int64, paused bool) (*seckill.VoucherView, error)
 	End(ctx context.Context, id int64) (*seckill.VoucherView, error)
 	AddStock(ctx context.Context, id int64, key string, units int64) (*seckill.VoucherView, error)

@@ -30,7 +30,7 @@ SELECT ?, ?, id, 'created', ?, ? FROM vouchers WHERE id = ? FOR UPDATE`
 	// takeOneSQL is hm-dianping's: one from the stock, unless none is
 	// left; nor while the sale is paused or once it ended, read under the
 	// row's lock, so that an operator's pause or end committed is seen by
-	// every order committed after it (docs/design.md, Operator controls).
+	// every order committed after it (docs/design/controls.md, Operator controls).
 	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = ? AND stock > 0 AND paused = 0 AND end_time > ?`
 	// selectNotTakenSQL reads why takeOneSQL took nothing: a locking read,
 	// which sees the latest commit (a plain one, the transaction's
@@ -125,7 +125,7 @@ func (s *Store) placeOrder(ctx context.Context, o *seckill.Order, now time.Time)
 		return orderbatch.VoucherNotFound(o.VoucherID)
 	}
 
-	// After the insert, as docs/design.md, Database, says. The guard, not the stock read
+	// After the insert, as docs/design/persistence.md, Database, says. The guard, not the stock read
 	// above, is what refuses to oversell.
 	res, err = tx.ExecContext(ctx, takeOneSQL, o.VoucherID, utc(now))
 	if err != nil {

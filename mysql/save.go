@@ -203,7 +203,7 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 		}
 	}
 
-	// After the inserts, as docs/design.md, Database, says: the stock drops only for
+	// After the inserts, as docs/design/persistence.md, Database, says: the stock drops only for
 	// orders that went in. The guard in the statement, not the stock read
 	// above, is what refuses to oversell.
 	for _, t := range takes {

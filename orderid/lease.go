@@ -67,7 +67,7 @@ var SharedLeaseTimes = LeaseTimes{TTL: 15 * time.Second, Renew: time.Second, Val
 var EmbeddedLeaseTimes = LeaseTimes{TTL: time.Minute, Renew: time.Second, Valid: 45 * time.Second}
 
 // Lease keeps a node id leased in a LeaseStore for a Generator, so that no
-// two running instances make ids with one node id (docs/design.md, Order
+// two running instances make ids with one node id (docs/design/orderids.md, Order
 // ids). Start takes it and keeps it renewed in the background; Stop gives
 // it back.
 //
@@ -83,7 +83,7 @@ var EmbeddedLeaseTimes = LeaseTimes{TTL: time.Minute, Renew: time.Second, Valid:
 // as for the fence), and leases found written on another server are new
 // for a newcomer as lost ones are: it waits FreshWait. A holder whose
 // lease did not come back fails its next renewal, and one whose lease did
-// keeps it: no one else can take it meanwhile (docs/design.md, Order ids).
+// keeps it: no one else can take it meanwhile (docs/design/orderids.md, Order ids).
 type Lease struct {
 	// LeaseTimes default to SharedLeaseTimes.
 	LeaseTimes

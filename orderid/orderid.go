@@ -1,5 +1,5 @@
 // Package orderid makes order ids: 64-bit integers, ordered by time, unique
-// across every running instance of the service (docs/design.md, Order ids).
+// across every running instance of the service (docs/design/orderids.md, Order ids).
 //
 // The layout is Snowflake's: 41 bits of milliseconds since Epoch (enough
 // until 2095), 10 bits of node id, 12 bits of sequence within the

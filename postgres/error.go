@@ -53,7 +53,7 @@ const (
 // statement or transaction timeout, a disk or memory full, an I/O error.
 // Such a statement may succeed as it is once the database is well, and a
 // worker retries it in place instead of blaming its orders
-// (docs/design.md, Dead letters). A failed CHECK or a value too large for
+// (docs/design/persistence.md, Dead letters). A failed CHECK or a value too large for
 // its column is an invalid argument: the row itself is bad.
 func dbErr(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

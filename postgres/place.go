@@ -26,7 +26,7 @@ WHERE v.id = $2`
 	// is waited for: if it commits, nothing is inserted. An error would
 	// abort the transaction, and the order in the way could then be read
 	// only in another; DO NOTHING lets PlaceOrder read it at once, and
-	// tell the buyer (docs/design.md, Database). Any other clash, of the id, is an error.
+	// tell the buyer (docs/design/persistence.md, Database). Any other clash, of the id, is an error.
 	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
 VALUES ($1, $2, $3, 'created', $4, $5)
 ON CONFLICT (user_id, voucher_id, slot) DO NOTHING
@@ -40,7 +40,7 @@ RETURNING id`
 	// the condition checked again on the changed row.
 	// Nor while the sale is paused or once it ended: an operator's pause
 	// or end committed is then seen by every order committed after it
-	// (docs/design.md, Operator controls).
+	// (docs/design/controls.md, Operator controls).
 	takeOneSQL = `UPDATE vouchers SET stock = stock - 1 WHERE id = $1 AND stock > 0 AND NOT paused AND end_time > $2`
 	// selectNotTakenSQL reads why takeOneSQL took nothing; in a statement
 	// of its own, it sees the latest commit.
@@ -120,7 +120,7 @@ func placeOrder(ctx context.Context, conn *pgx.Conn, o *seckill.Order, now time.
 			return fmt.Errorf("insert: %w", err)
 		}
 
-		// After the insert, as docs/design.md, Database, says. The guard, not the stock
+		// After the insert, as docs/design/persistence.md, Database, says. The guard, not the stock
 		// read above, is what refuses to oversell.
 		tag, err := tx.Exec(ctx, takeOneSQL, o.VoucherID, utc(now))
 		if err != nil {

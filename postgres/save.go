@@ -36,7 +36,7 @@ CROSS JOIN LATERAL (
 ) AS o`
 	// insertOrdersSQL inserts orders with status created. Not ON CONFLICT
 	// DO NOTHING: that would hide an order of the same buyer with another
-	// id (docs/design.md, Database), and a clash with a concurrent batch; a clash is an
+	// id (docs/design/persistence.md, Database), and a clash with a concurrent batch; a clash is an
 	// error, and SaveOrders starts over.
 	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
 SELECT id, user_id, voucher_id, 'created', created_at, written_at
@@ -207,7 +207,7 @@ func saveOrders(ctx context.Context, conn *pgx.Conn, orders []*seckill.Order) ([
 			return fmt.Errorf("insert orders: %w", err)
 		}
 
-		// After the inserts, as docs/design.md, Database, says: the stock drops only for
+		// After the inserts, as docs/design/persistence.md, Database, says: the stock drops only for
 		// orders that went in.
 		takes := orderbatch.Takes(inserts)
 		takeIDs, takeNs := make([]int64, len(takes)), make([]int64, len(takes))

@@ -227,7 +227,7 @@ func OpenEmbedded(prefix string, logger *slog.Logger) (*Client, error) {
 func open(opt rueidis.ClientOption, prefix string, embedded bool, logger *slog.Logger) (*Client, error) {
 	// Client-side caching is of no use to us and the embedded server lacks it.
 	// rueidis never retries a write on its own, which the admission script
-	// needs (docs/design.md, Rules); with DisableRetry it does not retry reads
+	// needs (docs/design/redis.md, Rules); with DisableRetry it does not retry reads
 	// either, so a Redis that is down is an error at once, not a wait.
 	opt.DisableCache = true
 	opt.DisableRetry = true

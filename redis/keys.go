@@ -10,7 +10,7 @@ import (
 // keyspace builds every key this package touches. All keys of one voucher
 // share the hash tag {v<id>}, all keys of one phone share {<phone>}, and the
 // node leases live under {nodes}, so each script's keys live in one Cluster
-// slot (docs/design.md, Redis keys).
+// slot (docs/design/redis.md, Redis keys).
 type keyspace struct {
 	prefix string
 }

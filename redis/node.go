@@ -14,7 +14,7 @@ import (
 
 // AcquireNode leases a free node id (node_acquire.lua): see
 // orderid.LeaseStore. The leases record the server they are written on, so
-// that leases found on another server are new (docs/design.md, Order ids).
+// that leases found on another server are new (docs/design/orderids.md, Order ids).
 func (c *Client) AcquireNode(ctx context.Context, token string, ttl time.Duration, first, count int) (node int, lastUnixMs int64, age time.Duration, err error) {
 	res, err := nodeAcquireScript.run(ctx, c, []string{c.keys.nodes()},
 		nodeAcquireArgs{Token: token, TTL: ttl, First: first, Count: count, Server: c.nodeServer()}).ToArray()

@@ -69,7 +69,7 @@ type source struct {
 	name string // the file name without .lua
 	// redis is the file as Redis runs it; embedded the same without its
 	// "#!lua" first line, which the embedded server rejects (real Redis
-	// needs it to enforce declared keys: docs/design.md, Lua scripts).
+	// needs it to enforce declared keys: docs/design/redis.md, Lua scripts).
 	redis, embedded loaded
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // TestScriptsDeclareKeys checks every embedded script against the rules of
-// docs/design.md, Lua scripts: each key it touches comes from KEYS (so the script runs on
+// docs/design/redis.md, Lua scripts: each key it touches comes from KEYS (so the script runs on
 // Redis Cluster), it starts with #!lua, and it opens with its contract.
 func TestScriptsDeclareKeys(t *testing.T) {
 	t.Parallel()
@@ -238,7 +238,7 @@ func keyArgs(cmd string, n int) (pos []int, ok bool) {
 }
 
 // lintScript reports where the script src breaks the rules of
-// docs/design.md, Lua scripts, and how many calls to Redis it checked. Problems name the
+// docs/design/redis.md, Lua scripts, and how many calls to Redis it checked. Problems name the
 // script, and the line where there is one.
 func lintScript(name, src string) (problems []string, calls int) {
 	report := func(line int, format string, args ...any) {

@@ -198,7 +198,7 @@ func (c *Client) inFlight(ctx context.Context, voucherID int64, shards []*vouche
 // transfers between them wait, admissions go on), reads its stock, buyers
 // and transfers in flight, and thaws them. For a voucher of one shard it
 // reads its stock and buyers, and writes nothing. The invariant reconcile
-// checks is Total == v.InitialStock (docs/design.md, Shards).
+// checks is Total == v.InitialStock (docs/design/shards.md, Shards).
 func (c *Client) CountShards(ctx context.Context, v *seckill.Voucher) (*seckill.ShardCounts, error) {
 	shards := c.Learn(v).shards
 	if len(shards) == 1 {

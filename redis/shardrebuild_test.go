@@ -278,7 +278,7 @@ func moveStock(t *testing.T, c *Client, v *seckill.Voucher, id string, from, to 
 }
 
 // The steps of a transfer after the take, as the transfer contract
-// states them (docs/design.md, Shards), for the tests of a rebuild that
+// states them (docs/design/shards.md, Shards), for the tests of a rebuild that
 // runs while one is half done.
 const (
 	// testGive: KEYS receiver stock, meta, xin; ARGV id, n, the

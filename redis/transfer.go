@@ -19,7 +19,7 @@ import (
 
 // The transfer scripts: stock moves between two shards of a sharded
 // voucher in three steps, each one single-slot script keyed by the
-// transfer's id, each safe to run again (docs/design.md, Shards).
+// transfer's id, each safe to run again (docs/design/shards.md, Shards).
 var (
 	transferTakeScript   = newScript[transferTakeArgs]("transfer_take")
 	transferGiveScript   = newScript[transferGiveArgs]("transfer_give")

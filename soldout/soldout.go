@@ -7,7 +7,7 @@
 // The copies read Redis only through a Reader, which redis.Client
 // implements; they own the goroutines that keep them true (one poller per
 // voucher, or shard, copied), started when it is first asked for and
-// stopped by Close. docs/design.md, "Sold-out copies", says why a copy
+// stopped by Close. docs/design/soldout.md, "Sold-out copies", says why a copy
 // may answer.
 package soldout
 

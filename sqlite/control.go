@@ -10,7 +10,7 @@ import (
 	seckill "github.com/seckill/seckill"
 )
 
-// The statements of the operator's controls (docs/design.md, Operator
+// The statements of the operator's controls (docs/design/controls.md, Operator
 // controls).
 const (
 	pauseVoucherSQL = `UPDATE vouchers SET paused = ? WHERE id = ?`

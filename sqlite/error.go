@@ -17,7 +17,7 @@ import (
 // write lock past busy_timeout), and also a file that cannot be written
 // (read-only, a disk full, an I/O error), memory full, an interrupt. Such a
 // statement may succeed as it is once the file is well, and a worker
-// retries it in place instead of blaming its orders (docs/design.md, Dead
+// retries it in place instead of blaming its orders (docs/design/persistence.md, Dead
 // letters). A failed CHECK is an invalid argument: the row itself is bad.
 func dbErr(err error) error {
 	switch {

@@ -74,7 +74,7 @@ func (s *Store) PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time)
 		return fmt.Errorf("sqlite: place order %d: insert: %w", o.ID, dbErr(err))
 	}
 
-	// After the insert, as docs/design.md, Database, says.
+	// After the insert, as docs/design/persistence.md, Database, says.
 	res, err := tx.ExecContext(ctx, takeOneSQL, o.VoucherID)
 	if err != nil {
 		return fmt.Errorf("sqlite: place order %d: take from the stock of voucher %d: %w", o.ID, o.VoucherID, dbErr(err))

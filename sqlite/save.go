@@ -103,7 +103,7 @@ func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seck
 		}
 	}
 
-	// After the inserts, as docs/design.md, Database, says: the stock drops only for
+	// After the inserts, as docs/design/persistence.md, Database, says: the stock drops only for
 	// orders that went in.
 	for _, t := range orderbatch.Takes(inserts) {
 		res, err := tx.ExecContext(ctx, takeStockSQL, t.N, t.VoucherID)

@@ -79,7 +79,7 @@ func (p *Pool) persistBatch(msgs []seckill.OrderMessage) {
 // that are the database's state (blame). A batch the database refuses
 // otherwise is saved again one order at a time, each once, so that an
 // order that fails alone is told from a database that fails them all
-// (docs/design.md, What counts as a delivery): an order the database
+// (docs/design/persistence.md, What counts as a delivery): an order the database
 // refuses as bad is dead-lettered; one that fails for no known reason
 // while other orders of its voucher save counts a delivery (failed), as
 // does a message read alone that fails so while the database commits
@@ -207,7 +207,7 @@ func refused(err error) bool {
 // blame runs write, and tells a failure that is the database's state from
 // one that may be its orders': it returns the error marked ErrTransient if
 // it is the database's, and then the write is retried in place, behind the
-// circuit breaker, and counts no delivery (docs/design.md, Dead letters).
+// circuit breaker, and counts no delivery (docs/design/persistence.md, Dead letters).
 //
 // The stores mark the failures they know as the database's state
 // (transient: a lost connection, a server that refuses writes, a timeout,

@@ -33,7 +33,7 @@ type QueueConfig struct {
 	DrainTimeout time.Duration
 }
 
-// Queue is the queue mode's in-process queue (docs/design.md, Modes): admitted
+// Queue is the queue mode's in-process queue (docs/design/modes.md, Modes): admitted
 // orders wait in memory for workers that write them to the database in
 // batches. A crash loses what it holds; seckill reconcile then reports the
 // drift. It is kept to show why the stream mode exists.

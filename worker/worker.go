@@ -2,7 +2,7 @@
 // stream (each shard's, for a voucher with shards) as one consumer of the
 // stream's group, writes the orders to the database in batches, one
 // transaction each, and acknowledges them only after the commit
-// (docs/design.md, Persistence). A reclaimer takes over the messages of
+// (docs/design/persistence.md, Persistence). A reclaimer takes over the messages of
 // consumers that died, and messages that cannot be persisted go to the
 // dead letters with their stock given back, never silently dropped.
 package worker

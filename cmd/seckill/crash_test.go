@@ -2,7 +2,7 @@ package main
 
 // Crash and recovery tests: the real binary, under a load of buyers, loses
 // a process, Redis or the database's answers, and the sale must end as the
-// guarantees (docs/design.md, Guarantees) say. Each test runs the real services of
+// guarantees (docs/design/tests.md, Guarantees) say. Each test runs the real services of
 // this machine, isolated per test, with a claim lease of 2s (serveEnv).
 
 import (
@@ -363,7 +363,7 @@ func TestRedisRestartWithoutPersistence(t *testing.T) {
 // workers hang in their transactions; Redis is killed and restarted empty;
 // the other instance rebuilds the voucher from the database; then the
 // paused database answers again and the held orders are written, after the
-// rebuild counted the database. Redis must still end up counting them (docs/design.md,
+// rebuild counted the database. Redis must still end up counting them (docs/design/admission.md,
 // Recovery: orders persisted must be counted, or Redis oversells and the database
 // rejects orders buyers were told they got): Redis ends up agreeing with the
 // database, no buyer has two orders, and an order answered 200 after the

@@ -99,7 +99,7 @@ func demoLifecycle(ctx context.Context, svc *service, stock int, stdout io.Write
 		err := c.call(ctx, "POST", "/api/vouchers/"+v.ID+"/seckill", user, false, "", 0, &o)
 		for err == nil && o.Code == "unavailable" {
 			// A unit given back to a sold-out voucher is held a moment
-			// (docs/design.md, Sold-out copies): the buyer clicks again.
+			// (docs/design/soldout.md, Sold-out copies): the buyer clicks again.
 			time.Sleep(100 * time.Millisecond)
 			o.Code = ""
 			err = c.call(ctx, "POST", "/api/vouchers/"+v.ID+"/seckill", user, false, "", 0, &o)

@@ -34,7 +34,7 @@ const (
 	partLease   = 3 * time.Second
 	// nodeValid is how long an instance goes on making order ids after
 	// its node lease was last confirmed (orderid.Lease's Valid;
-	// docs/design.md, Order ids): an instance cut off from Redis makes
+	// docs/design/orderids.md, Order ids): an instance cut off from Redis makes
 	// none later than this after the cut.
 	nodeValid = 5 * time.Second
 )

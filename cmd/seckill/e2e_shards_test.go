@@ -3,7 +3,7 @@ package main
 // The sale of one hot voucher split into shards, from outside: two serve
 // processes on a 3-master Redis Cluster of the test's own, buyers sent to
 // both in turn, the books read from the database, the admin stats and
-// `seckill reconcile` (docs/design.md, Shards).
+// `seckill reconcile` (docs/design/shards.md, Shards).
 
 import (
 	"context"

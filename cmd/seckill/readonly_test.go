@@ -18,7 +18,7 @@ import (
 // Redis, answers 200 throughout; the workers must count no delivery, so
 // every order answered 200 ends created, none failed or dead-lettered, and
 // Redis and the database agree. SECKILL_TEST_DB_OUTAGE sets another length
-// for a run by hand (2m, passed: BENCHMARKS.md, Hardening under failures); past a
+// for a run by hand (2m, passed: benchmarks-history.md, Hardening under failures); past a
 // few leases nothing changes but the backlog (the breaker's cool-down tops
 // out at 30 s), and CI's time is better spent elsewhere.
 func TestDatabaseReadOnlyUnderLoad(t *testing.T) {

@@ -1,4 +1,4 @@
--- A voucher's challenge (issue 23): whether a buy must carry a solved
+-- A voucher's challenge: whether a buy must carry a solved
 -- proof-of-work challenge (seckill.Voucher.Challenge), and how many seconds
 -- before the sale begins challenges are issued
 -- (seckill.Voucher.ChallengeLead). false and 0 for vouchers made before:

@@ -1,4 +1,4 @@
--- The operator's controls of a voucher on sale (docs/design.md, Operator
+-- The operator's controls of a voucher on sale (docs/design/controls.md, Operator
 -- controls). paused: admission answers 409 paused and admits nobody while
 -- it is set (false for vouchers made before). voucher_stock_additions
 -- records each addition of stock under its Idempotency-Key, inserted in

@@ -24,7 +24,7 @@
 -- what running holders hold: a node id shown free may be in use. The epoch
 -- restarts then, as for leases written for the first time, and the caller
 -- waits before making ids until every holder from before has stopped
--- (docs/design.md, Order ids). Renewals do not record the server: only the
+-- (docs/design/orderids.md, Order ids). Renewals do not record the server: only the
 -- first lease taken on a new server restarts the epoch.
 --
 -- Returns {node, last_ms, epoch_ms, now_ms}, or {-1} if every id is held.

@@ -5,7 +5,7 @@
 -- shard of the voucher, then reads the receivers' xin: no transfer step
 -- runs on a frozen shard (meta xfrozen, by this server's clock), so the
 -- shards' counts and the transfers in flight between them add up as if
--- read at one instant (docs/design.md, Shards).
+-- read at one instant (docs/design/shards.md, Shards).
 --
 -- Several may freeze a shard at once: each holds it under its own name
 -- (meta 'xhold:<holder>' = until when), xfrozen is the latest of their

@@ -5,7 +5,7 @@
 -- from the database, and the transfers in flight from the shards that kept
 -- their data), and it takes the rebuild's transfer generation, so that a
 -- transfer begun before the rebuild is refused here and given back to its
--- donor, never applied (docs/design.md, Shards). Its meta names its place
+-- donor, never applied (docs/design/shards.md, Shards). Its meta names its place
 -- among the voucher's shards.
 --
 -- KEYS[1] stock   string: units left to admit

@@ -16,7 +16,7 @@
 -- nothing in flight: the voucher sold out, redis/soldout.go) are held, as
 -- release.lua holds a unit given back: an instance's copy of the shard's
 -- buyers that found it at 0 answers alone for less than the hold
--- (docs/design.md, Sold-out copies). The shard is then no longer drained:
+-- (docs/design/soldout.md, Sold-out copies). The shard is then no longer drained:
 -- the hold covers every copy trusted before, and a unit given back after
 -- the sell-out must not hop from shard to shard, held again at each, while
 -- buyers ask for it.

@@ -1,4 +1,4 @@
--- A voucher's payment rule (issue 22): how many seconds after an order is
+-- A voucher's payment rule: how many seconds after an order is
 -- created its buyer has to pay (seckill.Voucher.PayWithin), and whether a
 -- buyer whose order was cancelled may buy it again
 -- (seckill.Voucher.RebuyAfterCancel, 0 or 1). 0 and 0 for vouchers made

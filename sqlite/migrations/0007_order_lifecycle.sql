@@ -1,4 +1,4 @@
--- An order's life after admission (issue 22): paid, cancelled (by its
+-- An order's life after admission: paid, cancelled (by its
 -- buyer or its pay-by deadline), and refunding/refunded when a payment
 -- came after the cancellation. paid_at and cancelled_at say when; payment_ref
 -- is the payment provider's reference; returned_at is when the unit of a

@@ -1,4 +1,4 @@
--- A voucher's challenge (issue 23): whether a buy must carry a solved
+-- A voucher's challenge: whether a buy must carry a solved
 -- proof-of-work challenge (seckill.Voucher.Challenge, 0 or 1), and how many
 -- seconds before the sale begins challenges are issued
 -- (seckill.Voucher.ChallengeLead). 0 and 0 for vouchers made before: buys

@@ -1,5 +1,5 @@
 -- The refund request of a payment that came after its order was cancelled
--- (a refunding order), asked of the provider until it accepts (docs/design.md,
+-- (a refunding order), asked of the provider until it accepts (docs/design/lifecycle.md,
 -- Refunds). refund_next_at is when it is asked for next: NULL once the
 -- provider accepted it (refund_requested_at says when), or for an order
 -- never refunding. refund_attempts counts the requests sent, refund_error
