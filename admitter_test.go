@@ -33,7 +33,7 @@ func TestLostAnswerOtherOrder(t *testing.T) {
 		t.Error("the refused retry removed its dead letter")
 	}
 
-	buy := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: &lostAdmit{Client: b.cache}, SoldOut: soldOutReader(t, b.vouchers), Vouchers: b.vouchers, Fence: b.vouchers.Fence, Logger: b.vouchers.Logger}, Store: b.store, Vouchers: b.vouchers, IDs: &counter{n: 300}, Logger: b.svc.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	buy := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: &lostAdmit{Client: b.cache}, SoldOut: soldOutReader(t, b.vouchers), Vouchers: b.vouchers, Fence: ledgerOf(b.vouchers).Fence, Logger: b.vouchers.Logger}, Store: b.store, Vouchers: b.vouchers, IDs: &counter{n: 300}, Logger: b.svc.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	if _, err := buy.Buy(ctx, 1, v.ID); !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != 202 {
 		t.Errorf("buy with the answer lost = %v; want ErrDuplicateOrder with order 202", err)
 	}

@@ -31,7 +31,7 @@ func BenchmarkChallengeCheck(b *testing.B) {
 	vs, store, _ := services(b, "")
 	ctx := context.Background()
 	cs := &seckill.ChallengeService{Key: seckill.ChallengeKey([]byte("a token secret of thirty-two bytes or more")),
-		Vouchers: vs, Answers: redisLedger(orderService(vs, store, 9000)), Spent: vs.Cache.(seckill.ChallengeSpender), Logger: vs.Logger,
+		Vouchers: vs, Answers: redisLedger(orderService(vs, store, 9000)), Spent: ledgerOf(vs).Cache.(seckill.ChallengeSpender), Logger: vs.Logger,
 		Config: seckill.ChallengeConfig{MinNumber: 1000, MaxNumber: 1000}}
 	v := onSale("check benchmark", 10)
 	v.Challenge, v.ChallengeLead = true, time.Minute

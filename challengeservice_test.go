@@ -20,7 +20,7 @@ import (
 func challenges(t *testing.T, spender seckill.ChallengeSpender) (*seckill.ChallengeService, *seckill.VoucherService, *seckill.OrderService, *clock) {
 	t.Helper()
 	vs, store, _ := services(t, "")
-	cache := vs.Cache.(*redis.Client)
+	cache := cacheOf(vs)
 	if spender == nil {
 		spender = cache
 	}
@@ -272,7 +272,7 @@ func TestChallengeHolderAfterTheEnd(t *testing.T) {
 			if mode == seckill.ModeSync {
 				// As the service wires the sync mode: no sold-out memory.
 				cs.Answers = nil
-				orders = &seckill.OrderService{Ledger: &sqlledger.Ledger{Store: orders.Store, Clock: clk.Now}, Store: orders.Store, Vouchers: vs, IDs: &counter{n: 9000}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return clk.Now() }}
+				orders = &seckill.OrderService{Ledger: &sqlledger.Ledger{Store: orders.Store.(seckill.Store), Clock: clk.Now}, Store: orders.Store, Vouchers: vs, IDs: &counter{n: 9000}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return clk.Now() }}
 			}
 			holderAfterTheEnd(t, mode, cs, vs, orders, clk)
 		})
@@ -368,7 +368,7 @@ func TestChallengeHolderCancelledAfterTheEndNotAdmittedAgain(t *testing.T) {
 	clk.Set(v.EndTime) // this instance's clock; Redis's is an hour before
 	err = cs.Check(ctx, holder, v.ID, "")
 	// The buyer cancels between the check and the admission.
-	if _, rerr := vs.Cache.(*redis.Client).ReturnUnit(ctx, v, holder, first.ID); rerr != nil {
+	if _, rerr := cacheOf(vs).ReturnUnit(ctx, v, holder, first.ID); rerr != nil {
 		t.Fatal(rerr)
 	}
 	if err == nil {

@@ -59,7 +59,7 @@ func addStockRebuildInFlight(t *testing.T, shards int) {
 	}
 	// Redis lost the voucher's stock (an unload, a restart): buyers on B
 	// make B rebuild it.
-	if err := a.Cache.UnloadStock(ctx, view.ID); err != nil {
+	if err := ledgerOf(a).Cache.UnloadStock(ctx, view.ID); err != nil {
 		t.Fatal(err)
 	}
 	bStaging, aUnloaded, bDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -81,7 +81,7 @@ func addStockRebuildInFlight(t *testing.T, shards int) {
 		return call()
 	}
 	go func() {
-		err := b.Rebuild(ctx, view.ID)
+		err := ledgerOf(b).Rebuild(ctx, view.ID)
 		t.Logf("B's rebuild = %v", err)
 		close(bDone)
 	}()
@@ -95,7 +95,7 @@ func addStockRebuildInFlight(t *testing.T, shards int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := a.Cache.Remaining(ctx, view.ID)
+	left, err := ledgerOf(a).Cache.Remaining(ctx, view.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/redisledger"
+	"github.com/seckill/seckill/sqlledger"
 )
 
 // hookedStore is a store whose Voucher, PauseVoucher and Vouchers run a
@@ -59,7 +60,7 @@ func twoInstances(t *testing.T) (a, b *seckill.VoucherService, ha, hb *hookedSto
 	a = newVouchers(ha, cache, logger, time.Now)
 	b = newVouchers(hb, cache, logger, time.Now)
 	for _, s := range []*seckill.VoucherService{a, b} {
-		if err := s.Restore(context.Background()); err != nil {
+		if err := ledgerOf(s).Restore(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,7 +147,7 @@ func addStockTwoInstances(t *testing.T, shards int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := a.Cache.Remaining(ctx, view.ID)
+	left, err := ledgerOf(a).Cache.Remaining(ctx, view.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func addStockTwoInstances(t *testing.T, shards int) {
 	if left[view.ID] != 40 {
 		t.Errorf("Redis remaining %d after two additions answered 200 (10 + 10 + 20), want 40: an addition was lost", left[view.ID])
 	}
-	r := &seckill.Reconciler{Vouchers: a, Store: store, Cache: a.Cache}
+	r := &seckill.Reconciler{Vouchers: a, Repairer: ledgerOf(a), Store: store, Cache: ledgerOf(a).Cache}
 	if rec, err := r.Reconcile(ctx, view.ID, false); err != nil || !rec.OK() {
 		t.Errorf("reconcile after two additions answered 200: %+v, %v", rec, err)
 	}
@@ -263,7 +264,7 @@ func TestAddStockPastRetention(t *testing.T) {
 	}
 	// A day and more later: the voucher is dropped from Redis.
 	a.Now = func() time.Time { return time.Now().Add(seckill.DefaultRetention + time.Hour) }
-	if dropped, err := a.Cache.(interface {
+	if dropped, err := ledgerOf(a).Cache.(interface {
 		DropVoucher(context.Context, int64) (bool, error)
 	}).DropVoucher(ctx, view.ID); err != nil || !dropped {
 		t.Fatalf("DropVoucher = %v, %v", dropped, err)
@@ -344,7 +345,7 @@ func TestListSyncRemaining(t *testing.T) {
 	t.Parallel()
 	store := apptest.Store(t)
 	logger := slog.New(slog.NewTextHandler(&logBuffer{}, nil))
-	vs := &seckill.VoucherService{Mode: seckill.ModeSync, Store: store, Logger: logger, Now: time.Now, ListFor: time.Minute}
+	vs := &seckill.VoucherService{Ledger: &sqlledger.Ledger{Store: store}, Store: store, Logger: logger, Now: time.Now, ListFor: time.Minute}
 	ctx := context.Background()
 	view, err := vs.Create(ctx, onSale("sync", 10))
 	if err != nil {
@@ -374,7 +375,7 @@ func pauseAgrees(t *testing.T, a *seckill.VoucherService, store seckill.Store, v
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = a.Cache.(redisledger.Cache).Admit(ctx, seckill.Admission{VoucherID: view.ID, Generation: view.Generation, UserID: 7, OrderID: 7007})
+	err = ledgerOf(a).Cache.Admit(ctx, seckill.Admission{VoucherID: view.ID, Generation: view.Generation, UserID: 7, OrderID: 7007})
 	t.Logf("database paused %v; Admit = %v", row.Paused, err)
 	if row.Paused && !errors.Is(err, seckill.ErrPaused) {
 		t.Errorf("the database says paused (and the admin page shows it), yet Admit = %v: admitted", err)

@@ -27,7 +27,7 @@ func TestAddStockCrashBetweenWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache := vs.Cache.(redisledger.Cache)
+			cache := ledgerOf(vs).Cache
 			for u := int64(1); u <= 3; u++ {
 				if err := cache.Admit(ctx, seckill.Admission{VoucherID: view.ID, Generation: view.Generation, UserID: u, OrderID: 9000 + u}); err != nil {
 					t.Fatal(err)
@@ -37,7 +37,7 @@ func TestAddStockCrashBetweenWrites(t *testing.T) {
 			if _, added, _, err := store.AddStock(ctx, view.ID, "k", 5); err != nil || !added {
 				t.Fatalf("AddStock in the store = %v, %v", added, err)
 			}
-			r := &seckill.Reconciler{Vouchers: vs, Store: store, Cache: vs.Cache}
+			r := &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache}
 			rec, err := r.Reconcile(ctx, view.ID, false)
 			if err != nil {
 				t.Fatal(err)
@@ -57,7 +57,7 @@ func TestAddStockCrashBetweenWrites(t *testing.T) {
 				if rec, err := r.Reconcile(ctx, view.ID, true); err != nil || !rec.Repaired {
 					t.Fatalf("repair = %+v, %v", rec, err)
 				}
-				left, err := vs.Cache.Remaining(ctx, view.ID)
+				left, err := ledgerOf(vs).Cache.Remaining(ctx, view.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -103,10 +103,11 @@ func TestEndBeforeStartAnswersEnded(t *testing.T) {
 			orders := orderService(vs, store, 100)
 			switch tc.mode {
 			case seckill.ModeQueue:
-				vs.Mode, vs.Fence.Mode = seckill.ModeQueue, seckill.ModeQueue
-				redisLedger(orders).Queue = &queue{}
+				ledgerOf(vs).Queued = true
+				redisLedger(orders).Queue, redisLedger(orders).Queued = &queue{}, true
 			case seckill.ModeSync:
-				vs = &seckill.VoucherService{Mode: seckill.ModeSync, Store: store, Logger: vs.Logger, Now: time.Now}
+				vs = &seckill.VoucherService{Store: store, Logger: vs.Logger, Now: time.Now}
+				vs.Ledger = &sqlledger.Ledger{Store: store}
 				orders = &seckill.OrderService{Ledger: &sqlledger.Ledger{Store: store}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			}
 			ctx := t.Context()
@@ -138,10 +139,10 @@ func TestEndBeforeStartAnswersEnded(t *testing.T) {
 				return
 			}
 			// Rebuilt from the database: ended still.
-			if err := vs.Cache.Unload(ctx, view.ID); err != nil {
+			if err := ledgerOf(vs).Cache.Unload(ctx, view.ID); err != nil {
 				t.Fatal(err)
 			}
-			if err := vs.Rebuild(ctx, view.ID); err != nil {
+			if err := ledgerOf(vs).Rebuild(ctx, view.ID); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := orders.Buy(ctx, 9, view.ID); !errors.Is(err, seckill.ErrEnded) {

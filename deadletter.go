@@ -37,7 +37,7 @@ func (r *DeadLetterRecord) Stream() Shard {
 }
 
 // DeadLetterCache is the cache side of the dead-letter tools: the
-// dead-letter streams, and the admission a retry goes through again.
+// dead-letter streams, and the buyers' slots a discard reads.
 type DeadLetterCache interface {
 	// DeadLetters returns the dead letters of the vouchers, of every
 	// shard, each voucher's oldest first.
@@ -45,8 +45,8 @@ type DeadLetterCache interface {
 	// RemoveDeadLetters deletes entries of the shard's dead-letter stream
 	// and returns how many it held.
 	RemoveDeadLetters(ctx context.Context, s Shard, entryIDs ...string) (int64, error)
-	// Admit and BuyerOrder are [OrderCache]'s.
-	Admit(ctx context.Context, a Admission) error
+	// BuyerOrder returns the user's order id in the voucher if the cache
+	// records one, else 0.
 	BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 
@@ -54,9 +54,8 @@ type DeadLetterCache interface {
 // workers could not persist, whose orders are failed. It implements
 // [DeadLetterAdmin].
 type DeadLetterService struct {
-	// Mode is how the service takes orders. A retry appends the order to
-	// its voucher's stream, which only the stream mode's workers read, so
-	// it is refused in the other modes. Default ModeStream.
+	// Mode is how the service takes orders, named when a retry is refused
+	// for want of an Admitter.
 	Mode  Mode
 	Cache DeadLetterCache
 	Store interface {
@@ -65,6 +64,9 @@ type DeadLetterService struct {
 	// Vouchers tells which vouchers to look at.
 	Vouchers *VoucherService
 	// Admitter runs a retry's admission as a buy's, with its recoveries.
+	// A retry appends the order to its voucher's stream, which only the
+	// stream mode's workers read: nil in the other modes, where a retry is
+	// refused.
 	Admitter Readmitter
 	Logger   *slog.Logger
 	// Now returns the current time. Default time.Now.
@@ -138,7 +140,7 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 		log.Info("dead letter retry refused", "outcome", "malformed")
 		return nil, Errorf(ErrInvalidArgument, "dead letter %s has no order id or no buyer, so it cannot be admitted again; discard it", id)
 	}
-	if s.Mode != "" && s.Mode != ModeStream {
+	if s.Admitter == nil {
 		log.Info("dead letter retry refused", "outcome", "not_stream_mode", "mode", s.Mode)
 		return nil, Errorf(ErrInvalidArgument, "dead letters are retried into the order stream, which only the stream mode's workers read; this service runs in %s mode", s.Mode)
 	}

@@ -71,7 +71,7 @@ func newDLQRig(t *testing.T) *dlqRig {
 	}
 	t.Cleanup(b.raw.Close)
 	b.vouchers = newVouchers(store, b.cache, logger, time.Now)
-	if err := b.vouchers.Restore(ctx); err != nil {
+	if err := ledgerOf(b.vouchers).Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	b.svc = &seckill.DeadLetterService{Cache: b.cache, Store: store, Vouchers: b.vouchers, Logger: logger,
@@ -463,8 +463,9 @@ func TestRetryDeadLetterRefused(t *testing.T) {
 	}
 
 	// The queue and sync modes have no workers on the stream: refused.
+	// They are wired with no Admitter (app.NewOps).
 	queue := *b.svc
-	queue.Mode = seckill.ModeQueue
+	queue.Mode, queue.Admitter = seckill.ModeQueue, nil
 	window(now.Add(-time.Hour), now.Add(time.Hour))
 	if err := b.raw.Do(ctx, b.raw.B().Incr().Key(b.key(v.ID, "stock")).Build()).Error(); err != nil {
 		t.Fatal(err)

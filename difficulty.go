@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // Backlog tells whether a voucher's order backlog is above its high-water
@@ -163,7 +165,7 @@ func (d *Difficulty) start(ctx context.Context, cfg ChallengeConfig, backlog Bac
 				return
 			case <-t.C:
 			}
-			guard(logger, "moving the challenges' difficulty", func() error {
+			startstop.Guard(logger, "moving the challenges' difficulty", func() error {
 				d.Step(cfg, backlog)
 				return nil
 			})

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // TestRecover: Redis came back with older data (here: a buyer's admission
@@ -32,7 +33,7 @@ func TestRecover(t *testing.T) {
 	ctx := context.Background()
 	before := len(logs.String())
 	// Another instance: its own memory, the same Redis and database.
-	other := newVouchers(vs.Store.(seckill.Store), vs.Cache, vs.Logger, vs.Now)
+	other := newVouchers(vs.Store.(seckill.Store), ledgerOf(vs).Cache, vs.Logger, vs.Now)
 	instances := []*seckill.OrderService{orders, orderService(other, store, 200)}
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -46,7 +47,7 @@ func TestRecover(t *testing.T) {
 			t.Errorf("buy %d of the buyer Redis forgot = %v, want duplicate_order with %d", i, err, first.ID)
 		}
 	}
-	if got, err := vs.Cache.Remaining(ctx, v.ID); err != nil || got[v.ID] != 4 {
+	if got, err := ledgerOf(vs).Cache.Remaining(ctx, v.ID); err != nil || got[v.ID] != 4 {
 		t.Errorf("remaining after the recovery = %v, %v; want 4", got, err)
 	}
 	if n := strings.Count(logs.String()[before:], "rebuilding every voucher on sale"); n != 1 {
@@ -66,7 +67,7 @@ func TestRecoverQueueMode(t *testing.T) {
 	t.Parallel()
 	url, _ := faults.StartRedis(t)
 	vs, store, _ := services(t, url)
-	vs.Mode, vs.Fence.Mode = seckill.ModeQueue, seckill.ModeQueue
+	ledgerOf(vs).Queued = true
 	ctx := context.Background()
 	v, err := vs.Create(ctx, onSale("queued", 5))
 	if err != nil {
@@ -85,7 +86,7 @@ func TestRecoverQueueMode(t *testing.T) {
 	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != queued.ID {
 		t.Errorf("the queued order's buyer asking again after the recovery = %v, want duplicate_order with %d", err, queued.ID)
 	}
-	if got, err := vs.Cache.Remaining(ctx, v.ID); err != nil || got[v.ID] != 4 {
+	if got, err := ledgerOf(vs).Cache.Remaining(ctx, v.ID); err != nil || got[v.ID] != 4 {
 		t.Errorf("remaining after the recovery = %v, %v; want 4: the queued order's unit stays taken", got, err)
 	}
 }
@@ -120,17 +121,17 @@ func TestRebuildsLongerThanLease(t *testing.T) {
 	}
 	// A renewal comes every third of it: a lease of 1 s outlasts a loaded
 	// machine's stalls (300 ms did not always).
-	vs.Fence.CheckLease = time.Second
-	if err := vs.Fence.Check(ctx); err != nil {
+	ledgerOf(vs).Fence.CheckLease = time.Second
+	if err := ledgerOf(vs).Fence.Check(ctx); err != nil {
 		t.Fatalf("Recover = %v:\n%s", err, logs.String())
 	}
-	if got, err := vs.Cache.Remaining(ctx, v.ID); err != nil || len(got) != 0 {
+	if got, err := ledgerOf(vs).Cache.Remaining(ctx, v.ID); err != nil || len(got) != 0 {
 		t.Fatalf("remaining after the recovery = %v, %v; want the voucher unloaded", got, err)
 	}
 	gate := &gatedStore{Store: store, reading: make(chan struct{}), release: make(chan struct{})}
 	vs.Store = gate
 	start := func(s *seckill.VoucherService) {
-		w := &seckill.CacheWatch{Fence: s.Fence, Every: 50 * time.Millisecond, RebuildEvery: 50 * time.Millisecond, Logger: s.Logger}
+		w := &redisledger.Watch{Fence: ledgerOf(s).Fence, Every: 50 * time.Millisecond, RebuildEvery: 50 * time.Millisecond, Logger: s.Logger}
 		if err := w.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -140,17 +141,17 @@ func TestRebuildsLongerThanLease(t *testing.T) {
 	<-gate.reading
 	// Another instance looks for vouchers to rebuild all along.
 	other := &countingStore{Store: store}
-	second := newVouchers(other, vs.Cache, vs.Logger, vs.Now)
-	second.Fence.CheckLease = vs.Fence.CheckLease
+	second := newVouchers(other, ledgerOf(vs).Cache, vs.Logger, vs.Now)
+	ledgerOf(second).Fence.CheckLease = ledgerOf(vs).Fence.CheckLease
 	start(second)
 	// Three leases pass while the voucher's orders are read.
-	time.Sleep(3 * vs.Fence.CheckLease)
+	time.Sleep(3 * ledgerOf(vs).Fence.CheckLease)
 	if n := other.reads.Load(); n != 0 {
 		t.Errorf("another instance read orders %d times while the first rebuilt, want none", n)
 	}
 	close(gate.release)
 	testenv.WaitFor(t, 30*time.Second, "the voucher rebuilt", func() bool {
-		got, err := vs.Cache.Remaining(ctx, v.ID)
+		got, err := ledgerOf(vs).Cache.Remaining(ctx, v.ID)
 		return err == nil && got[v.ID] == 5
 	})
 	if n := other.reads.Load(); n != 0 {
@@ -201,7 +202,7 @@ func TestRecoverArmsOnSaleFirst(t *testing.T) {
 	if err := store.CreateVoucher(ctx, ended); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := vs.Cache.LoadVoucher(ctx, ended); err != nil {
+	if _, err := ledgerOf(vs).Cache.LoadVoucher(ctx, ended); err != nil {
 		t.Fatal(err)
 	}
 	v, err := vs.Create(ctx, onSale("on sale", 5))
@@ -216,7 +217,7 @@ func TestRecoverArmsOnSaleFirst(t *testing.T) {
 	cameBackOlder(t, url, 0, 0)
 	held := &heldVoucher{Store: store, id: ended.ID, reading: make(chan struct{}), release: make(chan struct{})}
 	vs.Store = held
-	watch := &seckill.CacheWatch{Fence: vs.Fence, Every: 20 * time.Millisecond, RebuildEvery: 20 * time.Millisecond, Logger: vs.Logger}
+	watch := &redisledger.Watch{Fence: ledgerOf(vs).Fence, Every: 20 * time.Millisecond, RebuildEvery: 20 * time.Millisecond, Logger: vs.Logger}
 	if err := watch.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -241,14 +242,14 @@ func TestRecoverArmsOnSaleFirst(t *testing.T) {
 	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != first.ID {
 		t.Errorf("the first buyer asking again = %v, want duplicate_order with %d (the rebuild counted their queued order)", err, first.ID)
 	}
-	if got, err := vs.Cache.Remaining(ctx, v.ID, ended.ID); err != nil || got[v.ID] != 3 {
+	if got, err := ledgerOf(vs).Cache.Remaining(ctx, v.ID, ended.ID); err != nil || got[v.ID] != 3 {
 		t.Errorf("remaining of the voucher on sale = %v, %v; want 3", got, err)
 	} else if _, ok := got[ended.ID]; ok {
 		t.Errorf("the ended voucher is loaded while its rebuild is held: remaining %v", got)
 	}
 	release()
 	testenv.WaitFor(t, 30*time.Second, "the ended voucher rebuilt in the background", func() bool {
-		got, err := vs.Cache.Remaining(ctx, ended.ID)
+		got, err := ledgerOf(vs).Cache.Remaining(ctx, ended.ID)
 		return err == nil && got[ended.ID] == 3
 	})
 }
@@ -295,7 +296,7 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 		return out
 	}
 	before := epochs()
-	checked, err := vs.Cache.Fence(ctx)
+	checked, err := ledgerOf(vs).Cache.Fence(ctx)
 	if err != nil || checked == "" {
 		t.Fatalf("fence = %q, %v", checked, err)
 	}
@@ -303,10 +304,10 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 	// a's slot moves to the master of b.
 	cl.MoveSlot(t, faults.KeySlot(key(a, "stock")), masters[1])
 	testenv.WaitFor(t, 30*time.Second, "a check of the resharded Cluster", func() bool {
-		if err := vs.Fence.Check(ctx); err != nil {
+		if err := ledgerOf(vs).Fence.Check(ctx); err != nil {
 			return false
 		}
-		fence, err := vs.Cache.Fence(ctx)
+		fence, err := ledgerOf(vs).Cache.Fence(ctx)
 		return err == nil && fence != checked
 	})
 	if got := epochs(); !maps.Equal(got, before) {
@@ -325,7 +326,7 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 	masters[2].Kill()
 	cl.WaitHealthy(t, 60*time.Second)
 	testenv.WaitFor(t, 30*time.Second, "a check of the Cluster after the failover", func() bool {
-		return vs.Fence.Check(ctx) == nil
+		return ledgerOf(vs).Fence.Check(ctx) == nil
 	})
 	got := epochs()
 	if got[a] != before[a] || got[b] != before[b] {
@@ -339,7 +340,7 @@ func TestRecoverClusterReloadsWhatChanged(t *testing.T) {
 			t.Errorf("a buy of voucher %d after the failover = %v, want admitted", id, err)
 		}
 	}
-	if got, err := vs.Cache.Remaining(ctx, a, b, c); err != nil || got[a] != 2 || got[b] != 2 || got[c] != 2 {
+	if got, err := ledgerOf(vs).Cache.Remaining(ctx, a, b, c); err != nil || got[a] != 2 || got[b] != 2 || got[c] != 2 {
 		t.Errorf("remaining after the failover = %v, %v; want 2 of each", got, err)
 	}
 }
@@ -368,18 +369,18 @@ func cameBackOlder(t *testing.T, url string, voucherID, lostBuyer int64) {
 	}
 }
 
-// lockAfter is a VoucherCache whose first LockCheck runs first() before it
+// lockAfter is a redisledger.Cache whose first LockCheck runs first() before it
 // takes the lock: another instance's whole check, between this one's read
 // of the fence and its lock.
 type lockAfter struct {
-	seckill.VoucherCache
+	redisledger.Cache
 	once  sync.Once
 	first func()
 }
 
 func (c *lockAfter) LockCheck(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	c.once.Do(c.first)
-	return c.VoucherCache.LockCheck(ctx, token, ttl)
+	return c.Cache.LockCheck(ctx, token, ttl)
 }
 
 // TestCheckAfterAnotherInstanceCheckedRecoversOnce: an instance that read
@@ -395,10 +396,10 @@ func TestCheckAfterAnotherInstanceCheckedRecoversOnce(t *testing.T) {
 	before := len(logs.String())
 
 	var firstErr error
-	other := newVouchers(vs.Store.(seckill.Store), &lockAfter{VoucherCache: vs.Cache, first: func() {
-		firstErr = vs.Fence.Check(ctx)
+	other := newVouchers(vs.Store.(seckill.Store), &lockAfter{Cache: ledgerOf(vs).Cache, first: func() {
+		firstErr = ledgerOf(vs).Fence.Check(ctx)
 	}}, vs.Logger, vs.Now)
-	if err := other.Fence.Check(ctx); err != nil {
+	if err := ledgerOf(other).Fence.Check(ctx); err != nil {
 		t.Fatalf("the second instance's check = %v", err)
 	}
 	if firstErr != nil {

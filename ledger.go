@@ -9,6 +9,7 @@ import "context"
 // the SQL ledger (package sqlledger) admits in the database, in the
 // request (docs/design/ledger.md).
 type Ledger interface {
+	VoucherLedger
 	// Admit takes one unit of o's voucher for o's buyer, under o's id, at
 	// most once per buyer. On success o.Status says where the order is: on
 	// its way to the database (OrderPending), or written there already
@@ -47,4 +48,30 @@ type SoldOutAnswers interface {
 	// vouch (an admission then answers). probe lets it renew a lapsed
 	// memory from the voucher's stock.
 	AnswerSoldOut(ctx context.Context, v *Voucher, userID int64, probe bool) error
+}
+
+// VoucherLedger is the part of a Ledger that holds the vouchers' sales:
+// what VoucherService asks of it.
+type VoucherLedger interface {
+	// Load puts a voucher just created on sale: its stock, window and
+	// generation. Loading a voucher the ledger holds already (rebuilt by
+	// a buyer first) keeps what it holds.
+	Load(ctx context.Context, v *Voucher) error
+	// Remaining returns the units left to sell of each of vs that the
+	// ledger holds; a voucher it does not hold now (lost, to be rebuilt)
+	// is absent from the map.
+	Remaining(ctx context.Context, vs ...*Voucher) (map[int64]int64, error)
+	// Control applies an operator's control of the voucher id: write
+	// makes it in the database and returns the voucher as it then is, and
+	// the ledger then makes what admission reads hold it, before it
+	// returns. The controls of one voucher take turns, on every instance.
+	// A control the database took and the ledger did not is
+	// ErrUnavailable: the caller asks again.
+	Control(ctx context.Context, id int64, c Control, write func(context.Context) (*Voucher, error)) (*Voucher, error)
+	// Restore makes the ledger ready to sell at start: the vouchers on
+	// sale that it lost are put back from the database.
+	Restore(ctx context.Context) error
+	// MaxShards is how many shards a voucher may have in this ledger, and
+	// why no more.
+	MaxShards() (int, string)
 }

@@ -74,14 +74,14 @@ func TestBuyUnknownOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	real := vs.Cache.(*redis.Client)
+	real := cacheOf(vs)
 	for _, tc := range []struct {
 		mode string
 		ok   bool
 	}{{"reply", true}, {"request", false}, {"both", false}} {
 		t.Run(tc.mode, func(t *testing.T) {
 			lost := &lostReply{Client: real, mode: tc.mode}
-			s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: lost, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: map[string]int64{"reply": 100, "request": 200, "both": 300}[tc.mode]}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+			s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: lost, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: map[string]int64{"reply": 100, "request": 200, "both": 300}[tc.mode]}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			user := map[string]int64{"reply": 1, "request": 2, "both": 3}[tc.mode]
 			o, err := s.Buy(ctx, user, v.ID)
 			if tc.ok {
@@ -99,7 +99,7 @@ func TestBuyUnknownOutcome(t *testing.T) {
 				t.Fatalf("Buy with the outcome unknown = %+v, %v; want ErrUnavailable with RetryAfter", o, err)
 			}
 			// The buyer asks again once Redis answers: one order, theirs.
-			again := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: real, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: 900 + user}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+			again := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: real, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: 900 + user}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			o, err = again.Buy(ctx, user, v.ID)
 			if err != nil {
 				t.Fatalf("Buy again = %v", err)
@@ -136,8 +136,8 @@ func TestBuyUnknownOutcomeQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := &queue{}
-	lost := &lostReply{Client: vs.Cache.(*redis.Client), mode: "reply"}
-	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: lost, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, Queue: q}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	lost := &lostReply{Client: cacheOf(vs), mode: "reply"}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: lost, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger, Queue: q}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	o, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatalf("Buy with the reply lost = %v; want the pending order", err)
@@ -160,9 +160,9 @@ func TestBuySoldOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
+	cache := &countingCache{Client: cacheOf(vs)}
 	ids := &counter{n: 100}
-	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestBuySoldOut(t *testing.T) {
 		t.Errorf("buyer 6 asking again here, which remembers the voucher sold out = %v, want duplicate_order with %d", err, late.ID)
 	}
 	// Stock given back (a repair) sells again once the memory expires.
-	s2 := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: 20 * time.Millisecond}, Store: store, Vouchers: vs, IDs: &counter{n: 200}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s2 := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger, SoldOutFor: 20 * time.Millisecond}, Store: store, Vouchers: vs, IDs: &counter{n: 200}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	if _, err := s2.Buy(ctx, 5, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestBuySoldOutAfterRedisCameBackOlder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cacheOf(vs), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestBuySoldOutAfterRedisLostData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cacheOf(vs), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	var orders []*seckill.Order
 	for u := int64(1); u <= 2; u++ {
 		o, err := s.Buy(ctx, u, v.ID)
@@ -347,8 +347,8 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := &countingCache{Client: vs.Cache.(*redis.Client)}
-	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	cache := &countingCache{Client: cacheOf(vs)}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	first, err := s.Buy(ctx, 1, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +367,7 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 	if _, err := rp.Do(ctx, "HSET", "seckill:{fence}:identity", "identity", "a server that is gone"); err != nil {
 		t.Fatal(err)
 	}
-	if err := vs.Fence.Check(ctx); err != nil {
+	if err := ledgerOf(vs).Fence.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Buy(ctx, 2, v.ID); !errors.Is(err, seckill.ErrSoldOut) {
@@ -385,7 +385,7 @@ func TestSoldOutMemoryDoubtedWhenRedisChanged(t *testing.T) {
 // Redis, closed when the test ends (before the Redis client).
 func soldOutReader(t *testing.T, vs *seckill.VoucherService) redisledger.SoldOutReader {
 	t.Helper()
-	copies := soldout.New(vs.Cache.(*redis.Client), soldout.Config{}, vs.Logger)
+	copies := soldout.New(cacheOf(vs), soldout.Config{}, vs.Logger)
 	t.Cleanup(copies.Close)
 	return copies
 }
@@ -412,21 +412,21 @@ func TestRebuildDetached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := vs.Cache.Unload(ctx, v.ID); err != nil {
+	if err := ledgerOf(vs).Cache.Unload(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	gate := &gatedStore{Store: store, reading: make(chan struct{}), release: make(chan struct{})}
 	vs.Store = gate
 	first, cancel := context.WithCancel(ctx)
 	firstDone := make(chan error, 1)
-	go func() { firstDone <- vs.Rebuild(first, v.ID) }()
+	go func() { firstDone <- ledgerOf(vs).Rebuild(first, v.ID) }()
 	<-gate.reading // the rebuild is reading the database
 	cancel()       // the first client goes away
 	if err := <-firstDone; !errors.Is(err, seckill.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Errorf("the first caller's Rebuild = %v, want ErrUnavailable and context.Canceled", err)
 	}
 	joined := make(chan error, 1)
-	go func() { joined <- vs.Rebuild(ctx, v.ID) }()
+	go func() { joined <- ledgerOf(vs).Rebuild(ctx, v.ID) }()
 	close(gate.release)
 	if err := <-joined; err != nil {
 		t.Errorf("a later caller's Rebuild = %v, want success", err)
@@ -434,7 +434,7 @@ func TestRebuildDetached(t *testing.T) {
 	if gate.canceled.Load() {
 		t.Error("the rebuild's database reads were cancelled with the first caller's request")
 	}
-	if left, err := vs.Cache.Remaining(ctx, v.ID); err != nil || left[v.ID] != 10 {
+	if left, err := ledgerOf(vs).Cache.Remaining(ctx, v.ID); err != nil || left[v.ID] != 10 {
 		t.Errorf("remaining after the rebuild = %v, %v; want 10", left, err)
 	}
 }
@@ -475,7 +475,7 @@ func TestBuyEndedNotLoaded(t *testing.T) {
 	if _, err := s.Buy(ctx, 1, v.ID); !errors.Is(err, seckill.ErrEnded) {
 		t.Fatalf("late buy = %v, want ended", err)
 	}
-	st, err := vs.Cache.State(ctx, v.ID)
+	st, err := ledgerOf(vs).Cache.State(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,9 +532,9 @@ func TestBuyNoIDsNotSoldOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := &forgetfulCache{Client: vs.Cache.(*redis.Client)}
+	cache := &forgetfulCache{Client: cacheOf(vs)}
 	ids := &stalledIDs{n: 100}
-	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger, SoldOutFor: time.Hour}, Store: store, Vouchers: vs, IDs: ids, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	if _, err := s.Buy(ctx, 1, v.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -583,7 +583,7 @@ func TestOrdersPersistedBetweenReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	racy := &persistAfterList{OrderStore: store, t: t}
-	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: vs.Cache.(*redis.Client), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: racy, Vouchers: vs, IDs: &counter{n: 500}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cacheOf(vs), SoldOut: soldOutReader(t, vs), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger}, Store: racy, Vouchers: vs, IDs: &counter{n: 500}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	const user = 7
 	o, err := s.Buy(ctx, user, v.ID)
 	if err != nil {
@@ -671,7 +671,7 @@ func TestCancelledBuyerAnsweredAlikeWhenSoldOut(t *testing.T) {
 		t.Run(map[bool]string{false: "slot read", true: "copy"}[copied], func(t *testing.T) {
 			t.Parallel()
 			vs, store, _ := services(t, "")
-			cache := vs.Cache.(*redis.Client)
+			cache := cacheOf(vs)
 			ctx := t.Context()
 			in := onSale("a cancelled buyer", 2)
 			in.PayWithin = time.Hour

@@ -47,7 +47,7 @@ func soldLifecycleTB(t testing.TB, stock int64, rebuy bool) *lifecycle {
 	t.Helper()
 	ctx := context.Background()
 	vs, store, _ := services(t, "")
-	cache := vs.Cache.(*redis.Client)
+	cache := cacheOf(vs)
 	in := onSale("lifecycle", stock)
 	in.PayWithin, in.RebuyAfterCancel = time.Hour, rebuy
 	view, err := vs.Create(ctx, in)
@@ -73,7 +73,7 @@ func soldLifecycleTB(t testing.TB, stock int64, rebuy bool) *lifecycle {
 	if _, err := store.SaveOrders(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	orders := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	orders := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	l.payments = &seckill.PaymentService{Store: store, Cache: cache, Orders: orders, Vouchers: vs, Provider: payment.Fake{}, Logger: vs.Logger}
 	return l
 }
@@ -130,7 +130,7 @@ func (l *lifecycle) check(t *testing.T, won map[int64]seckill.OrderStatus) (paid
 	if dbv.Stock != cancelled {
 		t.Errorf("the database's stock is %d for %d cancelled orders", dbv.Stock, cancelled)
 	}
-	rec, err := (&seckill.Reconciler{Vouchers: l.vs, Store: l.store, Cache: l.cache}).Reconcile(ctx, l.v.ID, false)
+	rec, err := (&seckill.Reconciler{Vouchers: l.vs, Repairer: ledgerOf(l.vs), Store: l.store, Cache: l.cache}).Reconcile(ctx, l.v.ID, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/redisledger"
 )
 
@@ -32,7 +31,7 @@ func (s *raceStore) CreateVoucher(ctx context.Context, v *seckill.Voucher) error
 }
 
 func orderService(vs *seckill.VoucherService, store seckill.OrderStore, first int64) *seckill.OrderService {
-	return &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: vs.Cache.(*redis.Client), SoldOut: fencedSlots(vs.Cache.(*redis.Client)), Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: first}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	return &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cacheOf(vs), SoldOut: fencedSlots(cacheOf(vs)), Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, IDs: &counter{n: first}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 }
 
 // TestCreateRacesRebuild: a buy that lands between the voucher's insert and
@@ -46,7 +45,7 @@ func TestCreateRacesRebuild(t *testing.T) {
 		name := map[bool]string{false: "empty", true: "stale state of another generation"}[stale]
 		t.Run(name, func(t *testing.T) {
 			vs, store, _ := services(t, "")
-			cache := vs.Cache.(*redis.Client)
+			cache := cacheOf(vs)
 			ctx := context.Background()
 			if stale {
 				// The first voucher of this fresh database gets id 1; Redis
@@ -112,7 +111,7 @@ func TestCreateRacesRebuild(t *testing.T) {
 			if queued[7700] {
 				t.Error("the earlier database's order 7700 is still in the stream")
 			}
-			rec, err := (&seckill.Reconciler{Vouchers: vs, Store: store, Cache: cache}).Reconcile(ctx, view.ID, false)
+			rec, err := (&seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: cache}).Reconcile(ctx, view.ID, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -73,7 +73,15 @@ type Reconciler struct {
 		OrderStatuses(ctx context.Context, ids []int64) (map[int64]OrderStatus, error)
 		LifecycleCounts(ctx context.Context, voucherID int64) (*LifecycleCounts, error)
 	}
-	Cache VoucherCache
+	// Cache reads what the cache holds of a voucher's sale.
+	Cache interface {
+		State(ctx context.Context, voucherID int64) (*CacheState, error)
+	}
+	// Repairer puts a voucher back in the cache from the database (the
+	// Redis ledger's Repair); nil: no repair.
+	Repairer interface {
+		Repair(ctx context.Context, voucherID int64) error
+	}
 	// Returns gives back the units of cancelled orders left unreturned in
 	// the cache (a crash between the cancellation and the cache): the
 	// repair's first step; nil, no such step (the Sweeper is one).
@@ -94,7 +102,7 @@ type Reconciler struct {
 // a second look clears.
 //
 // In the queue mode the repair keeps the buyers the cache holds, as the
-// fence recovery does (CacheFence.unloadOpen): the orders waiting in
+// fence recovery does (redisledger.Fence.unloadOpen): the orders waiting in
 // the instances' memory are in no stream and no database, only in their
 // buyers' slots, and deleting those let their buyers buy again and sold
 // their units twice. The units of orders a crash lost then stay taken: an
@@ -143,14 +151,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, voucherID int64, repair bool
 	if rec, err = r.compare(ctx, voucherID); err != nil || rec.OK() || rec.Estimated {
 		return rec, err
 	}
-	unload := r.Cache.Unload
-	if r.Vouchers.Mode == ModeQueue {
-		unload = r.Cache.UnloadStock
+	if r.Repairer == nil {
+		return rec, nil
 	}
-	if err := unload(ctx, voucherID); err != nil {
-		return nil, fmt.Errorf("repair voucher %d: %w", voucherID, err)
-	}
-	if err := r.Vouchers.Rebuild(ctx, voucherID); err != nil {
+	if err := r.Repairer.Repair(ctx, voucherID); err != nil {
 		return nil, fmt.Errorf("repair voucher %d: %w", voucherID, err)
 	}
 	if rec, err = r.compare(ctx, voucherID); err != nil {

@@ -20,13 +20,13 @@ import (
 func TestRepairQueueModeKeepsBuyers(t *testing.T) {
 	t.Parallel()
 	vs, store, _ := services(t, "")
-	vs.Mode, vs.Fence.Mode = seckill.ModeQueue, seckill.ModeQueue
+	ledgerOf(vs).Queued = true
 	ctx := context.Background()
 	view, err := vs.Create(ctx, onSale("queued", 10))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := vs.Cache.(redisledger.Cache)
+	cache := ledgerOf(vs).Cache
 	queued := map[int64]int64{} // buyer → order, waiting in a live instance's queue
 	for u := int64(1); u <= 3; u++ {
 		a := seckill.Admission{VoucherID: view.ID, Generation: view.Generation, UserID: u, OrderID: 9000 + u}
@@ -35,7 +35,7 @@ func TestRepairQueueModeKeepsBuyers(t *testing.T) {
 		}
 		queued[u] = a.OrderID
 	}
-	r := &seckill.Reconciler{Vouchers: vs, Store: store, Cache: vs.Cache}
+	r := &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache}
 	if _, err := r.Reconcile(ctx, view.ID, true); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func (s shardedRows) Voucher(ctx context.Context, id int64) (*seckill.Voucher, e
 // their stock, and whose FinishTransfers settles the transfers in flight
 // (to the donors).
 type countedShards struct {
-	seckill.VoucherCache
+	redisledger.Cache
 	mu       sync.Mutex
 	counts   seckill.ShardCounts
 	finished int
@@ -94,13 +94,13 @@ func (c *countedShards) Unload(ctx context.Context, id int64) error {
 	c.mu.Lock()
 	c.unloads++
 	c.mu.Unlock()
-	return c.VoucherCache.Unload(ctx, id)
+	return c.Cache.Unload(ctx, id)
 }
 
 // State is the cache's, its stock the shards' (each shard's own stock:
 // units in flight are in none).
 func (c *countedShards) State(ctx context.Context, id int64) (*seckill.CacheState, error) {
-	st, err := c.VoucherCache.State(ctx, id)
+	st, err := c.Cache.State(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -151,8 +151,8 @@ func TestReconcileShards(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cache := &countedShards{VoucherCache: vs.Cache, counts: tt.counts}
-			r := &seckill.Reconciler{Vouchers: vs, Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
+			cache := &countedShards{Cache: ledgerOf(vs).Cache, counts: tt.counts}
+			r := &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
 			rec, err := r.Reconcile(ctx, view.ID, false)
 			if err != nil {
 				t.Fatal(err)
@@ -177,14 +177,14 @@ func TestReconcileShards(t *testing.T) {
 	// not unloaded and rebuilt under a live sale.
 	exact := seckill.ShardCounts{Shards: []seckill.ShardCount{shard(5, 0), shard(5, 0)}, Loaded: true, Total: 10}
 	passing := seckill.ShardCounts{Shards: []seckill.ShardCount{shard(4, 0), shard(5, 0)}, Loaded: true, Total: 9}
-	cache := &countedShards{VoucherCache: vs.Cache, counts: exact, passing: []seckill.ShardCounts{passing}}
-	r := &seckill.Reconciler{Vouchers: vs, Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
+	cache := &countedShards{Cache: ledgerOf(vs).Cache, counts: exact, passing: []seckill.ShardCounts{passing}}
+	r := &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
 	if rec, err := r.Reconcile(ctx, view.ID, true); err != nil || !rec.OK() || rec.Repaired || cache.unloads != 0 {
 		t.Errorf("Reconcile(repair) of a passing drift = %+v, %v, %d unloads; want ok, not repaired, none", rec, err, cache.unloads)
 	}
 	// An unsharded voucher is not counted so.
-	cache = &countedShards{VoucherCache: vs.Cache}
-	r = &seckill.Reconciler{Vouchers: vs, Store: store, Cache: vs.Cache, Shards: cache}
+	cache = &countedShards{Cache: ledgerOf(vs).Cache}
+	r = &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache, Shards: cache}
 	if rec, err := r.Reconcile(ctx, view.ID, false); err != nil || !rec.OK() || rec.Shards != nil {
 		t.Errorf("Reconcile(unsharded) = %+v, %v; want ok, no shards counted", rec, err)
 	}

@@ -91,7 +91,7 @@ func unitsGivenBackUnderDemand(t *testing.T, memory bool, asking int) {
 	)
 	next.Store(1_000_000)
 	// A fresh admitter: not the one that remembers the sell-out (100 ms).
-	r.orders.Ledger = &redisledger.Ledger{Cache: borrows, SoldOut: redisLedger(r.orders).SoldOut, Vouchers: r.vs, Fence: r.vs.Fence, Logger: r.vs.Logger}
+	r.orders.Ledger = &redisledger.Ledger{Cache: borrows, SoldOut: redisLedger(r.orders).SoldOut, Vouchers: r.vs, Fence: ledgerOf(r.vs).Fence, Logger: r.vs.Logger}
 	began := time.Now()
 	deadline := began.Add(5 * time.Second)
 	var wg sync.WaitGroup

@@ -47,7 +47,7 @@ func TestShardedSoldOutMemory(t *testing.T) {
 	v := r.voucher(60, 6)
 	cache := &countingCache{Client: r.cache}
 	reads := &countingReader{SoldOutReader: r.cache}
-	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: reads, Vouchers: r.vs, Fence: r.vs.Fence, Logger: r.vs.Logger, SoldOutFor: time.Hour}, Store: r.orders.Store, Vouchers: r.vs, IDs: &counter{n: 100}, Logger: r.vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
+	s := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, SoldOut: reads, Vouchers: r.vs, Fence: ledgerOf(r.vs).Fence, Logger: r.vs.Logger, SoldOutFor: time.Hour}, Store: r.orders.Store, Vouchers: r.vs, IDs: &counter{n: 100}, Logger: r.vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 	const buyers = 100
 	first := make([]answer, buyers)
 	run(buyers, 16, func(i int) { first[i] = buyOnce(t, s, v, int64(i+1)) })

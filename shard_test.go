@@ -45,7 +45,7 @@ func newShardRig(t *testing.T) *shardRig {
 	store := apptest.Store(t)
 	r.vs = newVouchers(store, r.cache, logger, time.Now)
 	r.vs.Placer = r.cache
-	if err := r.vs.Restore(ctx); err != nil {
+	if err := ledgerOf(r.vs).Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r.orders = orderService(r.vs, store, 1_000_000)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -163,58 +162,12 @@ type VoucherStore interface {
 	AddStock(ctx context.Context, id int64, key string, units int64) (v *Voucher, added bool, recorded int64, err error)
 }
 
-// VoucherCache is the copy of a voucher's stock and sale window that
-// admission reads in Redis.
-type VoucherCache interface {
-	CacheGuard
-	// LoadVoucher puts a voucher just created into the cache: its stock,
-	// window and generation. State the cache holds under its id for another
-	// generation is stale and is replaced (LoadVoucher reports whether there
-	// was such state); state of this very generation (rebuilt from the
-	// database by a buyer or another instance first) is kept.
-	LoadVoucher(ctx context.Context, v *Voucher) (replaced bool, err error)
-	// Remaining returns the cached stock left for each of ids; an id whose
-	// voucher is not loaded is absent from the map.
-	Remaining(ctx context.Context, ids ...int64) (map[int64]int64, error)
-	// Rebuild puts v back in the cache from the database, unless the cache
-	// holds it (this generation, loaded): its window, its buyers (its
-	// created orders, read through orders a page at a time, and the orders
-	// still queued), and the stock they leave. State of another generation
-	// is replaced. Concurrent rebuilds, here or in other instances, are
-	// harmless; an Unload during a rebuild makes it start over.
-	Rebuild(ctx context.Context, v *Voucher, orders OrderPages) (Rebuilt, error)
-	// State reads what the cache holds of a voucher's sale, at one instant.
-	State(ctx context.Context, voucherID int64) (*CacheState, error)
-	// Unload deletes a voucher's stock and buyers from the cache, so that it
-	// is rebuilt; admission refuses it until then, and a rebuild in flight
-	// starts over.
-	Unload(ctx context.Context, voucherID int64) error
-	// UnloadStock is Unload that keeps the buyers: the rebuild counts them
-	// with those it finds.
-	UnloadStock(ctx context.Context, voucherID int64) error
-	// Control writes an operator's control into what admission reads, on
-	// every shard of v held in this generation: paused (v.Paused), and,
-	// if ended, that the sale was ended now (admission then answers
-	// ErrEnded whatever the clocks say). The controls outlive Unload, and
-	// a rebuild keeps them over the row it read (which may be older);
-	// only a cache that lost the voucher takes them from the row again.
-	Control(ctx context.Context, v *Voucher, ended bool) error
-	// LockControl takes the voucher's control lock for the caller (token)
-	// for ttl, unless another instance holds it, and reports whether it
-	// did; UnlockControl ends the caller's hold.
-	LockControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error)
-	UnlockControl(ctx context.Context, voucherID int64, token string) error
-	// RenewControl extends the caller's hold on the lock by ttl, and
-	// reports false if it no longer held it.
-	RenewControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error)
-}
-
 // OrderPages reads a voucher's orders (in every status but failed) a page
 // at a time: up to limit of them with ids above afterID, by id ascending
 // ([OrderStore.VoucherOrders]).
 type OrderPages func(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 
-// Rebuilt is what [VoucherCache.Rebuild] did.
+// Rebuilt is what redisledger.Cache.Rebuild did.
 type Rebuilt struct {
 	// Done says the rebuild set the stock; false when the voucher was
 	// loaded already (or another rebuild finished first).
@@ -326,20 +279,17 @@ type VoucherView struct {
 	Remaining *int64
 }
 
-// VoucherService holds the rules for creating and reading vouchers across
-// the database and the cache, and for putting them back in the cache when
-// it lost them (Restore, Rebuild), for as long as the retention keeps them.
+// VoucherService holds the rules for creating, reading and controlling
+// vouchers: their rows in the database, and their sale in the Ledger.
 type VoucherService struct {
-	// Mode is how orders are taken: in the sync mode vouchers stay out of
-	// the cache, and the database's stock is what remains. Default
-	// ModeStream.
-	Mode  Mode
 	Store interface {
 		VoucherStore
 		OrderCounter
 		VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*Order, error)
 	}
-	Cache VoucherCache
+	// Ledger holds the vouchers' sales: it loads a voucher created, says
+	// what remains of each, and applies the operator's controls.
+	Ledger VoucherLedger
 	// Placer chooses the hash tags of a sharded voucher's shards at its
 	// creation (Voucher.ShardTags), before its row is inserted: so that on
 	// a Redis Cluster the shards land on distinct masters. The tags are
@@ -349,9 +299,6 @@ type VoucherService struct {
 	Placer interface {
 		PlaceShards(ctx context.Context, generation int64, shards int) ([]string, error)
 	}
-	// Fence checks the cache server before Restore rebuilds; nil in the
-	// sync mode.
-	Fence  *CacheFence
 	Logger *slog.Logger
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
@@ -362,12 +309,6 @@ type VoucherService struct {
 	// among the open ones (its orders may still be pending), its keys kept
 	// in the cache. Default DefaultRetention.
 	Retention time.Duration
-	// RebuildTimeout bounds a rebuild of a voucher, or of every open one
-	// after the cache server changed. Rebuilds run apart from the requests
-	// that wait for them (who get 503 when their own deadline comes first),
-	// so that a client going away fails nobody else. A voucher of a million
-	// orders takes a few seconds. Default 10m.
-	RebuildTimeout time.Duration
 	// ListFor is how long List keeps the rows it read (per limit): every
 	// visitor of the sale page polls the list, and a crowd of visitors
 	// must not become a crowd of database queries. The remaining stock is
@@ -375,7 +316,6 @@ type VoucherService struct {
 	// elsewhere within ListFor. Default 1s; negative reads every time.
 	ListFor time.Duration
 
-	rebuilds singleflight.Group
 	// lists holds the rows List read, by limit, and lister makes the
 	// lists of one limit that miss wait for one read.
 	listMu sync.Mutex
@@ -385,9 +325,6 @@ type VoucherService struct {
 	lister  singleflight.Group
 	// rows holds vouchers as first read, for admission.
 	rows voucherRows
-	// restocks holds, by voucher id, the *restocker that makes additions
-	// of stock take turns in Redis (AddStock).
-	restocks sync.Map
 
 	openMu   sync.Mutex
 	openIDs  []int64
@@ -398,6 +335,11 @@ type VoucherService struct {
 // ends: how long its orders may still be on their way to the database, and
 // its keys are kept in the cache (VoucherService.Retention).
 const DefaultRetention = 24 * time.Hour
+
+// RetentionOrDefault is Retention, or DefaultRetention if not set.
+func (s *VoucherService) RetentionOrDefault() time.Duration {
+	return orDefault(s.Retention, DefaultRetention)
+}
 
 // orDefault returns d, or def if d is not positive.
 func orDefault(d, def time.Duration) time.Duration {
@@ -417,7 +359,7 @@ func (s *VoucherService) OpenVoucherIDs(ctx context.Context) ([]int64, error) {
 	if !s.openRead.IsZero() && now.Sub(s.openRead) < time.Second && now.After(s.openRead) {
 		return s.openIDs, nil
 	}
-	vs, err := s.open(ctx)
+	vs, err := s.Open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list open vouchers: %w", err)
 	}
@@ -429,9 +371,9 @@ func (s *VoucherService) OpenVoucherIDs(ctx context.Context) ([]int64, error) {
 	return ids, nil
 }
 
-// open reads the vouchers on sale or ended within the retention from the
+// Open reads the vouchers on sale or ended within the retention from the
 // database, oldest first, and keeps their rows for admission.
-func (s *VoucherService) open(ctx context.Context) ([]*Voucher, error) {
+func (s *VoucherService) Open(ctx context.Context) ([]*Voucher, error) {
 	vs, err := s.Store.UnendedVouchers(ctx, s.Now().Add(-orDefault(s.Retention, DefaultRetention)))
 	if err != nil {
 		return nil, err
@@ -453,8 +395,8 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 	if err := v.Validate(s.Now()); err != nil {
 		return nil, err
 	}
-	if v.Shards > 1 && (s.Mode == ModeSync || s.Mode == ModeQueue) {
-		return nil, Errorf(ErrInvalidArgument, "shards: must be 1 in the %s mode, got %d: only the stream mode splits a voucher's stock over shards", s.Mode, v.Shards)
+	if most, why := s.Ledger.MaxShards(); v.Shards > most {
+		return nil, Errorf(ErrInvalidArgument, "shards: must be at most %d here, got %d: %s", most, v.Shards, why)
 	}
 	v.Title = strings.TrimSpace(v.Title)
 	v.InitialStock = v.Stock
@@ -478,11 +420,9 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 		return nil, fmt.Errorf("create voucher: %w", err)
 	}
 	s.rows.remember(v)
-	if s.Mode != ModeSync {
-		if _, err := s.Cache.LoadVoucher(ctx, v); err != nil {
-			s.Logger.Error("voucher saved but not loaded into the cache", "voucher", v.ID, "err", err)
-			return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was saved but its stock could not be loaded; it will be loaded when the service restarts", v.ID), RetryAfter: time.Second}
-		}
+	if err := s.Ledger.Load(ctx, v); err != nil {
+		s.Logger.Error("voucher saved but not loaded into the ledger", "voucher", v.ID, "err", err)
+		return nil, &Error{Kind: ErrUnavailable, Message: fmt.Sprintf("voucher %d was saved but its stock could not be loaded; it will be loaded when the service restarts", v.ID), RetryAfter: time.Second}
 	}
 	// On sale: the new voucher is open, and those who need to are told.
 	s.openMu.Lock()
@@ -492,11 +432,8 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 	if s.Created != nil {
 		s.Created(v)
 	}
-	if s.Mode == ModeSync {
-		return &VoucherView{Voucher: v, Remaining: &v.Stock}, nil
-	}
 	// A buyer may have rebuilt the voucher and bought before the load, which
-	// then kept what they did: say what Redis holds.
+	// then kept what they did: say what the ledger holds.
 	views, err := s.withRemaining(ctx, []*Voucher{v})
 	if err != nil || views[0].Remaining == nil {
 		remaining := v.Stock
@@ -538,9 +475,7 @@ type listedRows struct {
 // ListFor ago. The rows are shared: callers do not change them.
 func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, error) {
 	keep := orDefault(s.ListFor, time.Second)
-	if s.ListFor < 0 || s.Mode == ModeSync {
-		// The sync mode's remaining is the row's stock: kept, it would
-		// lag the sales.
+	if s.ListFor < 0 {
 		return s.Store.Vouchers(ctx, limit)
 	}
 	s.listMu.Lock()
@@ -600,19 +535,10 @@ func (s *VoucherService) forgetLists() {
 // limit from 1 to 1,000 must not make the instance keep a thousand lists.
 const maxKeptLists = 8
 
+// withRemaining returns the views of vs with what remains of each, as
+// the ledger holds it now.
 func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*VoucherView, error) {
-	if s.Mode == ModeSync {
-		views := make([]*VoucherView, len(vs))
-		for i, v := range vs {
-			views[i] = &VoucherView{Voucher: v, Remaining: &v.Stock}
-		}
-		return views, nil
-	}
-	ids := make([]int64, len(vs))
-	for i, v := range vs {
-		ids[i] = v.ID
-	}
-	remaining, err := s.Cache.Remaining(ctx, ids...)
+	remaining, err := s.Ledger.Remaining(ctx, vs...)
 	if err != nil {
 		return nil, fmt.Errorf("read remaining stock: %w", err)
 	}
@@ -626,131 +552,15 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 	return views, nil
 }
 
-// Restore makes the cache ready to sell at start: it checks the cache
-// server (CacheFence.Check), which unloads the vouchers whose data may be older
-// if the server changed, and then rebuilds the vouchers on sale whose
-// stock the cache does not hold, so that a Redis that restarted empty or
-// older sells on exactly where the database and the queued orders say the
-// sale stands (G6). Those whose sale ended are rebuilt by a CacheWatch.
-func (s *VoucherService) Restore(ctx context.Context) error {
-	if s.Mode == ModeSync {
-		return nil
-	}
-	if err := s.Fence.check(ctx); err != nil {
-		return err
-	}
-	vs, err := s.Store.UnendedVouchers(ctx, s.Now())
-	if err != nil {
-		return fmt.Errorf("restore vouchers: %w", err)
-	}
-	for _, v := range vs {
-		s.rows.remember(v)
-	}
-	views, err := s.withRemaining(ctx, vs)
-	if err != nil {
-		return fmt.Errorf("restore vouchers: %w", err)
-	}
-	var errs []error
-	for _, view := range views {
-		if view.Remaining != nil {
-			continue
-		}
-		if err := s.rebuild(ctx, view.Voucher); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Rebuild puts the voucher back in the cache from the database: its window,
-// its buyers (its created orders, and the orders still queued), and the
-// stock they leave. It does nothing to a voucher the cache holds, so
-// concurrent rebuilds, here or in other instances, are harmless. Calls for
-// one voucher in this process share one rebuild, which runs apart from
-// their contexts (bounded by RebuildTimeout): a caller that goes away
-// fails nobody else. A voucher whose sale ended longer than the retention
-// ago is not rebuilt: ErrEnded. Any other failure is ErrUnavailable, but
-// ErrVoucherNotFound.
-func (s *VoucherService) Rebuild(ctx context.Context, id int64) error {
-	return s.rebuildShared(ctx, id, context.WithoutCancel(ctx))
-}
-
-// rebuildShared is Rebuild with the rebuild's own work bounded by work's
-// context (a background rebuild that stops with its owner), the caller's
-// wait by ctx.
-func (s *VoucherService) rebuildShared(ctx context.Context, id int64, work context.Context) error {
-	ch := s.rebuilds.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
-		rctx, cancel := context.WithTimeout(work, orDefault(s.RebuildTimeout, defaultRebuildTimeout))
-		defer cancel()
-		v, err := s.Store.Voucher(rctx, id)
-		if err != nil {
-			return nil, err
-		}
-		s.rows.remember(v)
-		retention := orDefault(s.Retention, DefaultRetention)
-		if !s.Now().Before(v.EndTime.Add(retention)) {
-			// Its keys were deleted, or soon will be, once its orders were
-			// all written: nothing will read a stream made again.
-			return nil, Errorf(ErrEnded, "the sale of voucher %d ended more than %v ago: it is not kept in Redis", id, retention)
-		}
-		return nil, s.rebuild(rctx, v)
-	})
-	select {
-	case r := <-ch:
-		if r.Err != nil && !errors.Is(r.Err, ErrVoucherNotFound) && !errors.Is(r.Err, ErrUnavailable) && !errors.Is(r.Err, ErrEnded) {
-			return fmt.Errorf("%w: %w", ErrUnavailable, r.Err)
-		}
-		return r.Err
-	case <-ctx.Done():
-		return fmt.Errorf("rebuild voucher %d: %w: %w", id, ErrUnavailable, ctx.Err())
-	}
-}
-
-// defaultRebuildTimeout is VoucherService.RebuildTimeout's default.
-const defaultRebuildTimeout = 10 * time.Minute
-
-// rebuild is Rebuild's work, for a voucher read already.
-func (s *VoucherService) rebuild(ctx context.Context, v *Voucher) error {
-	for try := 0; ; try++ {
-		res, err := s.Cache.Rebuild(ctx, v, s.Store.VoucherOrders)
-		if err != nil {
-			return fmt.Errorf("rebuild voucher %d: %w", v.ID, err)
-		}
-		if !res.Done {
-			return nil
-		}
-		s.Logger.Warn("voucher rebuilt in Redis from the database", "voucher", v.ID, "remaining", res.Remaining,
-			"initial_stock", v.InitialStock, "replaced_other_generation", res.Replaced)
-		// The stock was set from the initial stock of the row this rebuild
-		// read, which may be older than an addition of stock committed
-		// since (AddStock): a rebuild begun before it (a buyer's, a
-		// repair's) and started over by the addition's unload, finishing
-		// first, left the addition in the database only, and the
-		// addition's own rebuild found that stock and set nothing (found
-		// by review). The rebuild that set the stock reads the row again,
-		// and takes the stock anew from a row that grew.
-		row, err := s.Store.Voucher(ctx, v.ID)
-		if err != nil || row.InitialStock <= v.InitialStock {
-			return nil // unread: the addition's retry or reconcile puts it right
-		}
-		if try == 2 {
-			s.Logger.Error("voucher's stock grew during three rebuilds: Redis may hold less than the database until reconcile --repair", "voucher", v.ID)
-			return nil
-		}
-		s.rows.remember(row)
-		if err := s.Cache.UnloadStock(ctx, v.ID); err != nil {
-			return fmt.Errorf("rebuild voucher %d: take the added stock: %w", v.ID, err)
-		}
-		v = row
-	}
-}
-
 // Row returns the voucher's row as first read in this process (see
 // voucherRows): its generation and shards, without asking the database on
 // the hot path.
 func (s *VoucherService) Row(ctx context.Context, id int64) (*Voucher, error) {
 	return s.rows.get(ctx, s.Store, id)
 }
+
+// Remember keeps v as the voucher's row for Row: a rebuild read it anew.
+func (s *VoucherService) Remember(v *Voucher) { s.rows.remember(v) }
 
 // voucherRows holds vouchers as first read in this process: their
 // generation and shards, which never change (their stock does, and an

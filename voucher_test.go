@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/redisledger"
+	"github.com/seckill/seckill/sqlledger"
 )
 
 func TestValidate(t *testing.T) {
@@ -99,24 +100,24 @@ func services(t testing.TB, redisURL string) (*seckill.VoucherService, seckill.S
 	}
 	vs := newVouchers(store, cache, logger, time.Now)
 	// As serve starts: the Redis server checked, admissions armed.
-	if err := vs.Restore(ctx); err != nil {
+	if err := ledgerOf(vs).Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return vs, store, logs
 }
 
-// newVouchers returns a VoucherService of the stream mode with its
-// CacheFence, wired as the service wires them.
-func newVouchers(store seckill.Store, cache seckill.VoucherCache, logger *slog.Logger, now func() time.Time) *seckill.VoucherService {
-	vs := &seckill.VoucherService{Store: store, Cache: cache, Logger: logger, Now: now}
-	vs.Fence = &seckill.CacheFence{Cache: cache, Vouchers: vs, Logger: logger}
+// newVouchers returns a VoucherService of the stream mode with its Redis
+// ledger, wired as the service wires them.
+func newVouchers(store seckill.Store, cache redisledger.Cache, logger *slog.Logger, now func() time.Time) *seckill.VoucherService {
+	vs := &seckill.VoucherService{Store: store, Logger: logger, Now: now}
+	vs.Ledger = redisledger.New(cache, vs, logger)
 	return vs
 }
 
 // admitter returns the Redis ledger over cache (the test's own
 // wrapper of the Redis client, say) for the vouchers of vs.
 func admitter(vs *seckill.VoucherService, cache redisledger.Cache) *redisledger.Ledger {
-	return &redisledger.Ledger{Cache: cache, Vouchers: vs, Fence: vs.Fence, Logger: vs.Logger}
+	return &redisledger.Ledger{Cache: cache, Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger}
 }
 
 // fencedSlots reads a sold-out voucher's buyers from the cache, fenced,
@@ -199,7 +200,7 @@ func TestRestoreAfterRedisLoss(t *testing.T) {
 	url2, _ := faults.StartRedis(t)
 	s2, _, logs := services(t, url2)
 	s2.Store = s.Store
-	if err := s2.Restore(ctx); err != nil {
+	if err := ledgerOf(s2).Restore(ctx); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	for id, want := range map[int64]*int64{fresh.ID: ptr(10), lateID: ptr(5), sold.ID: ptr(9), ended.ID: nil} {
@@ -212,7 +213,7 @@ func TestRestoreAfterRedisLoss(t *testing.T) {
 		}
 	}
 	// The buyer of the persisted order is known again: buying twice is refused.
-	err = s2.Cache.(*redis.Client).Admit(ctx, seckill.Admission{VoucherID: sold.ID, Generation: sold.Generation, UserID: 7, OrderID: 2002})
+	err = cacheOf(s2).Admit(ctx, seckill.Admission{VoucherID: sold.ID, Generation: sold.Generation, UserID: 7, OrderID: 2002})
 	var e *seckill.Error
 	if !errors.As(err, &e) || !errors.Is(err, seckill.ErrDuplicateOrder) || e.OrderID != 1001 {
 		t.Errorf("admitting the buyer of order 1001 again after Restore = %v, want duplicate_order with 1001", err)
@@ -335,8 +336,16 @@ func TestCreateShards(t *testing.T) {
 
 	// Only the stream mode takes shards.
 	s.Placer = p
+	redis := s.Ledger
 	for _, mode := range []seckill.Mode{seckill.ModeSync, seckill.ModeQueue} {
-		s.Mode = mode
+		switch mode {
+		case seckill.ModeSync:
+			s.Ledger = &sqlledger.Ledger{Store: store}
+		case seckill.ModeQueue:
+			queued := redisledger.New(redis.(*redisledger.Ledger).Cache, s, s.Logger)
+			queued.Queued = true
+			s.Ledger = queued
+		}
 		v := onSale("in "+string(mode), 10)
 		v.Shards = 2
 		_, err := s.Create(ctx, v)
@@ -387,7 +396,7 @@ func TestListKeepsRows(t *testing.T) {
 		t.Errorf("200 lists read the database %d times, want once", n)
 	}
 	// The stock is read afresh: a buy shows at once.
-	if err := vs.Cache.(*redis.Client).Admit(ctx, seckill.Admission{VoucherID: v.ID, UserID: 1, OrderID: 1, Generation: v.Generation}); err != nil {
+	if err := cacheOf(vs).Admit(ctx, seckill.Admission{VoucherID: v.ID, UserID: 1, OrderID: 1, Generation: v.Generation}); err != nil {
 		t.Fatal(err)
 	}
 	views, err := vs.List(ctx, 100)
@@ -405,3 +414,9 @@ func TestListKeepsRows(t *testing.T) {
 
 // redisLedger is the Redis ledger of an order service of these tests.
 func redisLedger(o *seckill.OrderService) *redisledger.Ledger { return o.Ledger.(*redisledger.Ledger) }
+
+// ledgerOf is the Redis ledger of a voucher service of these tests.
+func ledgerOf(vs *seckill.VoucherService) *redisledger.Ledger { return vs.Ledger.(*redisledger.Ledger) }
+
+// cacheOf is the Redis client under a voucher service of these tests.
+func cacheOf(vs *seckill.VoucherService) *redis.Client { return ledgerOf(vs).Cache.(*redis.Client) }

@@ -5,8 +5,6 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/seckill/seckill"
 )
 
 // gauges are the descriptions of the state the monitor exports. Each is
@@ -78,7 +76,7 @@ func (m *Monitor) Collect(ch chan<- prometheus.Metric) {
 		gauge := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
 		}
-		if m.cfg.Mode != seckill.ModeSync {
+		if m.cfg.Streams != nil {
 			s := vs.Stream
 			gauge(g.streamLength, float64(s.Length))
 			gauge(g.streamPending, float64(s.Pending))

@@ -59,8 +59,9 @@ type WorkerInfo interface {
 // Config configures a Monitor. Zero fields take the defaults in their
 // comments.
 type Config struct {
-	// Vouchers, Store and Streams are where the monitor reads. Required;
-	// Streams is not read in the sync mode.
+	// Vouchers, Store and Streams are where the monitor reads. Required,
+	// but Streams in the sync mode, whose ledger is the database: it is
+	// dropped there, and a voucher's remaining stock is its row's.
 	Vouchers Vouchers
 	Store    Store
 	Streams  Streams
@@ -98,6 +99,10 @@ func (c Config) withDefaults() Config {
 	if c.Mode == "" {
 		c.Mode = seckill.ModeStream
 	}
+	if c.Mode == seckill.ModeSync {
+		// The database is the sale: there are no streams to read.
+		c.Streams = nil
+	}
 	if c.ActiveWithin <= 0 {
 		c.ActiveWithin = 60 * time.Second
 	}
@@ -128,7 +133,7 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("monitor: Config.Store is required"))
 	}
 	if c.Streams == nil && c.Mode != seckill.ModeSync {
-		errs = append(errs, errors.New("monitor: Config.Streams is required"))
+		errs = append(errs, errors.New("monitor: Config.Streams is required but in the sync mode"))
 	}
 	if _, err := seckill.ParseMode(string(c.Mode)); err != nil {
 		errs = append(errs, fmt.Errorf("monitor: %w", err))
@@ -313,7 +318,7 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 	// nothing is queued.
 	st := &seckill.CacheState{Loaded: true, Remaining: v.Stock}
 	var stored map[int64]seckill.OrderStatus
-	if m.cfg.Mode != seckill.ModeSync {
+	if m.cfg.Streams != nil {
 		if st, err = m.cfg.Streams.State(ctx, id); err != nil {
 			return nil, err
 		}
@@ -338,7 +343,7 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 		return nil, err
 	}
 	rec := seckill.Compare(v, st, created, stored)
-	if m.cfg.Mode != seckill.ModeSync {
+	if m.cfg.Streams != nil {
 		// A cancelled order's unit the cache has not taken back yet.
 		rec.Drift -= lc.Unreturned
 	}
@@ -361,7 +366,7 @@ func (m *Monitor) countVoucher(ctx context.Context, id int64) (*seckill.VoucherS
 	// Redis first, as readVoucher: an order persisted in between then
 	// counts in the database (and maybe pending), never in neither.
 	st := &seckill.CacheState{}
-	if m.cfg.Mode != seckill.ModeSync {
+	if m.cfg.Streams != nil {
 		var err error
 		if st, err = m.cfg.Streams.Summary(ctx, id); err != nil {
 			return nil, err
@@ -378,7 +383,7 @@ func (m *Monitor) countVoucher(ctx context.Context, id int64) (*seckill.VoucherS
 	if vs.Failed, err = m.cfg.Store.CountFailedOrders(ctx, id); err != nil {
 		return nil, err
 	}
-	if m.cfg.Mode == seckill.ModeSync {
+	if m.cfg.Streams == nil {
 		st = &seckill.CacheState{Loaded: true, Remaining: v.Stock}
 	}
 	counted := *st
@@ -394,7 +399,7 @@ func (m *Monitor) fill(vs *seckill.VoucherStats, st *seckill.CacheState, rec *se
 	if rec.Loaded {
 		vs.Remaining = &rec.Remaining
 	}
-	if m.cfg.Mode == seckill.ModeSync {
+	if m.cfg.Streams == nil {
 		return
 	}
 	vs.Shards = st.Shards

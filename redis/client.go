@@ -78,7 +78,7 @@ const DefaultWaitTimeout = 500 * time.Millisecond
 const DefaultWaitPoolSize = rueidis.DefaultPoolSize
 
 // Client is seckill's connection to Redis. It implements
-// [seckill.VoucherCache], [seckill.LoginCodes] and, for the copies of
+// [redisledger.Cache], [seckill.LoginCodes] and, for the copies of
 // sold-out vouchers' buyers, [soldout.Reader].
 type Client struct {
 	rdb rueidis.Client
@@ -136,10 +136,7 @@ type Client struct {
 	topoAt      time.Time
 }
 
-var (
-	_ seckill.VoucherCache = (*Client)(nil)
-	_ seckill.LoginCodes   = (*Client)(nil)
-)
+var _ seckill.LoginCodes = (*Client)(nil)
 
 // Open connects to the Redis of cfg and checks that it will not evict keys:
 // an evicted stock or buyer set would oversell. A Redis that will not say its

@@ -13,8 +13,6 @@ import (
 	"github.com/seckill/seckill"
 )
 
-var _ seckill.CacheGuard = (*Client)(nil)
-
 // embeddedIdentity is the identity of the embedded server: it lives and
 // dies with the process that runs it, so it never comes back with old data.
 const embeddedIdentity = "embedded"

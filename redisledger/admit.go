@@ -74,7 +74,7 @@ func (l *Ledger) admit(ctx context.Context, a seckill.Admission) error {
 	if !l.now().Before(v.EndTime) {
 		return seckill.Errorf(seckill.ErrEnded, "the sale of voucher %d has ended", voucherID)
 	}
-	if err := l.Vouchers.Rebuild(ctx, voucherID); err != nil {
+	if err := l.Rebuild(ctx, voucherID); err != nil {
 		if errors.Is(err, seckill.ErrVoucherNotFound) {
 			return err
 		}
@@ -115,7 +115,7 @@ func (l *Ledger) admitOnce(ctx context.Context, a seckill.Admission) error {
 
 // borrow answers an admission that found the home shard of a sharded
 // voucher sold out: stock is borrowed from the other shards
-// (AdmissionCache.Borrow) and the admission runs again, up to borrowRounds
+// (Cache.Borrow) and the admission runs again, up to borrowRounds
 // times; it runs again also after a borrow that found the voucher sold out
 // or could move nothing, since the buyer's other ask may have taken a unit
 // meanwhile (G5). Sold out only when the whole voucher is; when no stock

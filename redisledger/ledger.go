@@ -14,9 +14,11 @@ import (
 	"github.com/seckill/seckill/internal/cow"
 )
 
-// Cache is the part of Redis that admits buyers (package redis's Client):
-// the admission scripts, the buyers' slots, and the stock.
+// Cache is Redis as the ledger uses it (package redis's Client): the
+// fence, the admission scripts, the buyers' slots, the stock, and the
+// vouchers' loads, rebuilds and controls.
 type Cache interface {
+	Guard
 	// Admit admits the user to the voucher's sale with the order id,
 	// atomically: window, stock, one per buyer, and the order appended to
 	// the stream of the buyer's home shard. It returns nil if admitted;
@@ -48,6 +50,43 @@ type Cache interface {
 	// Remaining returns the stock left of each of ids; an id whose voucher
 	// is not loaded is absent from the map.
 	Remaining(ctx context.Context, ids ...int64) (map[int64]int64, error)
+	// LoadVoucher puts a voucher just created into the cache: its stock,
+	// window and generation. State the cache holds under its id for another
+	// generation is stale and is replaced (LoadVoucher reports whether there
+	// was such state); state of this very generation (rebuilt from the
+	// database by a buyer or another instance first) is kept.
+	LoadVoucher(ctx context.Context, v *seckill.Voucher) (replaced bool, err error)
+	// Rebuild puts v back in the cache from the database, unless the cache
+	// holds it (this generation, loaded): its window, its buyers (its
+	// created orders, read through orders a page at a time, and the orders
+	// still queued), and the stock they leave. State of another generation
+	// is replaced. Concurrent rebuilds, here or in other instances, are
+	// harmless; an Unload during a rebuild makes it start over.
+	Rebuild(ctx context.Context, v *seckill.Voucher, orders seckill.OrderPages) (seckill.Rebuilt, error)
+	// State reads what the cache holds of a voucher's sale, at one instant.
+	State(ctx context.Context, voucherID int64) (*seckill.CacheState, error)
+	// Unload deletes a voucher's stock and buyers from the cache, so that it
+	// is rebuilt; admission refuses it until then, and a rebuild in flight
+	// starts over.
+	Unload(ctx context.Context, voucherID int64) error
+	// UnloadStock is Unload that keeps the buyers: the rebuild counts them
+	// with those it finds.
+	UnloadStock(ctx context.Context, voucherID int64) error
+	// Control writes an operator's control into what admission reads, on
+	// every shard of v held in this generation: paused (v.Paused), and,
+	// if ended, that the sale was ended now (admission then answers
+	// ErrEnded whatever the clocks say). The controls outlive Unload, and
+	// a rebuild keeps them over the row it read (which may be older);
+	// only a cache that lost the voucher takes them from the row again.
+	Control(ctx context.Context, v *seckill.Voucher, ended bool) error
+	// LockControl takes the voucher's control lock for the caller (token)
+	// for ttl, unless another instance holds it, and reports whether it
+	// did; UnlockControl ends the caller's hold.
+	LockControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error)
+	UnlockControl(ctx context.Context, voucherID int64, token string) error
+	// RenewControl extends the caller's hold on the lock by ttl, and
+	// reports false if it no longer held it.
+	RenewControl(ctx context.Context, voucherID int64, token string, ttl time.Duration) (bool, error)
 }
 
 // SoldOutReader reads the slots of a voucher found sold out, from a copy
@@ -61,8 +100,7 @@ type SoldOutReader interface {
 	SoldOutBuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
 }
 
-// Ledger is the Redis ledger (seckill.Ledger). Set its fields before the
-// first call; Cache, Vouchers, Fence and Logger are required.
+// Ledger is the Redis ledger (seckill.Ledger). New makes one.
 type Ledger struct {
 	Cache Cache
 	// Queue is the queue mode's queue of admitted orders: an admission
@@ -72,8 +110,15 @@ type Ledger struct {
 	Queue seckill.OrderQueue
 	// Vouchers gives the vouchers' rows and rebuilds those Redis lost.
 	Vouchers *seckill.VoucherService
-	// Fence checks the Redis server when an admission finds it must.
-	Fence *seckill.CacheFence
+	// Fence checks the Redis server when an admission finds it must; New
+	// makes it.
+	Fence *Fence
+	// Queued says the orders admitted wait in this process's memory (the
+	// queue mode), where a rebuild cannot count them: a Redis that may
+	// hold older data then keeps its buyers when it is unloaded, and may
+	// undersell a little, never oversell. Set with Queue, or alone by a
+	// tool of the queue mode that queues nothing itself.
+	Queued bool
 	// SoldOut reads a buyer's slot of a voucher found sold out: from a
 	// copy kept true (package soldout), or from Redis, fenced. The
 	// sold-out memory (SoldOutFor) answers only through it: nil turns the
@@ -97,12 +142,23 @@ type Ledger struct {
 	// HGET). Stock given back (a dead letter, a repair) is sold again after
 	// at most this long. Default 1s; negative turns it off.
 	SoldOutFor time.Duration
+	// RebuildTimeout bounds a rebuild of a voucher, or of every open one
+	// after the Redis server changed. Rebuilds run apart from the requests
+	// that wait for them (who get 503 when their own deadline comes
+	// first), so that a client going away fails nobody else. A voucher of
+	// a million orders takes a few seconds. Default 10m.
+	RebuildTimeout time.Duration
 	// Lookup bounds the read of the buyer's slot after an admission whose
 	// answer was lost. Default 1s.
 	Lookup time.Duration
 	Logger *slog.Logger
 	// Clock tells the time. Default the Vouchers' clock.
 	Clock seckill.Clock
+
+	rebuilds singleflight.Group
+	// restocks holds, by voucher id, the *restocker that makes additions
+	// of stock take turns in Redis (restock).
+	restocks sync.Map
 
 	soldOut cow.Map[int64, soldOutEntry]
 	// probed holds, by voucher id, when (unix ns) its stock was last read
@@ -117,6 +173,14 @@ type Ledger struct {
 	soldOutShards sync.Map
 }
 
+// New returns the Redis ledger over cache for the vouchers of vouchers,
+// with its Fence: set the optional fields before the first call.
+func New(cache Cache, vouchers *seckill.VoucherService, logger *slog.Logger) *Ledger {
+	l := &Ledger{Cache: cache, Vouchers: vouchers, Logger: logger}
+	l.Fence = &Fence{Cache: cache, Ledger: l, Logger: logger}
+	return l
+}
+
 var (
 	_ seckill.Ledger         = (*Ledger)(nil)
 	_ seckill.SoldOutAnswers = (*Ledger)(nil)
@@ -129,7 +193,7 @@ var (
 // admission (admit), and the order then goes to the queue in the queue
 // mode. o stays pending.
 func (l *Ledger) Admit(ctx context.Context, o *seckill.Order) error {
-	fence := l.Fence.Seen()
+	fence := l.Fence.seen.load()
 	if l.SoldOut != nil && l.knownSoldOut(o.VoucherID, fence) {
 		err := l.soldOutAnswer(ctx, o.UserID, o.VoucherID)
 		if err != nil && (!l.Confirmed || !errors.Is(err, seckill.ErrDuplicateOrder)) {

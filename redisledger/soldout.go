@@ -11,7 +11,7 @@ import (
 
 // soldOutEntry is what the sold-out memory (Ledger.soldOut) knows of a
 // voucher: until when it is known sold out, and the fence word
-// (CacheFence.Seen) it was learnt under. The memory changes about once a
+// (fenceSeen) it was learnt under. The memory changes about once a
 // second per voucher on sale, and is read by every buy.
 type soldOutEntry struct {
 	until int64  // Unix ns
@@ -41,7 +41,7 @@ func (l *Ledger) setSoldOut(voucherID int64, e, was soldOutEntry, now int64) {
 
 // knownSoldOut reports whether the voucher was found sold out less than
 // SoldOutFor ago, while this process has seen the server checked
-// (CacheFence.Seen) without a doubt since: fence is the word now. An entry
+// (fenceSeen) without a doubt since: fence is the word now. An entry
 // that has expired, or was learnt under another word, is dropped: a server
 // that came back with older data may have stock, and lack the slot of a
 // buyer who holds an order.
@@ -51,7 +51,7 @@ func (l *Ledger) knownSoldOut(voucherID int64, fence uint64) bool {
 		return false
 	}
 	now := l.now().UnixNano()
-	if now < e.until && e.fence == fence && seckill.CheckedIn(fence) {
+	if now < e.until && e.fence == fence && checkedIn(fence) {
 		return true
 	}
 	l.setSoldOut(voucherID, soldOutEntry{}, e, now)
@@ -69,7 +69,7 @@ func (l *Ledger) noteSoldOut(voucherID int64, fence uint64) {
 	if wait == 0 {
 		wait = time.Second
 	}
-	if wait > 0 && seckill.CheckedIn(fence) && l.SoldOut != nil {
+	if wait > 0 && checkedIn(fence) && l.SoldOut != nil {
 		now := l.now().UnixNano()
 		l.setSoldOut(voucherID, soldOutEntry{until: now + int64(wait), fence: fence}, soldOutEntry{}, now)
 	}
@@ -87,7 +87,7 @@ func (l *Ledger) soldOutAnswer(ctx context.Context, userID, voucherID int64) err
 	existing, err := l.SoldOut.SoldOutBuyerOrder(ctx, userID, voucherID)
 	switch {
 	case errors.Is(err, seckill.ErrCacheUnverified):
-		l.Fence.Doubt()
+		l.Fence.seen.doubt()
 		return nil
 	case errors.Is(err, seckill.ErrVoucherNotLoaded):
 		e, _ := l.soldOut.Load(voucherID)
@@ -116,7 +116,7 @@ func (l *Ledger) AnswerSoldOut(ctx context.Context, v *seckill.Voucher, userID i
 	if l.SoldOut == nil {
 		return nil
 	}
-	fence := l.Fence.Seen()
+	fence := l.Fence.seen.load()
 	if !l.knownSoldOut(v.ID, fence) && (!probe || v.ShardCount() > 1 || !l.probeSoldOut(ctx, v.ID, fence)) {
 		return nil
 	}

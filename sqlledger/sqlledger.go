@@ -19,6 +19,8 @@ type Store interface {
 	// PlaceOrder is seckill.OrderStore's: the whole admission in one
 	// transaction.
 	PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time) error
+	// Voucher is seckill.VoucherStore's: the row whose stock remains.
+	Voucher(ctx context.Context, id int64) (*seckill.Voucher, error)
 }
 
 // Ledger is the SQL ledger. Store is required.
@@ -50,4 +52,38 @@ func (l *Ledger) HeldOrder(context.Context, int64, int64) (seckill.Held, error) 
 // (seckill.Ledger).
 func (l *Ledger) HeldOrders(context.Context, int64, ...int64) (map[int64]int64, error) {
 	return nil, nil
+}
+
+// Load does nothing: the row is the sale (seckill.VoucherLedger).
+func (l *Ledger) Load(context.Context, *seckill.Voucher) error { return nil }
+
+// Remaining returns each voucher's stock as the database holds it now
+// (seckill.VoucherLedger): the rows a caller passes may have been read a
+// while ago (VoucherService.List keeps them), and the stock is what buys
+// take.
+func (l *Ledger) Remaining(ctx context.Context, vs ...*seckill.Voucher) (map[int64]int64, error) {
+	left := make(map[int64]int64, len(vs))
+	for _, v := range vs {
+		row, err := l.Store.Voucher(ctx, v.ID)
+		if err != nil {
+			return nil, fmt.Errorf("read remaining stock: %w", err)
+		}
+		left[v.ID] = row.Stock
+	}
+	return left, nil
+}
+
+// Control makes the control in the database, which is all admission
+// reads: its row lock orders the controls (seckill.VoucherLedger).
+func (l *Ledger) Control(ctx context.Context, _ int64, _ seckill.Control, write func(context.Context) (*seckill.Voucher, error)) (*seckill.Voucher, error) {
+	return write(ctx)
+}
+
+// Restore does nothing: nothing is kept outside the database
+// (seckill.VoucherLedger).
+func (l *Ledger) Restore(context.Context) error { return nil }
+
+// MaxShards is 1: a voucher is one row (seckill.VoucherLedger).
+func (l *Ledger) MaxShards() (int, string) {
+	return 1, "the sync mode sells from the database's one row; only the stream mode splits a voucher's stock over shards"
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/mysql"
 	"github.com/seckill/seckill/postgres"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 	"github.com/seckill/seckill/sqlite"
 )
 
@@ -162,8 +163,10 @@ func (b *rig) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg 
 	if now == nil {
 		now = time.Now
 	}
-	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: now, Retention: cfg.Retention}
-	p, err := New(cfg, stream, store, vs.Rebuild, reg, b.logger)
+	vs := &seckill.VoucherService{Store: b.store, Logger: b.logger, Now: now, Retention: cfg.Retention}
+	ledger := redisledger.New(b.cache, vs, b.logger)
+	vs.Ledger = ledger
+	p, err := New(cfg, stream, store, ledger.Rebuild, reg, b.logger)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -624,11 +627,13 @@ func TestPoolWidensWithBacklog(t *testing.T) {
 	for u := range int64(1000) {
 		b.admit(10_000 + u)
 	}
-	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: time.Now}
+	vs := &seckill.VoucherService{Store: b.store, Logger: b.logger, Now: time.Now}
+	ledger := redisledger.New(b.cache, vs, b.logger)
+	vs.Ledger = ledger
 	p, err := New(Config{
 		Consumer: "wide", Workers: 2, WorkersMax: 6, BatchSize: 10,
 		Block: 50 * time.Millisecond, BacklogEvery: 20 * time.Millisecond,
-	}, b.cache, b.store, vs.Rebuild, prometheus.NewRegistry(), b.logger)
+	}, b.cache, b.store, ledger.Rebuild, prometheus.NewRegistry(), b.logger)
 	if err != nil {
 		t.Fatal(err)
 	}

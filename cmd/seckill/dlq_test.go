@@ -43,8 +43,9 @@ func TestDLQRealServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cache.Close()
-	vouchers := app.NewOps(seckill.ModeStream, 0, store, cache, logger).Vouchers
-	if err := vouchers.Restore(ctx); err != nil {
+	ops := app.NewOps(seckill.ModeStream, 0, store, cache, logger)
+	vouchers := ops.Vouchers
+	if err := ops.Ledger.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)

@@ -119,7 +119,7 @@ type TestConfig struct {
 	// predates the test, under a key prefix of its own.
 	NoNodeWait bool
 	// NoCacheWatch leaves the Redis server unwatched for a restart, a
-	// failover or lost data (seckill.CacheWatch).
+	// failover or lost data (redisledger.Watch).
 	NoCacheWatch bool
 	// NoStatsCache makes every read of the admin stats read Redis and the
 	// database again (monitor.Config.CacheFor negative).
@@ -205,12 +205,15 @@ func CheckWaitReplicas(mode seckill.Mode, replicas int) error {
 // App is a built service. Its fields are for the commands and tests that
 // run it; the service itself needs none of them set again.
 type App struct {
-	Mode        seckill.Mode
-	Store       seckill.Store
-	Cache       *redis.Client
-	Logger      *slog.Logger
-	Registry    *prometheus.Registry
-	Vouchers    *seckill.VoucherService
+	Mode     seckill.Mode
+	Store    seckill.Store
+	Cache    *redis.Client
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Vouchers *seckill.VoucherService
+	// Redis is the Redis ledger; nil in the sync mode, whose ledger is the
+	// database.
+	Redis       *redisledger.Ledger
 	Orders      *seckill.OrderService
 	DeadLetters *seckill.DeadLetterService
 	Reconciler  *seckill.Reconciler
@@ -256,7 +259,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}()
 
 	ops := NewOps(cfg.Mode, cfg.Retention, cfg.Store, cfg.Cache, logger)
-	a.Vouchers, a.DeadLetters, a.Reconciler, a.Sweeper = ops.Vouchers, ops.DeadLetters, ops.Reconciler, ops.Sweeper
+	a.Vouchers, a.Redis, a.DeadLetters, a.Reconciler, a.Sweeper = ops.Vouchers, ops.Redis, ops.DeadLetters, ops.Reconciler, ops.Sweeper
 	a.Sweeper.Every = cfg.SweepEvery
 	a.Sweeper.Grace = cfg.PaymentGrace
 	a.Sweeper.Crash = cfg.Test.Crash
@@ -269,15 +272,15 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, err
 		}
 	}
-	if err := a.Vouchers.Restore(ctx); err != nil {
+	if err := ops.Ledger.Restore(ctx); err != nil {
 		// Not fatal: the vouchers that could be loaded are on sale, and
 		// admission checks Redis again before it admits.
 		logger.Error("some vouchers could not be loaded into Redis", "err", err)
 	}
-	if cfg.Mode != seckill.ModeSync && !cfg.Test.NoCacheWatch {
+	if ops.Redis != nil && !cfg.Test.NoCacheWatch {
 		// A Redis that changes under the sale (restarted, failed over, or
 		// its data lost) is checked, and its open vouchers rebuilt.
-		watch := &seckill.CacheWatch{Fence: ops.Fence, Logger: logger}
+		watch := &redisledger.Watch{Fence: ops.Redis.Fence, Logger: logger}
 		if err := watch.Start(ctx); err != nil {
 			return nil, err
 		}
@@ -313,14 +316,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// vouchers' buyers, whose pollers stop at Close.
 	copies := soldout.New(cfg.Cache, soldout.Config{Off: cfg.NoSoldOutCopy}, logger)
 	a.closers = append(a.closers, copies.Close)
-	// The ledger: the Redis ledger, or in the sync mode the SQL ledger.
-	var ledger seckill.Ledger = &sqlledger.Ledger{Store: cfg.Store, Clock: time.Now}
-	if ops.Ledger != nil {
-		ops.Ledger.SoldOut = copies
-		ops.Ledger.Confirmed = cfg.Cache.WaitReplicas() > 0
-		ledger = ops.Ledger
+	if ops.Redis != nil {
+		ops.Redis.SoldOut = copies
+		ops.Redis.Confirmed = cfg.Cache.WaitReplicas() > 0
 	}
-	a.Orders = &seckill.OrderService{Ledger: ledger, Store: cfg.Store, Vouchers: a.Vouchers, IDs: ids, Logger: logger,
+	a.Orders = &seckill.OrderService{Ledger: ops.Ledger, Store: cfg.Store, Vouchers: a.Vouchers, IDs: ids, Logger: logger,
 		OrderTime: orderid.Time}
 	a.Payments = &seckill.PaymentService{Store: cfg.Store, Cache: ops.Sweeper.Cache, Orders: a.Orders, Vouchers: a.Vouchers,
 		Provider: cfg.Payments, Grace: cfg.PaymentGrace, Logger: logger, Now: time.Now, Crash: cfg.Test.Crash}
@@ -340,10 +340,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.Challenges = &seckill.ChallengeService{Config: cfg.Challenge, Key: key, Vouchers: a.Vouchers, Spent: cfg.Cache,
 		Logger: logger, Now: time.Now}
-	if ops.Ledger != nil {
+	if ops.Redis != nil {
 		// The SQL ledger keeps no sold-out memory: its buys all ask the
 		// database, and a challenge voucher's ask for a solution first.
-		a.Challenges.Answers = ops.Ledger
+		a.Challenges.Answers = ops.Redis
 	}
 
 	var workers monitor.WorkerInfo
@@ -354,13 +354,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		a.closers = append(a.closers, a.Queue.Stop)
 		// The queue takes orders at once; its workers may start later.
-		ops.Ledger.Queue = a.Queue
+		ops.Redis.Queue = a.Queue
 	case seckill.ModeStream:
-		if a.Pool, err = worker.New(cfg.Stream, cfg.Cache, cfg.Store, a.Vouchers.Rebuild, cfg.Registry, logger); err != nil {
+		if a.Pool, err = worker.New(cfg.Stream, cfg.Cache, cfg.Store, ops.Redis.Rebuild, cfg.Registry, logger); err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, a.Pool.Stop)
-		ops.Ledger.Backpressure = a.Pool
+		ops.Redis.Backpressure = a.Pool
 		a.Challenges.Backlog = a.Pool
 		a.Vouchers.Created = func(v *seckill.Voucher) { a.Pool.Watch(v) }
 		workers = a.Pool
@@ -404,15 +404,17 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	return a, nil
 }
 
-// Ops are the domain services of a sale but the orders: the vouchers, the
-// fence over the cache server and the Redis ledger (nil in the sync mode),
-// the dead letters and the reconciler. New builds them for the service; the
-// command line tools (reconcile, dlq, stats) build them alone, on the
-// database and Redis of a running service.
+// Ops are the domain services of a sale but the orders: the vouchers and
+// their ledger (the Redis ledger, with its fence, or in the sync mode the
+// SQL ledger), the dead letters and the reconciler. New builds them for
+// the service; the command line tools (reconcile, dlq, stats) build them
+// alone, on the database and Redis of a running service.
 type Ops struct {
-	Vouchers    *seckill.VoucherService
-	Fence       *seckill.CacheFence
-	Ledger      *redisledger.Ledger
+	Vouchers *seckill.VoucherService
+	// Ledger is the vouchers' ledger: Redis, or the SQL ledger.
+	Ledger seckill.Ledger
+	// Redis is the Redis ledger; nil in the sync mode.
+	Redis       *redisledger.Ledger
 	DeadLetters *seckill.DeadLetterService
 	Reconciler  *seckill.Reconciler
 	// Sweeper cancels the orders not paid by their deadline (not started:
@@ -425,33 +427,38 @@ type Ops struct {
 // default, seckill.DefaultRetention) on store and cache, and makes cache
 // read the rows of the vouchers it has not learnt from store (the tags of
 // their shards: redis.Client.SetVouchers). It loads nothing into Redis and
-// starts nothing.
+// starts nothing. The mode is the choice of the ledger, made here only.
 func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cache *redis.Client, logger *slog.Logger) *Ops {
 	if cache != nil {
 		// A voucher's shards are where its row says: the client reads the
 		// row of a voucher it has not met (one made by another instance).
 		cache.SetVouchers(store.Voucher)
 	}
-	o := &Ops{Vouchers: &seckill.VoucherService{Mode: mode, Store: store, Cache: cache, Logger: logger, Now: time.Now,
-		Retention: retention}}
-	if mode != seckill.ModeSync {
-		o.Fence = &seckill.CacheFence{Mode: mode, Cache: cache, Vouchers: o.Vouchers, Logger: logger}
-		o.Vouchers.Fence = o.Fence
-		o.Ledger = &redisledger.Ledger{Cache: cache, Vouchers: o.Vouchers, Fence: o.Fence, Logger: logger, Clock: time.Now}
-	}
+	o := &Ops{Vouchers: &seckill.VoucherService{Store: store, Logger: logger, Now: time.Now, Retention: retention}}
 	o.DeadLetters = &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
 		Logger: logger, Now: time.Now, OrderTime: orderid.Time}
-	if o.Ledger != nil {
-		o.DeadLetters.Admitter = o.Ledger
-	}
 	o.Sweeper = &seckill.Sweeper{Store: store, Logger: logger, Now: time.Now}
 	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache, Returns: o.Sweeper}
-	if cache != nil && mode != seckill.ModeSync {
-		o.Vouchers.Placer = cache
-		o.Reconciler.Shards = cache
-		// The sync mode has no stock in the cache to give units back to.
-		o.Sweeper.Cache = cache
+	if mode == seckill.ModeSync || cache == nil {
+		o.Ledger = &sqlledger.Ledger{Store: store, Clock: time.Now}
+		o.Vouchers.Ledger = o.Ledger
+		return o
 	}
+	o.Redis = redisledger.New(cache, o.Vouchers, logger)
+	o.Redis.Clock = time.Now
+	// The queue mode's orders wait in the instances' memory (App.Queue).
+	o.Redis.Queued = mode == seckill.ModeQueue
+	o.Ledger, o.Vouchers.Ledger = o.Redis, o.Redis
+	o.Vouchers.Placer = cache
+	if !o.Redis.Queued {
+		// Dead letters are retried into the stream, which only the stream
+		// mode's workers read.
+		o.DeadLetters.Admitter = o.Redis
+	}
+	o.Reconciler.Shards = cache
+	o.Reconciler.Repairer = o.Redis
+	// The sync mode has no stock in the cache to give units back to.
+	o.Sweeper.Cache = cache
 	return o
 }
 

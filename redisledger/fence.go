@@ -1,20 +1,20 @@
-package seckill
+package redisledger
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // CacheGuard tells whether the cache's data may be older than the
@@ -28,11 +28,11 @@ import (
 // server it was last checked against; the admission script is loaded into
 // the server's script cache only by an instance that checked the fence
 // (ArmAdmission), and a server that restarted or failed over has an empty
-// script cache, so every admission there stops with ErrCacheUnverified
+// script cache, so every admission there stops with seckill.ErrCacheUnverified
 // until an instance has unloaded the open vouchers whose data may be older
-// ([CacheFence.Check]); each is then rebuilt from the database before it
+// ([Fence.Check]); each is then rebuilt from the database before it
 // is sold again.
-type CacheGuard interface {
+type Guard interface {
 	// Identity names the cache server process and the history of its data.
 	Identity(ctx context.Context) (string, error)
 	// Fence returns the identity recorded with the data when it was last
@@ -43,7 +43,7 @@ type CacheGuard interface {
 	// nil when none can be (a Cluster whose slots moved between masters
 	// that did not change), else a func that tells for each voucher (a
 	// sharded one's data may be older when any shard's may).
-	StaleSince(fence, identity string) func(v *Voucher) bool
+	StaleSince(fence, identity string) func(v *seckill.Voucher) bool
 	// LockCheck takes the check for token for ttl unless another instance
 	// holds it, and reports whether it did.
 	LockCheck(ctx context.Context, token string, ttl time.Duration) (bool, error)
@@ -54,7 +54,7 @@ type CacheGuard interface {
 	// if token no longer held it.
 	SetFence(ctx context.Context, token, identity string) (bool, error)
 	// ArmAdmission lets admissions run on the server, if it is still the
-	// one of identity (else nothing is armed, and ErrUnavailable).
+	// one of identity (else nothing is armed, and seckill.ErrUnavailable).
 	ArmAdmission(ctx context.Context, identity string) error
 	// DisarmAdmission stops every instance's admissions until one arms
 	// them again.
@@ -68,20 +68,17 @@ type CacheGuard interface {
 	RenewRebuilds(ctx context.Context, token string, ttl time.Duration) (bool, error)
 }
 
-// CacheFence keeps admission safe on a cache server that may hold older
+// Fence keeps admission safe on a cache server that may hold older
 // data than the database (see CacheGuard): it checks the server against
 // the fence recorded with its data (Check), unloads the open vouchers whose
 // data may be older when the server changed, and rebuilds them
 // (RebuildUnloaded). Admission calls Check when the cache says it must; a
-// CacheWatch calls both in the background.
-type CacheFence struct {
-	// Mode is how orders are taken: in the queue mode an unloaded voucher
-	// keeps its buyers (see unloadOpen). Default ModeStream.
-	Mode  Mode
-	Cache VoucherCache
-	// Vouchers lists the open vouchers and rebuilds them.
-	Vouchers *VoucherService
-	Logger   *slog.Logger
+// Watch calls both in the background.
+type Fence struct {
+	Cache Cache
+	// Ledger lists the open vouchers and rebuilds them.
+	Ledger *Ledger
+	Logger *slog.Logger
 	// CheckWait bounds how long a caller waits for another instance that
 	// is rebuilding the open vouchers after the cache server changed.
 	// Default 10s.
@@ -102,9 +99,9 @@ type CacheFence struct {
 	due     chan struct{}
 }
 
-func (s *CacheFence) checkLease() time.Duration { return orDefault(s.CheckLease, 15*time.Second) }
+func (s *Fence) checkLease() time.Duration { return cmp.Or(s.CheckLease, 15*time.Second) }
 
-func (s *CacheFence) checkWait() time.Duration { return orDefault(s.CheckWait, 10*time.Second) }
+func (s *Fence) checkWait() time.Duration { return cmp.Or(s.CheckWait, 10*time.Second) }
 
 // Check makes admission safe on the cache server now running. If the
 // server is the one the data was last checked against, it only lets
@@ -116,28 +113,28 @@ func (s *CacheFence) checkWait() time.Duration { return orDefault(s.CheckWait, 1
 // CheckWait. Unloading is quick whatever the vouchers' sizes; each voucher
 // unloaded is rebuilt from the database and its queued orders before it is
 // sold again: by the first buy of it, at start (Restore, those on sale),
-// and by a CacheWatch in the background, those on sale first. Calls in this
+// and by a Watch in the background, those on sale first. Calls in this
 // process share one check, which runs apart from their contexts. A failure
-// is ErrUnavailable.
-func (s *CacheFence) Check(ctx context.Context) error {
+// is seckill.ErrUnavailable.
+func (s *Fence) Check(ctx context.Context) error {
 	ch := s.checks.DoChan("check", func() (any, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(s.Vouchers.RebuildTimeout, defaultRebuildTimeout)+s.checkWait())
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.Ledger.rebuildTimeout()+s.checkWait())
 		defer cancel()
 		return nil, s.check(cctx)
 	})
 	select {
 	case r := <-ch:
-		if r.Err != nil && !errors.Is(r.Err, ErrUnavailable) {
-			return fmt.Errorf("%w: %w", ErrUnavailable, r.Err)
+		if r.Err != nil && !errors.Is(r.Err, seckill.ErrUnavailable) {
+			return fmt.Errorf("%w: %w", seckill.ErrUnavailable, r.Err)
 		}
 		return r.Err
 	case <-ctx.Done():
-		return fmt.Errorf("check the cache server: %w: %w", ErrUnavailable, ctx.Err())
+		return fmt.Errorf("check the cache server: %w: %w", seckill.ErrUnavailable, ctx.Err())
 	}
 }
 
 // check is Check's work.
-func (s *CacheFence) check(ctx context.Context) error {
+func (s *Fence) check(ctx context.Context) error {
 	identity, fence, err := s.identity(ctx)
 	if err != nil {
 		return err
@@ -211,7 +208,7 @@ func (s *CacheFence) check(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("check the cache server: %w", err)
 	case !ok:
-		return fmt.Errorf("check the cache server: the check took longer than its lease of %v and another instance took it over: %w", s.checkLease(), ErrUnavailable)
+		return fmt.Errorf("check the cache server: the check took longer than its lease of %v and another instance took it over: %w", s.checkLease(), seckill.ErrUnavailable)
 	}
 	fenced = true
 	if n > 0 {
@@ -230,7 +227,7 @@ func (s *CacheFence) check(ctx context.Context) error {
 
 // identity reads the cache server's identity and its fence. A server not
 // the one checked makes this process doubt it (fenceSeen) until it arms it.
-func (s *CacheFence) identity(ctx context.Context) (identity, fence string, err error) {
+func (s *Fence) identity(ctx context.Context) (identity, fence string, err error) {
 	if identity, err = s.Cache.Identity(ctx); err != nil {
 		return "", "", fmt.Errorf("check the cache server: %w", err)
 	}
@@ -246,7 +243,7 @@ func (s *CacheFence) identity(ctx context.Context) (identity, fence string, err 
 // arm lets admissions run on the server of identity, the one checked: the
 // cache arms only that server (a failover during the check leaves nothing
 // armed), and the next admission checks again.
-func (s *CacheFence) arm(ctx context.Context, identity string) error {
+func (s *Fence) arm(ctx context.Context, identity string) error {
 	if err := s.Cache.ArmAdmission(ctx, identity); err != nil {
 		s.seen.doubt()
 		return fmt.Errorf("check the cache server: %w", err)
@@ -257,7 +254,7 @@ func (s *CacheFence) arm(ctx context.Context, identity string) error {
 
 // awaitCheck waits for another instance's check of the server to record
 // it, then lets admissions run here too.
-func (s *CacheFence) awaitCheck(ctx context.Context, identity string) error {
+func (s *Fence) awaitCheck(ctx context.Context, identity string) error {
 	wctx, cancel := context.WithTimeout(ctx, s.checkWait())
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -265,7 +262,7 @@ func (s *CacheFence) awaitCheck(ctx context.Context, identity string) error {
 	for {
 		select {
 		case <-wctx.Done():
-			return fmt.Errorf("another instance is rebuilding the vouchers on sale after a Redis restart: %w", ErrUnavailable)
+			return fmt.Errorf("another instance is rebuilding the vouchers on sale after a Redis restart: %w", seckill.ErrUnavailable)
 		case <-tick.C:
 		}
 		fence, err := s.Cache.Fence(wctx)
@@ -284,14 +281,13 @@ func (s *CacheFence) awaitCheck(ctx context.Context, identity string) error {
 // another instance then does the work. stop ends the renewal.
 func hold(ctx context.Context, lease time.Duration, token, what string, renew func(context.Context, string, time.Duration) (bool, error)) (work context.Context, stop func()) {
 	work, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	var loop startstop.Service
+	loop.Start(work, func(loopCtx context.Context) {
 		t := time.NewTicker(lease / 3)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
+			case <-loopCtx.Done():
 				return
 			case <-work.Done():
 				return
@@ -299,14 +295,13 @@ func hold(ctx context.Context, lease time.Duration, token, what string, renew fu
 			}
 			ok, err := renew(work, token, lease)
 			if err != nil || !ok {
-				cancel(fmt.Errorf("lost the %s (renewed %v): %w", what, ok, errors.Join(err, ErrUnavailable)))
+				cancel(fmt.Errorf("lost the %s (renewed %v): %w", what, ok, errors.Join(err, seckill.ErrUnavailable)))
 				return
 			}
 		}
 	})
 	return work, func() {
-		close(done)
-		wg.Wait()
+		loop.Stop()
 		cancel(nil)
 	}
 }
@@ -318,13 +313,13 @@ func hold(ctx context.Context, lease time.Duration, token, what string, renew fu
 // back with stay: the orders waiting in the instances' memory are nowhere
 // else a rebuild could count them (it may then undersell a little, never
 // oversell).
-func (s *CacheFence) unloadOpen(ctx context.Context, stale func(v *Voucher) bool) (int, error) {
-	vs, err := s.Vouchers.open(ctx)
+func (s *Fence) unloadOpen(ctx context.Context, stale func(v *seckill.Voucher) bool) (int, error) {
+	vs, err := s.Ledger.Vouchers.Open(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("check the cache server: %w", err)
 	}
 	unload := s.Cache.Unload
-	if s.Mode == ModeQueue {
+	if s.Ledger.Queued {
 		unload = s.Cache.UnloadStock
 	}
 	n := 0
@@ -340,11 +335,11 @@ func (s *CacheFence) unloadOpen(ctx context.Context, stale func(v *Voucher) bool
 	return n, nil
 }
 
-// Unloaded is poked when a check unloaded vouchers; a CacheWatch then
+// Unloaded is poked when a check unloaded vouchers; a Watch then
 // rebuilds them (RebuildUnloaded).
-func (s *CacheFence) Unloaded() <-chan struct{} { return s.unloaded() }
+func (s *Fence) Unloaded() <-chan struct{} { return s.unloaded() }
 
-func (s *CacheFence) unloaded() chan struct{} {
+func (s *Fence) unloaded() chan struct{} {
 	s.dueOnce.Do(func() { s.due = make(chan struct{}, 1) })
 	return s.due
 }
@@ -355,8 +350,8 @@ func (s *CacheFence) unloaded() chan struct{} {
 // or found rebuilt. One instance at a time does it (LockRebuilds); when
 // another does, it does nothing. A voucher that has passed its retention
 // meanwhile is left alone.
-func (s *CacheFence) RebuildUnloaded(ctx context.Context) (int, error) {
-	vs, err := s.Vouchers.open(ctx)
+func (s *Fence) RebuildUnloaded(ctx context.Context) (int, error) {
+	vs, err := s.Ledger.Vouchers.Open(ctx)
 	if err != nil || len(vs) == 0 {
 		return 0, err
 	}
@@ -368,7 +363,7 @@ func (s *CacheFence) RebuildUnloaded(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var todo []*Voucher
+	var todo []*seckill.Voucher
 	for _, v := range vs {
 		if _, ok := left[v.ID]; !ok {
 			todo = append(todo, v)
@@ -377,8 +372,8 @@ func (s *CacheFence) RebuildUnloaded(ctx context.Context) (int, error) {
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	now := s.Vouchers.Now()
-	slices.SortStableFunc(todo, func(a, b *Voucher) int {
+	now := s.Ledger.now()
+	slices.SortStableFunc(todo, func(a, b *seckill.Voucher) int {
 		return cmp.Compare(boolInt(!a.EndTime.After(now)), boolInt(!b.EndTime.After(now)))
 	})
 	token := newToken()
@@ -397,13 +392,13 @@ func (s *CacheFence) RebuildUnloaded(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for _, v := range todo {
-		err := s.Vouchers.rebuildShared(work, v.ID, work)
+		err := s.Ledger.rebuildShared(work, v.ID, work)
 		switch {
 		case work.Err() != nil:
 			return n, errors.Join(append(errs, context.Cause(work))...)
 		case err == nil:
 			n++
-		case errors.Is(err, ErrEnded), errors.Is(err, ErrVoucherNotFound):
+		case errors.Is(err, seckill.ErrEnded), errors.Is(err, seckill.ErrVoucherNotFound):
 			// Past its retention meanwhile (its keys are dropped), or gone.
 		default:
 			errs = append(errs, err)
@@ -419,74 +414,40 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func newToken() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// CacheWatch checks the cache server's identity against its fence every
-// Every (CacheFence.Check), for the servers that change without emptying their
-// script cache (a failover back to a former master). Admissions on a server
-// that restarted stop at once without it. It also rebuilds the vouchers
-// on sale or within the retention that the cache does not hold, those on
-// sale first: at once after a check of this process unloaded some, and
-// every RebuildEvery for those another instance did not finish (it died).
-type CacheWatch struct {
-	Fence *CacheFence
+// Watch checks the Redis server's identity against its fence every Every
+// (Fence.Check), for the servers that change without emptying their
+// script cache (a failover back to a former master). Admissions on a
+// server that restarted stop at once without it. It also rebuilds the
+// vouchers on sale or within the retention that Redis does not hold,
+// those on sale first: at once after a check of this process unloaded
+// some, and every RebuildEvery for those another instance did not finish
+// (it died).
+type Watch struct {
+	Fence *Fence
 	// Every is how often it looks. Default 1s.
 	Every time.Duration
-	// RebuildEvery is how often it looks for open vouchers the cache does
-	// not hold. Default 10s.
+	// RebuildEvery is how often it looks for open vouchers Redis does not
+	// hold. Default 10s.
 	RebuildEvery time.Duration
 	Logger       *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	loops  sync.WaitGroup
+	checks, rebuilds startstop.Service
 }
 
 // Start begins watching. It returns at once.
-func (w *CacheWatch) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cancel != nil {
-		return nil
-	}
-	every := w.Every
-	if every <= 0 {
-		every = time.Second
-	}
-	rebuildEvery := w.RebuildEvery
-	if rebuildEvery <= 0 {
-		rebuildEvery = 10 * time.Second
-	}
-	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.loops.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		failing := false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			// Logged when it starts and stops failing: while Redis is down
-			// this fails every second, and the admissions say so already.
-			err := w.guard("checking the Redis server", func() error { return w.Fence.Check(ctx) })
-			switch {
-			case ctx.Err() != nil:
-			case err != nil && !failing:
-				w.Logger.Warn("could not check the Redis server; checking again every second", "every", every.String(), "err", err)
-			case err == nil && failing:
-				w.Logger.Info("the Redis server checked again")
-			}
-			failing = err != nil
-		}
+func (w *Watch) Start(ctx context.Context) error {
+	w.checks.Start(ctx, func(ctx context.Context) {
+		// Logged when it starts and stops failing: while Redis is down
+		// this fails every second, and the admissions say so already.
+		startstop.Every(ctx, w.Logger, w.Every, startstop.PassLog{
+			Doing:   "checking the Redis server",
+			Failing: "could not check the Redis server; checking again every second",
+			Again:   "the Redis server checked again",
+		}, w.Fence.Check)
 	})
-	w.loops.Go(func() {
-		t := time.NewTicker(rebuildEvery)
+	w.rebuilds.Start(ctx, func(ctx context.Context) {
+		every := cmp.Or(w.RebuildEvery, 10*time.Second)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		failing := false
 		for {
@@ -497,14 +458,14 @@ func (w *CacheWatch) Start(ctx context.Context) error {
 			case <-w.Fence.Unloaded():
 			}
 			var n int
-			err := w.guard("rebuilding the vouchers Redis does not hold", func() (err error) {
+			err := startstop.Guard(w.Logger, "rebuilding the vouchers Redis does not hold", func() (err error) {
 				n, err = w.Fence.RebuildUnloaded(ctx)
 				return err
 			})
 			switch {
 			case ctx.Err() != nil:
 			case err != nil && !failing:
-				w.Logger.Warn("could not rebuild every voucher Redis does not hold; trying again", "every", rebuildEvery.String(), "rebuilt", n, "err", err)
+				w.Logger.Warn("could not rebuild every voucher Redis does not hold; trying again", "every", every.String(), "rebuilt", n, "err", err)
 			case err == nil && n > 0:
 				w.Logger.Info("rebuilt the vouchers Redis did not hold", "vouchers", n)
 			}
@@ -514,40 +475,17 @@ func (w *CacheWatch) Start(ctx context.Context) error {
 	return nil
 }
 
-// guard runs fn; a panic in it is logged and counts as a failure, and the
-// watch goes on.
-func (w *CacheWatch) guard(what string, fn func() error) error {
-	return guard(w.Logger, what, fn)
-}
-
-// guard runs fn for a background loop: a panic in it is logged with what
-// the loop was doing and returned as an error, and the loop goes on.
-func guard(logger *slog.Logger, what string, fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			logger.Error("panic while "+what, "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return fn()
-}
-
 // Stop stops watching and waits for a check or rebuild in flight. Safe to
 // call twice.
-func (w *CacheWatch) Stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cancel == nil {
-		return
-	}
-	w.cancel()
-	w.loops.Wait()
+func (w *Watch) Stop() {
+	w.checks.Stop()
+	w.rebuilds.Stop()
 }
 
 // fenceSeen says whether this process has seen the cache server checked
-// (its check armed admission there: CacheFence.arm) since it last had
+// (its check armed admission there: Fence.arm) since it last had
 // reason to doubt it (the server was not the one checked, or could not be
-// armed: CacheFence.identity and arm; or a read of a sold-out voucher
+// armed: Fence.identity and arm; or a read of a sold-out voucher
 // found admission not armed: soldOutAnswer). Its word counts the
 // changes: odd while checked. What is learnt while checked (the sold-out
 // memory) holds only while the word is the same.
@@ -556,19 +494,8 @@ type fenceSeen struct{ w atomic.Uint64 }
 // load returns the current word.
 func (f *fenceSeen) load() uint64 { return f.w.Load() }
 
-// CheckedIn reports whether w is a word of a checked server
-// (CacheFence.Seen).
-func CheckedIn(w uint64) bool { return w&1 == 1 }
-
-// Seen returns the word of what this process has seen of the cache
-// server: it moves on each time the server is checked (odd then) and each
-// time there is reason to doubt it. What is learnt while checked (the
-// sold-out memory) holds only while the word is the same.
-func (s *CacheFence) Seen() uint64 { return s.seen.load() }
-
-// Doubt records a reason to doubt the cache server: a read found
-// admission not armed there.
-func (s *CacheFence) Doubt() { s.seen.doubt() }
+// checkedIn reports whether w is a word of a checked server.
+func checkedIn(w uint64) bool { return w&1 == 1 }
 
 // checked records the server checked.
 func (f *fenceSeen) checked() { f.flip(false) }
@@ -580,7 +507,7 @@ func (f *fenceSeen) doubt() { f.flip(true) }
 func (f *fenceSeen) flip(from bool) {
 	for {
 		w := f.w.Load()
-		if CheckedIn(w) != from || f.w.CompareAndSwap(w, w+1) {
+		if checkedIn(w) != from || f.w.CompareAndSwap(w, w+1) {
 			return
 		}
 	}
