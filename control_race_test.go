@@ -11,7 +11,6 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/redisledger"
 	"github.com/seckill/seckill/sqlledger"
 )
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/redisledger"
 	"github.com/seckill/seckill/sqlledger"
 )
 
