@@ -89,8 +89,8 @@ type Config struct {
 	// DrainTimeout bounds how long Stop waits for batches in flight.
 	// Default 15s.
 	DrainTimeout time.Duration
-	// Now returns the current time; tests replace it.
-	Now func() time.Time
+	// Clock tells the time; tests set it. Default (nil) time.Now.
+	Clock seckill.Clock
 }
 
 // DefaultBatchSize is how many orders a batch holds at most unless
@@ -138,9 +138,6 @@ func (c Config) withDefaults() Config {
 	def(&c.BackoffMin, 50*time.Millisecond)
 	def(&c.BackoffMax, 5*time.Second)
 	def(&c.DrainTimeout, 15*time.Second)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	return c
 }
 
@@ -221,7 +218,7 @@ func New(cfg Config, stream seckill.OrderStream, store Store, rebuild func(ctx c
 		metrics:  m,
 		guard:    recoverer{panics: panics, logger: logger},
 		slots:    newSlots(cfg.Workers),
-		breaker:  newBreaker(cfg.BreakerThreshold, cfg.BreakerMin, cfg.BreakerMax, cfg.Now),
+		breaker:  newBreaker(cfg.BreakerThreshold, cfg.BreakerMin, cfg.BreakerMax, cfg.Clock),
 		watching: map[int64]*watch{},
 		readers:  map[*startstop.Service]struct{}{},
 	}, nil
@@ -410,7 +407,7 @@ const retireLookback = 7 * 24 * time.Hour
 // retire). The first one also retires vouchers that passed the retention while no
 // instance ran, a week back.
 func (p *Pool) refresh() error {
-	since := p.cfg.Now().Add(-p.cfg.Retention)
+	since := p.cfg.Clock.Now().Add(-p.cfg.Retention)
 	from := since
 	if !p.refreshed.Load() {
 		from = since.Add(-retireLookback)

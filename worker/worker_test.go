@@ -158,11 +158,7 @@ func (b *rig) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg 
 	// The rebuild keeps the pool's clock and retention, as serve wires
 	// them: else a reader that finds a retired voucher's stream gone
 	// (TestRetire) would rebuild it as a sale still kept.
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: now, Retention: cfg.Retention}
+	vs := &seckill.VoucherService{Store: b.store, Cache: b.cache, Logger: b.logger, Now: cfg.Clock.Now, Retention: cfg.Retention}
 	p, err := New(cfg, stream, store, vs.Rebuild, reg, b.logger)
 	if err != nil {
 		b.t.Fatal(err)
