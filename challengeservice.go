@@ -368,9 +368,11 @@ func (s *ChallengeService) spend(ctx context.Context, v *Voucher, userID int64, 
 	return nil
 }
 
-// Start starts the difficulty's worker (Difficulty.Run); Stop stops it.
+// Start starts the difficulty's worker, which steps it every second; Stop
+// stops it.
 func (s *ChallengeService) Start(ctx context.Context) error {
-	return s.Difficulty.start(ctx, s.Config.withDefaults(), s.Backlog, s.Logger)
+	s.Difficulty.start(ctx, s.Config.withDefaults(), s.Backlog, s.Logger)
+	return nil
 }
 
 // Stop stops the difficulty's worker and waits for it. Safe to call twice.

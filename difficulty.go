@@ -36,9 +36,7 @@ type Difficulty struct {
 	// with a challenge asked for since they were last at rest.
 	vouchers sync.Map
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	loop   sync.WaitGroup
+	loop startstop.Service
 }
 
 // voucherDifficulty is one voucher's: its maxnumber (0: MinNumber) and the
@@ -149,39 +147,14 @@ func (d *Difficulty) Step(cfg ChallengeConfig, backlog Backlog) {
 }
 
 // start runs Step every second until stop. Safe to call twice.
-func (d *Difficulty) start(ctx context.Context, cfg ChallengeConfig, backlog Backlog, logger *slog.Logger) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cancel != nil {
-		return nil
-	}
-	ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	d.loop.Go(func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			startstop.Guard(logger, "moving the challenges' difficulty", func() error {
-				d.Step(cfg, backlog)
-				return nil
-			})
-		}
+func (d *Difficulty) start(ctx context.Context, cfg ChallengeConfig, backlog Backlog, logger *slog.Logger) {
+	d.loop.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, logger, time.Second, startstop.PassLog{Doing: "moving the challenges' difficulty"}, func(context.Context) error {
+			d.Step(cfg, backlog)
+			return nil
+		})
 	})
-	return nil
 }
 
 // stop stops the worker and waits for it. Safe to call twice.
-func (d *Difficulty) stop() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cancel == nil {
-		return
-	}
-	d.cancel()
-	d.loop.Wait()
-	d.cancel = nil
-}
+func (d *Difficulty) stop() { d.loop.Stop() }

@@ -23,9 +23,7 @@ func TestDifficultyFollowsLoad(t *testing.T) {
 		var d Difficulty
 		cfg := ChallengeConfig{MinNumber: 1000, MaxNumber: 8000, Rate: 10}
 		backlog := &fakeBacklog{}
-		if err := d.start(t.Context(), cfg, backlog, slog.New(slog.DiscardHandler)); err != nil {
-			t.Fatal(err)
-		}
+		d.start(t.Context(), cfg, backlog, slog.New(slog.DiscardHandler))
 		defer d.stop()
 		cfg = cfg.withDefaults()
 		// second waits for the worker's next step: fake time, in the

@@ -43,8 +43,8 @@ type PaymentService struct {
 	// sweeper (Sweeper.Grace, the same) cancels it meanwhile. A
 	// confirmation after it is refunded. Default DefaultPaymentGrace.
 	Grace time.Duration
-	// Now returns the current time. Default time.Now.
-	Now func() time.Time
+	// Clock tells the time. Default (nil) time.Now.
+	Clock Clock
 	// Crash, if set, is called at each crash point of a cancellation
 	// (CrashBeforeReturn, CrashBeforeMark): the crash tests' failpoint,
 	// which kills the process there. Nil in service.
@@ -96,7 +96,7 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 	case o.Status.Cancelled():
 		return nil, cancelledErr(o)
 	}
-	now := s.now()
+	now := s.Clock.Now()
 	if !o.PayBy.IsZero() && !now.Before(o.PayBy) && !s.held(o, now) {
 		c, err := s.cancel(ctx, v, o.ID, ReasonNotPaid, now)
 		if err != nil {
@@ -205,7 +205,7 @@ func (s *PaymentService) refunds() *RefundRequester {
 	if !ok {
 		return nil
 	}
-	return &RefundRequester{Store: s.Store, Provider: r, Logger: s.Logger, Now: s.Now}
+	return &RefundRequester{Store: s.Store, Provider: r, Logger: s.Logger, Clock: s.Clock}
 }
 
 // Cancel cancels the user's unpaid order, and puts its unit back on sale.
@@ -224,7 +224,7 @@ func (s *PaymentService) Cancel(ctx context.Context, userID, orderID int64) (*Or
 		}
 		return o, nil
 	}
-	c, err := s.cancel(ctx, v, o.ID, ReasonBuyerCancelled, s.now())
+	c, err := s.cancel(ctx, v, o.ID, ReasonBuyerCancelled, s.Clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -353,20 +353,20 @@ func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, 
 	var (
 		o   *Order
 		err error
-		p   = Payment{Ref: ev.Ref, At: s.now()}
+		p   = Payment{Ref: ev.Ref, At: s.Clock.Now()}
 	)
 	switch ev.Type {
 	case PaymentSucceeded:
 		o, err = s.Store.PayOrder(ctx, ev.OrderID, p)
 	case RefundSucceeded:
-		o, err = s.Store.RefundOrder(ctx, ev.OrderID, s.now())
+		o, err = s.Store.RefundOrder(ctx, ev.OrderID, s.Clock.Now())
 	default:
 		return nil, Errorf(ErrInvalidArgument, "event type %q: want %s or %s", ev.Type, PaymentSucceeded, RefundSucceeded)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
 	}
-	fresh, err := s.Store.RecordPaymentEvent(ctx, ev.ID, ev.OrderID, s.now())
+	fresh, err := s.Store.RecordPaymentEvent(ctx, ev.ID, ev.OrderID, s.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
 	}
@@ -393,11 +393,4 @@ func cancelledErr(o *Order) error {
 
 func paidErr(o *Order) error {
 	return &Error{Kind: ErrOrderPaid, Message: "order " + strconv.FormatInt(o.ID, 10) + " is paid and cannot be cancelled", OrderID: o.ID}
-}
-
-func (s *PaymentService) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }

@@ -36,7 +36,7 @@ func TestPaymentStartedBeforePayByHeldForGrace(t *testing.T) {
 	ctx := context.Background()
 	var now time.Time
 	clock := func() time.Time { return now }
-	l.payments.Provider, l.payments.Grace, l.payments.Now = laterProvider{}, grace, clock
+	l.payments.Provider, l.payments.Grace, l.payments.Clock = laterProvider{}, grace, clock
 	sweeper := l.sweeper(clock)
 	sweeper.Grace = grace
 	inGrace, unstarted, sweptAfterGrace, paidAfterGrace := l.orders[50_000], l.orders[50_001], l.orders[50_002], l.orders[50_003]
@@ -154,7 +154,7 @@ func TestBuyerCancelNotHeldByStartedPayment(t *testing.T) {
 	ctx := context.Background()
 	o := l.orders[50_000]
 	var now time.Time
-	l.payments.Provider, l.payments.Now = laterProvider{}, func() time.Time { return now }
+	l.payments.Provider, l.payments.Clock = laterProvider{}, func() time.Time { return now }
 	now = o.CreatedAt.Add(l.v.PayWithin - time.Second)
 	if res, err := l.payments.Pay(ctx, o.UserID, o.ID); err != nil || !res.Started {
 		t.Fatalf("Pay = %+v, %v; want started", res, err)
@@ -228,7 +228,7 @@ func TestLatePayDoesNotCancelPaymentStartedMeanwhile(t *testing.T) {
 		mu  sync.Mutex
 		now = payBy.Add(-time.Second)
 	)
-	l.payments.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	l.payments.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	l.payments.Grace = grace
 	charging, release := make(chan struct{}, 2), make(chan struct{})
 	l.payments.Provider = blockingProvider{charging: charging, release: release}

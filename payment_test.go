@@ -80,7 +80,7 @@ func soldLifecycleTB(t testing.TB, stock int64, rebuy bool) *lifecycle {
 
 // sweeper returns a sweeper of l whose clock is now's.
 func (l *lifecycle) sweeper(now func() time.Time) *seckill.Sweeper {
-	return &seckill.Sweeper{Store: l.store, Cache: l.cache, Logger: l.vs.Logger, Batch: 7, Now: now}
+	return &seckill.Sweeper{Store: l.store, Cache: l.cache, Logger: l.vs.Logger, Batch: 7, Clock: now}
 }
 
 // check checks that every order ended paid or cancelled, never both nor
@@ -243,7 +243,7 @@ func BenchmarkSweep(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		l := soldLifecycleTB(b, n, false)
-		s := &seckill.Sweeper{Store: l.store, Cache: l.cache, Logger: l.vs.Logger, Now: func() time.Time { return l.dueAt(n) }}
+		s := &seckill.Sweeper{Store: l.store, Cache: l.cache, Logger: l.vs.Logger, Clock: func() time.Time { return l.dueAt(n) }}
 		b.StartTimer()
 		start := time.Now()
 		cancelled, returned, err := s.Sweep(ctx)

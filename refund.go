@@ -42,8 +42,8 @@ type RefundRequester struct {
 	ReAsk time.Duration
 	// Batch is how many due requests one claim takes. Default 10.
 	Batch int
-	// Now returns the current time. Default time.Now.
-	Now func() time.Time
+	// Clock tells the time. Default (nil) time.Now.
+	Clock Clock
 
 	stats refundStats
 
@@ -94,7 +94,7 @@ const maxRefundError = 500
 // (the fake provider), else nil: the provider confirms later with a
 // RefundSucceeded event, or a failed request is asked for again later.
 func (r *RefundRequester) Request(ctx context.Context, id int64) (*Order, error) {
-	now := r.now()
+	now := r.Clock.Now()
 	rq, err := r.Store.ClaimRefund(ctx, id, now, now.Add(r.lease()))
 	if err != nil || rq == nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (r *RefundRequester) Request(ctx context.Context, id int64) (*Order, error)
 func (r *RefundRequester) Retry(ctx context.Context) (asked int, err error) {
 	var errs []error
 	for ctx.Err() == nil {
-		now := r.now()
+		now := r.Clock.Now()
 		rqs, err := r.Store.ClaimRefunds(ctx, now, now.Add(r.lease()), r.batch())
 		if err != nil {
 			errs = append(errs, err)
@@ -147,7 +147,7 @@ func (r *RefundRequester) ask(ctx context.Context, rq *RefundRequest) (*Order, e
 	done, err := r.Provider.Refund(ctx, rq.Order())
 	// Recorded even if ctx ended meanwhile: the provider answered.
 	ctx = context.WithoutCancel(ctx)
-	now := r.now()
+	now := r.Clock.Now()
 	if err != nil {
 		r.stats.failures.Add(1)
 		next := now.Add(r.backoff(rq.Attempts))
@@ -241,13 +241,6 @@ func (r *RefundRequester) batch() int {
 		return r.Batch
 	}
 	return 10
-}
-
-func (r *RefundRequester) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }
 
 // cut cuts s to at most n bytes, on a rune's boundary.

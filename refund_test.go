@@ -213,7 +213,7 @@ func TestRefundGivenBackAtOnceRecordedLater(t *testing.T) {
 	provider := &countingRefunder{done: true}
 	now := paid.Add(time.Second)
 	r := &seckill.RefundRequester{Store: store, Provider: provider, Logger: testenv.Logger(t),
-		Lease: time.Minute, Now: func() time.Time { return now }}
+		Lease: time.Minute, Clock: func() time.Time { return now }}
 	if _, err := r.Retry(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestAcceptedRefundAskedAgainUntilRefunded(t *testing.T) {
 	provider := &countingRefunder{}
 	now := paid.Add(time.Second)
 	r := &seckill.RefundRequester{Store: store, Provider: provider, Logger: testenv.Logger(t),
-		Now: func() time.Time { return now }}
+		Clock: func() time.Time { return now }}
 	pass := func(want int) {
 		t.Helper()
 		if _, err := r.Retry(ctx); err != nil {

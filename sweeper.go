@@ -35,8 +35,8 @@ type Sweeper struct {
 	// before it is held for the provider's confirmation before the sweeper
 	// cancels it (PaymentService.Grace). Default DefaultPaymentGrace.
 	Grace time.Duration
-	// Now returns the current time. Default time.Now.
-	Now func() time.Time
+	// Clock tells the time. Default (nil) time.Now.
+	Clock Clock
 	// Crash is PaymentService.Crash, for the sweeper's cancellations.
 	Crash func(point string)
 
@@ -86,7 +86,7 @@ func (s *Sweeper) Stats() SweepStats {
 // other voucher, not for all of them. It returns how many orders it
 // cancelled and units it gave back.
 func (s *Sweeper) Sweep(ctx context.Context) (cancelled, returned int, err error) {
-	now := s.now()
+	now := s.Clock.Now()
 	vs, err := s.Store.DeadlineVouchers(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("sweep: %w", err)
@@ -162,7 +162,7 @@ func (s *Sweeper) returnUnreturned(ctx context.Context, v *Voucher, now time.Tim
 func (s *Sweeper) FinishReturns(ctx context.Context, v *Voucher) (int, error) {
 	returned := 0
 	for {
-		os, err := s.Store.Unreturned(ctx, v.ID, s.now().Add(time.Second), s.batch())
+		os, err := s.Store.Unreturned(ctx, v.ID, s.Clock.Now().Add(time.Second), s.batch())
 		if err != nil || len(os) == 0 {
 			return returned, err
 		}
@@ -221,11 +221,4 @@ func (s *Sweeper) returnAfter() time.Duration {
 		return s.ReturnAfter
 	}
 	return 5 * time.Second
-}
-
-func (s *Sweeper) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }

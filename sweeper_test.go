@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,7 +67,7 @@ func TestSweepOldVoucherDoesNotDelayNew(t *testing.T) {
 	sale := &seckill.Voucher{ID: 2, PayWithin: time.Minute}
 	st := &dueStore{vouchers: []*seckill.Voucher{old, sale}, due: map[int64]int{old.ID: 7, sale.ID: 2}}
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := &seckill.Sweeper{Store: st, Logger: slog.New(slog.DiscardHandler), Batch: 3, Now: func() time.Time { return now }}
+	s := &seckill.Sweeper{Store: st, Logger: slog.New(slog.DiscardHandler), Batch: 3, Clock: func() time.Time { return now }}
 	cancelled, _, err := s.Sweep(t.Context())
 	if err != nil || cancelled != 9 {
 		t.Fatalf("Sweep = %d cancelled, %v; want 9", cancelled, err)
@@ -78,6 +79,40 @@ func TestSweepOldVoucherDoesNotDelayNew(t *testing.T) {
 	if i := slices.Index(st.calls, dueCall{sale.ID, 2}); i != 1 {
 		t.Errorf("the new sale's due orders were cancelled by call %d; want the second, after one batch of the old voucher's", i)
 	}
+}
+
+// TestSweeperSweepsEveryEvery: started, the sweeper sweeps once every
+// Every, by its clock, and not before the first Every has passed; stopped,
+// it sweeps no more.
+func TestSweeperSweepsEveryEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := &seckill.Voucher{ID: 1, PayWithin: time.Minute}
+		st := &dueStore{vouchers: []*seckill.Voucher{v}, due: map[int64]int{v.ID: 2}}
+		began := time.Now()
+		s := &seckill.Sweeper{Store: st, Logger: slog.New(slog.DiscardHandler), Every: 2 * time.Second, Clock: time.Now}
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		sweeps := func(at time.Duration, want int64) {
+			t.Helper()
+			time.Sleep(time.Until(began.Add(at)))
+			synctest.Wait()
+			if got := s.Stats().Sweeps; got != want {
+				t.Errorf("sweeps after %v: %d, want %d", at, got, want)
+			}
+		}
+		sweeps(1999*time.Millisecond, 0)
+		sweeps(2500*time.Millisecond, 1)
+		if got, want := s.Stats().LastSuccess, began.Add(2*time.Second); !got.Equal(want) {
+			t.Errorf("the first sweep began at %v by its clock, want %v", got, want)
+		}
+		if got := s.Stats().Cancelled; got != 2 {
+			t.Errorf("%d orders cancelled, want the 2 due", got)
+		}
+		sweeps(6500*time.Millisecond, 3)
+		s.Stop()
+		sweeps(20*time.Second, 3)
+	})
 }
 
 // TestSweepHoldsStartedPaymentsForGrace: the sweeper asks for the orders
@@ -96,7 +131,7 @@ func TestSweepHoldsStartedPaymentsForGrace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := &seckill.Voucher{ID: 1, PayWithin: time.Hour}
 			st := &dueStore{vouchers: []*seckill.Voucher{v}, due: map[int64]int{}}
-			s := &seckill.Sweeper{Store: st, Logger: slog.New(slog.DiscardHandler), Grace: tc.grace, Now: func() time.Time { return now }}
+			s := &seckill.Sweeper{Store: st, Logger: slog.New(slog.DiscardHandler), Grace: tc.grace, Clock: func() time.Time { return now }}
 			if _, _, err := s.Sweep(t.Context()); err != nil {
 				t.Fatal(err)
 			}

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"log/slog"
 	mrand "math/rand/v2"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // LeaseStore keeps the node leases that running instances share: package
@@ -101,9 +102,8 @@ type Lease struct {
 	// holder whose last renewal is within Valid.
 	confirmed atomic.Pointer[time.Time]
 
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	loop startstop.Service
+	once sync.Once // Stop's
 }
 
 // NewLease returns a lease of a node id in store for gen, not yet taken,
@@ -125,20 +125,19 @@ func (l *Lease) Start(ctx context.Context) error {
 	if err := l.acquire(ctx); err != nil {
 		return err
 	}
-	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	l.done = make(chan struct{})
-	go l.run(ctx)
+	l.loop.Start(ctx, l.run)
 	return nil
 }
 
 // Stop stops renewing and gives the node id back. It is safe to call twice.
 func (l *Lease) Stop() {
 	l.once.Do(func() {
-		if l.cancel == nil {
-			return
+		select {
+		case <-l.loop.Started():
+		default:
+			return // not taken: nothing to give back
 		}
-		l.cancel()
-		<-l.done
+		l.loop.Stop()
 		l.gen.Revoke()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -148,8 +147,10 @@ func (l *Lease) Stop() {
 	})
 }
 
+// run renews the lease every Renew until ctx ends. A panic in a renewal
+// is logged and counted, and renewal goes on at the next tick: the
+// generator stops on its own while renewals do not confirm its lease.
 func (l *Lease) run(ctx context.Context) {
-	defer close(l.done)
 	t := time.NewTicker(l.Renew)
 	defer t.Stop()
 	for {
@@ -158,22 +159,18 @@ func (l *Lease) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		l.tick(ctx)
+		err := startstop.Guard(l.logger.With("node", l.Node()), "renewing the node lease", func() error {
+			l.tick(ctx)
+			return nil
+		})
+		if err != nil && l.OnPanic != nil {
+			l.OnPanic()
+		}
 	}
 }
 
-// tick renews the lease, or takes another if it was lost. A panic is
-// recovered, logged and counted, and renewal goes on at the next tick: the
-// generator stops on its own while renewals do not confirm its lease.
+// tick renews the lease, or takes another if it was lost.
 func (l *Lease) tick(ctx context.Context) {
-	defer func() {
-		if v := recover(); v != nil {
-			l.logger.Error("node lease renewal panicked; going on", "node", l.Node(), "panic", v, "stack", string(debug.Stack()))
-			if l.OnPanic != nil {
-				l.OnPanic()
-			}
-		}
-	}()
 	ok, err := l.renew(ctx)
 	switch {
 	case err != nil:

@@ -222,7 +222,7 @@ func TestNodeLeaseRelease(t *testing.T) {
 		// The next holder's clock is an hour behind: its ids still come
 		// after the ones made with the node before.
 		gb := New()
-		gb.Now = func() time.Time { return time.Now().Add(-time.Hour) }
+		gb.Clock = func() time.Time { return time.Now().Add(-time.Hour) }
 		b := startLease(t, c, gb)
 		if b.Node() != free {
 			t.Fatalf("second lease took node %d, want the released one, %d", b.Node(), free)

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/seckill/seckill"
 )
 
 // Layout of an id.
@@ -34,9 +36,9 @@ var ErrNoLease = errors.New("orderid: no valid node lease")
 
 // Generator makes ids for one node. Its zero value holds no lease.
 type Generator struct {
-	// Now returns the current time; tests replace it. Validity is checked
-	// against it, so it must carry a monotonic reading (time.Now does).
-	Now func() time.Time
+	// Clock tells the time; tests set it. Validity is checked against it,
+	// so it must carry a monotonic reading (time.Now, the default, does).
+	Clock seckill.Clock
 
 	mu         sync.Mutex
 	node       int64
@@ -47,7 +49,7 @@ type Generator struct {
 }
 
 // New returns a generator with no lease.
-func New() *Generator { return &Generator{Now: time.Now} }
+func New() *Generator { return &Generator{Clock: time.Now} }
 
 // Lease makes the generator use node, valid until validUntil. lastUnixMs is
 // the newest id time the node's previous holder used: ids go on after it,
@@ -82,7 +84,7 @@ func (g *Generator) Revoke() {
 func (g *Generator) Node() (int, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return int(g.node), g.leased && g.Now().Before(g.validUntil)
+	return int(g.node), g.leased && g.Clock.Now().Before(g.validUntil)
 }
 
 // LastUnixMilli returns the time of the newest id made, in unix
@@ -100,7 +102,7 @@ func (g *Generator) LastUnixMilli() int64 {
 func (g *Generator) Next() (int64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.Now()
+	now := g.Clock.Now()
 	if !g.leased || !now.Before(g.validUntil) {
 		return 0, ErrNoLease
 	}

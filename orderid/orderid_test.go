@@ -28,7 +28,7 @@ func (c *clock) set(t time.Time) {
 func leased(t *testing.T, node int, c *clock) *Generator {
 	t.Helper()
 	g := New()
-	g.Now = c.now
+	g.Clock = c.now
 	g.Lease(node, 0, c.now().Add(time.Hour))
 	return g
 }
@@ -37,7 +37,7 @@ func TestNoLeaseNoID(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	g := New()
-	g.Now = c.now
+	g.Clock = c.now
 	if _, err := g.Next(); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("Next without a lease = %v, want ErrNoLease", err)
 	}
@@ -125,7 +125,7 @@ func TestLeaseCarriesLastTime(t *testing.T) {
 
 	c.set(now) // the new holder's clock is an hour behind
 	g := New()
-	g.Now = c.now
+	g.Clock = c.now
 	g.Lease(5, old.LastUnixMilli(), now.Add(time.Hour))
 	id, err := g.Next()
 	if err != nil {

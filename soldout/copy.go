@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // buyersCopy is one voucher's (or shard's) copy of its buyers' slots.
@@ -40,6 +41,8 @@ type buyersCopy struct {
 	ended atomic.Bool
 	// wake asks the poller to poll now, not at its next tick.
 	wake chan struct{}
+	// poller runs keepCopy; a failed copy kept for its retry has none.
+	poller startstop.Service
 }
 
 // newBuyersCopy returns a copy being made.

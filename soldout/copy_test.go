@@ -320,3 +320,28 @@ func TestAwaitPollTakesNoOlderPoll(t *testing.T) {
 		}
 	}
 }
+
+// TestPanickingPollerReplaced: a panic in a poll ends that copy's poller,
+// not the process, and drops the copy; the next answer reads the slot and
+// starts another poller, which makes the copy again.
+func TestPanickingPollerReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, s := soldOutFake(t, 0)
+		cp := s.get(1)
+		f.do(func() { f.pollsPanic = true })
+		time.Sleep(copyPoll)
+		synctest.Wait()
+		if s.get(1) != nil || !cp.ended.Load() {
+			t.Fatal("the copy is kept after its poller panicked")
+		}
+		f.do(func() { f.pollsPanic = false })
+		made := s.copies.Load()
+		if got := ask(t, s, 2); got != 102 {
+			t.Fatalf("buyer 2: order %d, want 102 from the slot", got)
+		}
+		synctest.Wait()
+		if s.copies.Load() != made+1 || !s.get(1).Live() {
+			t.Errorf("no copy made again after the poller panicked: %d made, want %d", s.copies.Load(), made+1)
+		}
+	})
+}

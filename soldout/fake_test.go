@@ -30,6 +30,9 @@ type fakeRedis struct {
 	latency time.Duration
 	// pollsFail: ReadChanges answers unavailable (a poll unheard).
 	pollsFail bool
+	// pollsPanic: ReadChanges with a version to read from panics (a bug
+	// in a poll).
+	pollsPanic bool
 	// slotReads, changeReads and scans count the reads.
 	slotReads, changeReads, scans int
 }
@@ -111,6 +114,9 @@ func (f *fakeRedis) ReadChanges(_ context.Context, _ seckill.Shard, since *Versi
 		Gen: f.gen, Ver: strconv.FormatInt(f.ver, 10), Buyers: int64(len(f.buyers)), Last: strconv.Itoa(len(f.orders))}}
 	if since == nil {
 		return ch, nil
+	}
+	if f.pollsPanic {
+		panic("fake: a poll panics")
 	}
 	from, _ := strconv.ParseInt(since.Ver, 10, 64)
 	for v := from + 1; v <= f.ver; v++ {

@@ -14,6 +14,8 @@ package soldout
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/cow"
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 const (
@@ -189,13 +192,13 @@ type Copies struct {
 	// int64 is the cheaper); shards a sharded one's, by shard.
 	m      cow.Map[int64, *buyersCopy]
 	shards cow.Map[seckill.Shard, *buyersCopy]
-	epoch  time.Time       // mono measures from it
-	ctx    context.Context // ends the pollers at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	epoch  time.Time // mono measures from it
 
 	mu     sync.Mutex
 	closed bool // under mu: no poller starts
+	// pollers holds, under mu, the copies whose pollers run: Close stops
+	// them.
+	pollers map[*buyersCopy]struct{}
 	// pace holds, under mu, the pacing of the vouchers (or shards) whose
 	// whole copies must wait.
 	pace map[seckill.Shard]pacing
@@ -213,8 +216,7 @@ func New(r Reader, cfg Config, logger *slog.Logger) *Copies {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Copies{r: r, logger: logger, off: cfg.Off, epoch: time.Now(), ctx: ctx, cancel: cancel}
+	return &Copies{r: r, logger: logger, off: cfg.Off, epoch: time.Now(), pollers: map[*buyersCopy]struct{}{}}
 }
 
 // Close stops the pollers and waits for them. The answers then read the
@@ -222,9 +224,11 @@ func New(r Reader, cfg Config, logger *slog.Logger) *Copies {
 func (s *Copies) Close() {
 	s.mu.Lock()
 	s.closed = true
+	pollers := slices.Collect(maps.Keys(s.pollers))
 	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
+	for _, cp := range pollers {
+		cp.poller.Stop()
+	}
 }
 
 // SoldOutBuyerOrder is the order the user holds of a voucher the caller
@@ -330,7 +334,27 @@ func (s *Copies) startCopy(sh seckill.Shard, sharded bool, was *buyersCopy) {
 	if s.closed || !s.put(sh, cp, was) {
 		return
 	}
-	s.wg.Go(func() { s.keepCopy(s.ctx, sh, cp) })
+	s.pollers[cp] = struct{}{}
+	// Not the asker's context: the poller outlives the request.
+	cp.poller.Start(context.Background(), func(ctx context.Context) {
+		defer s.forget(cp)
+		err := startstop.Guard(s.logger, "keeping a sold-out voucher's copy", func() error {
+			s.keepCopy(ctx, sh, cp)
+			return nil
+		})
+		if err != nil {
+			// Its poller gone, the copy answers no more: the next answer
+			// starts another.
+			s.put(sh, nil, cp)
+		}
+	})
+}
+
+// forget drops the copy from the pollers once its poller has ended.
+func (s *Copies) forget(cp *buyersCopy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pollers, cp)
 }
 
 // pacing spaces one voucher's whole copies: ready is when the cost of

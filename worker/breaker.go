@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/seckill/seckill"
 )
 
 // breaker is the workers' circuit breaker on the database. After
@@ -16,7 +18,7 @@ type breaker struct {
 	threshold   int
 	minCool     time.Duration
 	maxCool     time.Duration
-	now         func() time.Time
+	clock       seckill.Clock
 	onStateFunc func(state string)
 
 	mu       sync.Mutex
@@ -27,8 +29,8 @@ type breaker struct {
 	changed  chan struct{} // closed and replaced when the state changes
 }
 
-func newBreaker(threshold int, minCool, maxCool time.Duration, now func() time.Time) *breaker {
-	return &breaker{threshold: threshold, minCool: minCool, maxCool: maxCool, now: now, cool: minCool, changed: make(chan struct{})}
+func newBreaker(threshold int, minCool, maxCool time.Duration, clock seckill.Clock) *breaker {
+	return &breaker{threshold: threshold, minCool: minCool, maxCool: maxCool, clock: clock, cool: minCool, changed: make(chan struct{})}
 }
 
 // state is "closed", "open" or "half-open".
@@ -42,7 +44,7 @@ func (b *breaker) stateLocked() string {
 	switch {
 	case b.failures < b.threshold:
 		return "closed"
-	case b.now().Before(b.openTill) || b.probing:
+	case b.clock.Now().Before(b.openTill) || b.probing:
 		if b.probing {
 			return "half-open"
 		}
@@ -63,7 +65,7 @@ func (b *breaker) wait(ctx context.Context) (probe, ok bool) {
 			return false, true
 		}
 		changed := b.changed
-		delay := b.openTill.Sub(b.now())
+		delay := b.openTill.Sub(b.clock.Now())
 		if delay <= 0 && !b.probing {
 			b.probing = true
 			b.mu.Unlock()
@@ -121,7 +123,7 @@ func (b *breaker) result(probe bool, transient bool) {
 			if probe {
 				b.cool = min(2*b.cool, b.maxCool)
 			}
-			b.openTill = b.now().Add(b.cool)
+			b.openTill = b.clock.Now().Add(b.cool)
 		}
 	}
 	if after := b.stateLocked(); after != before || probe {

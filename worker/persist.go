@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // persist writes a batch of one stream's messages (a voucher's, or one of
 // its shards'): each ends persisted
 // and acknowledged, or dead-lettered, or (stopping, an error of unknown
-// kind, a panic) left pending for a later delivery. It calls inflight.Done.
+// kind, a panic) left pending for a later delivery.
 func (p *Pool) persist(msgs []seckill.OrderMessage) {
-	defer p.inflight.Done()
 	stop := p.keepClaimed(msgs)
 	panicked := p.persistGuarded(msgs)
 	stop()
@@ -454,22 +454,14 @@ func (p *Pool) deadLetter(ctx context.Context, m seckill.OrderMessage, dl seckil
 // one that waits on the database or its circuit breaker. The read or claim
 // that gave this consumer msgs, just before, made their claim fresh.
 func (p *Pool) keepClaimed(msgs []seckill.OrderMessage) func() {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(p.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				p.guard.do("keep_claimed", func() { p.renew(msgs) })
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
+	keeper := new(startstop.Service)
+	keeper.Start(p.workCtx, func(ctx context.Context) {
+		startstop.Every(ctx, p.logger, p.cfg.Lease/3, startstop.PassLog{Doing: "running the workers' keep_claimed"}, func(context.Context) error {
+			p.guard.do("keep_claimed", func() { p.renew(msgs) })
+			return nil
+		})
+	})
+	return keeper.Stop
 }
 
 // renew renews the claim on the messages of msgs this consumer still holds:

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // QueueConfig configures a Queue. Zero fields take the defaults in their
@@ -52,9 +53,11 @@ type Queue struct {
 	mu     sync.RWMutex // guards closed against Offer
 	closed bool
 	ch     chan *seckill.Order
+	// ctx ends when what is queued has had DrainTimeout to be written.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// workers write the batches, until Stop closes ch.
+	workers []startstop.Service
 }
 
 var _ seckill.OrderQueue = (*Queue)(nil)
@@ -118,8 +121,11 @@ func NewQueue(cfg QueueConfig, store Store, slots Slots, reg prometheus.Register
 // Start starts the queue's workers. It returns at once.
 func (q *Queue) Start(ctx context.Context) error {
 	q.ctx, q.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	for range q.cfg.Workers {
-		q.wg.Go(q.work)
+	q.workers = make([]startstop.Service, q.cfg.Workers)
+	for i := range q.workers {
+		// Ended by Stop closing ch, not by its context: a batch in flight
+		// ends on q.ctx.
+		q.workers[i].Start(ctx, func(context.Context) { q.work() })
 	}
 	return nil
 }
@@ -155,14 +161,16 @@ func (q *Queue) Stop() {
 	if q.cancel == nil { // never started: what is queued is lost
 		return
 	}
-	done := make(chan struct{})
-	go func() { q.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(q.cfg.DrainTimeout):
-		q.logger.Error("queued orders not written within the drain time are lost; run seckill reconcile", "left", len(q.ch))
-		q.cancel()
-		<-done
+	drain := time.NewTimer(q.cfg.DrainTimeout)
+	defer drain.Stop()
+	for i := range q.workers {
+		select {
+		case <-q.workers[i].Stopped():
+		case <-drain.C:
+			q.logger.Error("queued orders not written within the drain time are lost; run seckill reconcile", "left", len(q.ch))
+			q.cancel()
+		}
+		q.workers[i].Stop()
 	}
 	q.cancel()
 }

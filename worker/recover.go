@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // PanicCounter returns the counter of panics recovered in the workers'
@@ -38,15 +39,16 @@ type recoverer struct {
 	logger *slog.Logger
 }
 
-// do runs fn and reports whether it returned. A panic of fn is recovered,
-// logged with its stack and counted as where's; it ends fn alone.
+// do runs fn under startstop.Guard and reports whether it returned. A
+// panic of fn is logged with its stack and counted as where's; it ends fn
+// alone.
 func (r recoverer) do(where string, fn func()) (returned bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			r.panics.WithLabelValues(where).Inc()
-			r.logger.Error("recovered from a panic; going on", "where", where, "panic", v, "stack", string(debug.Stack()))
-		}
-	}()
-	fn()
-	return true
+	err := startstop.Guard(r.logger.With("where", where), "running the workers' "+where, func() error {
+		fn()
+		return nil
+	})
+	if err != nil {
+		r.panics.WithLabelValues(where).Inc()
+	}
+	return err == nil
 }

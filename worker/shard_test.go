@@ -569,7 +569,7 @@ func TestShardsRetired(t *testing.T) {
 	p := b.poolWith(Config{
 		Consumer: "r", Block: 50 * time.Millisecond, Lease: time.Second, ReclaimEvery: 100 * time.Millisecond,
 		WatchEvery: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Retention: time.Hour,
-		Now: func() time.Time { return *clock.Load() },
+		Clock: func() time.Time { return *clock.Load() },
 	}, nil, heldStore{Store: b.store, release: release}, prometheus.NewRegistry(), true)
 	p.Watch(b.voucher)
 	testenv.WaitFor(t, 10*time.Second, "the orders read and held", func() bool {

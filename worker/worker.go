@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/internal/startstop"
 )
 
 // Store is what the workers need of the database.
@@ -86,8 +89,8 @@ type Config struct {
 	// DrainTimeout bounds how long Stop waits for batches in flight.
 	// Default 15s.
 	DrainTimeout time.Duration
-	// Now returns the current time; tests replace it.
-	Now func() time.Time
+	// Clock tells the time; tests set it. Default (nil) time.Now.
+	Clock seckill.Clock
 }
 
 // DefaultBatchSize is how many orders a batch holds at most unless
@@ -135,9 +138,6 @@ func (c Config) withDefaults() Config {
 	def(&c.BackoffMin, 50*time.Millisecond)
 	def(&c.BackoffMax, 5*time.Second)
 	def(&c.DrainTimeout, 15*time.Second)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	return c
 }
 
@@ -173,14 +173,23 @@ type Pool struct {
 	// batches in flight have had DrainTimeout to finish.
 	readCtx, workCtx      context.Context
 	stopReading, stopWork context.CancelFunc
-	loops, inflight       sync.WaitGroup
-	mu                    sync.Mutex
-	watching              map[int64]*watch
+	// loops are the refresh, reclaim and backlog loops. persisters persist
+	// the batches the readers and the reclaimer take (batches), WorkersMax
+	// of them, of which the slots let work as many at once as they allow;
+	// they end once Stop closes batches.
+	loops      [3]startstop.Service
+	persisters []startstop.Service
+	batches    chan []seckill.OrderMessage
+	mu         sync.Mutex
+	watching   map[int64]*watch
+	// readers are the streams' readers that run, under mu: Stop waits for
+	// them. A reader whose watch ends (unwatch) ends by itself.
+	readers map[*startstop.Service]struct{}
 	// refreshed: the first refresh, which looks further back, is done.
 	// undrained: vouchers past their retention already warned about.
-	refreshed         atomic.Bool
-	undrained         sync.Map // voucher id → true
-	started, stopOnce sync.Once
+	refreshed                   atomic.Bool
+	undrained                   sync.Map // voucher id → true
+	initOnce, started, stopOnce sync.Once
 }
 
 // New returns a pool. rebuild puts a voucher back in Redis from the
@@ -209,8 +218,9 @@ func New(cfg Config, stream seckill.OrderStream, store Store, rebuild func(ctx c
 		metrics:  m,
 		guard:    recoverer{panics: panics, logger: logger},
 		slots:    newSlots(cfg.Workers),
-		breaker:  newBreaker(cfg.BreakerThreshold, cfg.BreakerMin, cfg.BreakerMax, cfg.Now),
+		breaker:  newBreaker(cfg.BreakerThreshold, cfg.BreakerMin, cfg.BreakerMax, cfg.Clock),
 		watching: map[int64]*watch{},
+		readers:  map[*startstop.Service]struct{}{},
 	}, nil
 }
 
@@ -221,19 +231,50 @@ func (p *Pool) Start(ctx context.Context) error {
 		p.init(ctx)
 		// Not fatal if it fails: the next refresh tries again.
 		p.guard.do("refresh", p.refreshLogged)
-		p.loops.Add(3)
-		go p.loop("refresh", p.cfg.WatchEvery, p.refreshLogged)
-		go p.loop("reclaim", p.cfg.ReclaimEvery, p.reclaimAll)
-		go p.loop("backlog", p.cfg.BacklogEvery, p.watchBacklog)
+		for i, l := range []struct {
+			where string
+			every time.Duration
+			pass  func()
+		}{
+			{"refresh", p.cfg.WatchEvery, p.refreshLogged},
+			{"reclaim", p.cfg.ReclaimEvery, p.reclaimAll},
+			{"backlog", p.cfg.BacklogEvery, p.watchBacklog},
+		} {
+			// A pass that panics is counted as where's, and the next one
+			// runs on time.
+			p.loops[i].Start(ctx, func(ctx context.Context) {
+				startstop.Every(ctx, p.logger, l.every, startstop.PassLog{Doing: "running the workers' " + l.where}, func(context.Context) error {
+					p.guard.do(l.where, l.pass)
+					return nil
+				})
+			})
+		}
 	})
 	return nil
 }
 
-// init makes the pool's contexts: what Start does before it starts reading.
+// init makes the pool's contexts and starts its persisters: what Start
+// does before it starts reading. Once.
 func (p *Pool) init(ctx context.Context) {
-	base := context.WithoutCancel(ctx)
-	p.readCtx, p.stopReading = context.WithCancel(base)
-	p.workCtx, p.stopWork = context.WithCancel(base)
+	p.initOnce.Do(func() {
+		base := context.WithoutCancel(ctx)
+		p.readCtx, p.stopReading = context.WithCancel(base)
+		p.workCtx, p.stopWork = context.WithCancel(base)
+		p.batches = make(chan []seckill.OrderMessage)
+		p.persisters = make([]startstop.Service, p.cfg.WorkersMax)
+		for i := range p.persisters {
+			// Ended by Stop closing batches, not by its context: a batch
+			// in flight ends on workCtx.
+			p.persisters[i].Start(ctx, func(context.Context) {
+				for msgs := range p.batches {
+					p.guard.do("persist", func() {
+						defer p.slots.release()
+						p.persist(msgs)
+					})
+				}
+			})
+		}
+	})
 }
 
 // Stop stops reading, lets the batches in flight finish and be
@@ -244,19 +285,30 @@ func (p *Pool) Stop() {
 		if p.stopReading == nil {
 			return
 		}
+		// Under mu: Watch starts no reader after this.
+		p.mu.Lock()
 		p.stopReading()
-		done := make(chan struct{})
-		go func() {
-			p.loops.Wait()
-			p.inflight.Wait()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(p.cfg.DrainTimeout):
-			p.logger.Warn("batches still in flight at the end of the drain time; they stay pending for another consumer")
-			p.stopWork()
-			<-done
+		readers := slices.Collect(maps.Keys(p.readers))
+		p.mu.Unlock()
+		for i := range p.loops {
+			p.loops[i].Stop()
+		}
+		for _, r := range readers {
+			r.Stop()
+		}
+		// No batch is taken any more: the persisters end once those in
+		// flight are done.
+		close(p.batches)
+		drain := time.NewTimer(p.cfg.DrainTimeout)
+		defer drain.Stop()
+		for i := range p.persisters {
+			select {
+			case <-p.persisters[i].Stopped():
+			case <-drain.C:
+				p.logger.Warn("batches still in flight at the end of the drain time; they stay pending for another consumer")
+				p.stopWork()
+			}
+			p.persisters[i].Stop()
 		}
 		p.stopWork()
 	})
@@ -273,11 +325,14 @@ type watch struct {
 // (v.ShardCount() of them), those not read already. Only v's ID and Shards
 // are read.
 func (p *Pool) Watch(v *seckill.Voucher) {
-	if p.readCtx == nil || p.readCtx.Err() != nil {
+	if p.readCtx == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.readCtx.Err() != nil {
+		return // stopping
+	}
 	w := p.watching[v.ID]
 	if w == nil {
 		ctx, cancel := context.WithCancel(p.readCtx)
@@ -287,11 +342,29 @@ func (p *Pool) Watch(v *seckill.Voucher) {
 	// A voucher's shards never change, but a watch begun with fewer (from
 	// a row that did not tell them) gets the readers it lacks.
 	for i := w.shards; i < v.ShardCount(); i++ {
-		p.loops.Add(1)
-		go p.read(w.ctx, seckill.Shard{VoucherID: v.ID, Index: i})
+		p.startReader(w.ctx, seckill.Shard{VoucherID: v.ID, Index: i})
 	}
 	w.shards = max(w.shards, v.ShardCount())
 	p.shards.Store(v.ID, w.shards)
+}
+
+// startReader starts the reader of the shard's stream, which ends at Stop
+// or when watch does (unwatch, which does not wait for it: a reader may
+// unwatch its own voucher). Called with mu held.
+func (p *Pool) startReader(watch context.Context, s seckill.Shard) {
+	r := new(startstop.Service)
+	p.readers[r] = struct{}{}
+	r.Start(watch, func(ctx context.Context) {
+		defer func() {
+			p.mu.Lock()
+			delete(p.readers, r)
+			p.mu.Unlock()
+		}()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(watch, cancel)()
+		p.read(ctx, s)
+	})
 }
 
 // watched returns the streams being read: every shard of every voucher.
@@ -319,22 +392,6 @@ func (p *Pool) watchedVouchers() []*seckill.Voucher {
 	return vs
 }
 
-// loop runs fn every so often until Stop; a pass that panics is counted
-// as where's, and the next one runs on time.
-func (p *Pool) loop(where string, every time.Duration, fn func()) {
-	defer p.loops.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.readCtx.Done():
-			return
-		case <-t.C:
-			p.guard.do(where, fn)
-		}
-	}
-}
-
 func (p *Pool) refreshLogged() {
 	if err := p.refresh(); err != nil && p.readCtx.Err() == nil {
 		p.logger.Error("could not list the vouchers to read", "err", err)
@@ -350,7 +407,7 @@ const retireLookback = 7 * 24 * time.Hour
 // retire). The first one also retires vouchers that passed the retention while no
 // instance ran, a week back.
 func (p *Pool) refresh() error {
-	since := p.cfg.Now().Add(-p.cfg.Retention)
+	since := p.cfg.Clock.Now().Add(-p.cfg.Retention)
 	from := since
 	if !p.refreshed.Load() {
 		from = since.Add(-retireLookback)
@@ -437,7 +494,6 @@ func (p *Pool) unwatch(voucherID int64) {
 // consumer was given before and never acknowledged, then new ones, each
 // batch read into a free slot and persisted there.
 func (p *Pool) read(ctx context.Context, s seckill.Shard) {
-	defer p.loops.Done()
 	log := shardLogger(p.logger, s)
 	retry := p.backoff()
 	after := "0" // the last pending message read; "" once they are all read
@@ -538,8 +594,8 @@ func (p *Pool) readFailed(ctx context.Context, voucherID int64, err error, log *
 }
 
 // withSlot waits for a free slot, then takes a batch with take (a read or
-// a claim) and persists it in the slot; if take returns no messages, or
-// panics, the slot is freed. It returns how many messages take returned,
+// a claim) and hands it to a persister, which frees the slot when done; if
+// take returns no messages, or panics, the slot is freed. It returns how many messages take returned,
 // and ctx's error if it ended before a slot was free.
 func (p *Pool) withSlot(ctx context.Context, take func() ([]seckill.OrderMessage, error)) (int, error) {
 	if !p.slots.acquire(ctx) {
@@ -555,12 +611,10 @@ func (p *Pool) withSlot(ctx context.Context, take func() ([]seckill.OrderMessage
 	if err != nil || len(msgs) == 0 {
 		return 0, err
 	}
-	p.inflight.Add(1)
 	started = true
-	go func() {
-		defer p.slots.release()
-		p.persist(msgs)
-	}()
+	// At once: a batch holds a slot, and there are as many persisters
+	// as slots can be.
+	p.batches <- msgs
 	return len(msgs), nil
 }
 

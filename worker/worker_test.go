@@ -159,11 +159,7 @@ func (b *rig) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg 
 	// The rebuild keeps the pool's clock and retention, as serve wires
 	// them: else a reader that finds a retired voucher's stream gone
 	// (TestRetire) would rebuild it as a sale still kept.
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	vs := &seckill.VoucherService{Store: b.store, Logger: b.logger, Now: now, Retention: cfg.Retention}
+	vs := &seckill.VoucherService{Store: b.store, Logger: b.logger, Now: cfg.Clock.Now, Retention: cfg.Retention}
 	ledger := redisledger.New(b.cache, vs, b.logger)
 	vs.Ledger = ledger
 	p, err := New(cfg, stream, store, ledger.Rebuild, reg, b.logger)
@@ -235,7 +231,6 @@ func TestRedeliveredThreeTimes(t *testing.T) {
 				p   *Pool
 				msg seckill.OrderMessage
 			}{{pa, first[0]}, {pb, second[0]}} {
-				run.p.inflight.Add(1)
 				wg.Go(func() { run.p.persist([]seckill.OrderMessage{run.msg}) })
 			}
 			wg.Wait()
@@ -246,7 +241,6 @@ func TestRedeliveredThreeTimes(t *testing.T) {
 			}
 			third := first[0]
 			third.Deliveries = 3
-			pc.inflight.Add(1)
 			pc.persist([]seckill.OrderMessage{third})
 
 			if n, err := b.store.CountOrders(ctx, b.voucher.ID); err != nil || n != 1 {

@@ -323,9 +323,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.Orders = &seckill.OrderService{Ledger: ops.Ledger, Store: cfg.Store, Vouchers: a.Vouchers, IDs: ids, Logger: logger,
 		OrderTime: orderid.Time}
 	a.Payments = &seckill.PaymentService{Store: cfg.Store, Cache: ops.Sweeper.Cache, Orders: a.Orders, Vouchers: a.Vouchers,
-		Provider: cfg.Payments, Grace: cfg.PaymentGrace, Logger: logger, Now: time.Now, Crash: cfg.Test.Crash}
+		Provider: cfg.Payments, Grace: cfg.PaymentGrace, Logger: logger, Clock: time.Now, Crash: cfg.Test.Crash}
 	if r, ok := cfg.Payments.(seckill.Refunder); ok {
-		a.Refunds = &seckill.RefundRequester{Store: cfg.Store, Provider: r, Logger: logger, Now: time.Now}
+		a.Refunds = &seckill.RefundRequester{Store: cfg.Store, Provider: r, Logger: logger, Clock: time.Now}
 		a.Payments.Refunds = a.Refunds
 		a.closers = append(a.closers, a.Refunds.Stop) // started with the workers
 		if err := registerRefunds(cfg.Registry, a.Refunds); err != nil {
@@ -437,7 +437,7 @@ func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cac
 	o := &Ops{Vouchers: &seckill.VoucherService{Store: store, Logger: logger, Now: time.Now, Retention: retention}}
 	o.DeadLetters = &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
 		Logger: logger, Now: time.Now, OrderTime: orderid.Time}
-	o.Sweeper = &seckill.Sweeper{Store: store, Logger: logger, Now: time.Now}
+	o.Sweeper = &seckill.Sweeper{Store: store, Logger: logger, Clock: time.Now}
 	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache, Returns: o.Sweeper}
 	if mode == seckill.ModeSync || cache == nil {
 		o.Ledger = &sqlledger.Ledger{Store: store, Clock: time.Now}
