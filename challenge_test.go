@@ -248,7 +248,7 @@ func BenchmarkSolveChallenge(b *testing.B) {
 func BenchmarkCheckWithoutChallenge(b *testing.B) {
 	vs := &VoucherService{}
 	vs.rows.remember(&Voucher{ID: 7, BeginTime: testNow.Add(-time.Hour), EndTime: testNow.Add(time.Hour)})
-	cs := &ChallengeService{Vouchers: vs, Now: func() time.Time { return testNow }}
+	cs := &ChallengeService{Vouchers: vs, Clock: func() time.Time { return testNow }}
 	ctx := b.Context()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -18,11 +18,11 @@ var ErrChallengeNotNeeded = errors.New("challenge not needed")
 // ChallengeSpender marks solved challenges used, once each, in the cache
 // (redis.Client).
 type ChallengeSpender interface {
-	// SpendChallenge marks the challenge (its lowercase hex hash) used for
-	// ttl, under the hash tag tag (Voucher.ShardTag of the shard that
-	// admits the buyer), and reports whether it was fresh: of concurrent
-	// presentations of one challenge, exactly one gets true.
-	SpendChallenge(ctx context.Context, tag, challenge string, ttl time.Duration) (fresh bool, err error)
+	// SpendChallenge marks the challenge (its lowercase hex hash) of the
+	// buyer's buy of v used for ttl, where the buyer is admitted, and
+	// reports whether it was fresh: of concurrent presentations of one
+	// challenge, exactly one gets true.
+	SpendChallenge(ctx context.Context, v *Voucher, userID int64, challenge string, ttl time.Duration) (fresh bool, err error)
 }
 
 // ChallengeAnswers is what a ChallengeService asks of the ledger
@@ -114,8 +114,8 @@ type ChallengeService struct {
 	// difficulty then rises (Difficulty).
 	Backlog Backlog
 	Logger  *slog.Logger
-	// Now returns the current time. Default time.Now.
-	Now func() time.Time
+	// Clock tells the time. Default time.Now.
+	Clock Clock
 	// Rand draws the challenges' salts and numbers. Default crypto/rand.
 	Rand io.Reader
 
@@ -159,13 +159,6 @@ func (s *ChallengeService) Stats() ChallengeStats {
 	}
 }
 
-func (s *ChallengeService) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
-
 // row returns the voucher's row, from memory once read.
 func (s *ChallengeService) row(ctx context.Context, voucherID int64) (*Voucher, error) {
 	v, err := s.Vouchers.rows.get(ctx, s.Vouchers.Store, voucherID)
@@ -195,7 +188,7 @@ func (s *ChallengeService) Issue(ctx context.Context, userID, voucherID int64) (
 	if !v.Challenge {
 		return Challenge{}, Errorf(ErrChallengeNotNeeded, "voucher %d takes no challenge: buy without one", voucherID)
 	}
-	now := s.now()
+	now := s.Clock.Now()
 	if from := v.BeginTime.Add(-v.ChallengeLead); now.Before(from) {
 		return Challenge{}, &Error{Kind: ErrNotStarted, RetryAfter: from.Sub(now),
 			Message: fmt.Sprintf("challenges for voucher %d are issued from %s", voucherID, from.UTC().Format(time.RFC3339))}
@@ -253,7 +246,7 @@ func (s *ChallengeService) Check(ctx context.Context, userID, voucherID int64, h
 	if !v.Challenge {
 		return nil
 	}
-	now := s.now()
+	now := s.Clock.Now()
 	if now.Before(v.BeginTime) {
 		return &Error{Kind: ErrNotStarted, RetryAfter: v.BeginTime.Sub(now), Message: fmt.Sprintf("the sale of voucher %d has not started", voucherID)}
 	}
@@ -356,8 +349,7 @@ func (s *ChallengeService) spend(ctx context.Context, v *Voucher, userID int64, 
 	// a second, a clock 30 s behind let it pass twice). G-level: the
 	// instances' clocks agree within a minute.
 	ttl := claims.Expires.Sub(now) + spentMargin
-	tag := v.ShardTag(HomeShard(userID, v.ShardCount()))
-	fresh, err := s.Spent.SpendChallenge(ctx, tag, strings.ToLower(sol.Challenge), ttl)
+	fresh, err := s.Spent.SpendChallenge(ctx, v, userID, strings.ToLower(sol.Challenge), ttl)
 	if err != nil {
 		s.Logger.Warn("challenge: a solution could not be spent", "voucher", v.ID, "err", err)
 		return &Error{Kind: ErrUnavailable, Message: "your solution could not be checked right now; try again (with a new challenge, if it is then refused as used)", RetryAfter: time.Second}

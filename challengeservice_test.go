@@ -27,7 +27,7 @@ func challenges(t *testing.T, spender seckill.ChallengeSpender) (*seckill.Challe
 	clk := &clock{t: time.Now()}
 	orders := orderService(vs, store, 9000)
 	cs := &seckill.ChallengeService{Key: seckill.ChallengeKey([]byte("a token secret of thirty-two bytes or more")),
-		Vouchers: vs, Answers: redisLedger(orders), Spent: spender, Logger: vs.Logger, Now: clk.Now,
+		Vouchers: vs, Answers: redisLedger(orders), Spent: spender, Logger: vs.Logger, Clock: clk.Now,
 		Config: seckill.ChallengeConfig{MinNumber: 1000}}
 	return cs, vs, orders, clk
 }
@@ -253,7 +253,7 @@ func TestChallengeSpendUnavailable(t *testing.T) {
 
 type failingSpender struct{}
 
-func (failingSpender) SpendChallenge(context.Context, string, string, time.Duration) (bool, error) {
+func (failingSpender) SpendChallenge(context.Context, *seckill.Voucher, int64, string, time.Duration) (bool, error) {
 	return false, errors.New("connection refused")
 }
 

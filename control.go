@@ -53,7 +53,7 @@ func (s *VoucherService) Pause(ctx context.Context, id int64, paused bool) (*Vou
 // returns the voucher as it is now.
 func (s *VoucherService) End(ctx context.Context, id int64) (*VoucherView, error) {
 	return s.control(ctx, id, ControlEnd, func(ctx context.Context) (*Voucher, error) {
-		v, err := s.Store.EndVoucher(ctx, id, s.Now())
+		v, err := s.Store.EndVoucher(ctx, id, s.Clock.Now())
 		if err != nil {
 			return nil, fmt.Errorf("end voucher %d: %w", id, err)
 		}
@@ -106,7 +106,7 @@ func (s *VoucherService) AddStock(ctx context.Context, id int64, key string, uni
 	if err != nil {
 		return nil, fmt.Errorf("add stock to voucher %d: %w", id, err)
 	}
-	if !s.Now().Before(row.EndTime.Add(s.RetentionOrDefault())) {
+	if !s.Clock.Now().Before(row.EndTime.Add(s.RetentionOrDefault())) {
 		return nil, Errorf(ErrEnded, "the sale of voucher %d is over: no stock can be added", id)
 	}
 	view, err := s.control(ctx, id, ControlAddStock, func(ctx context.Context) (*Voucher, error) {

@@ -262,7 +262,7 @@ func TestAddStockPastRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A day and more later: the voucher is dropped from Redis.
-	a.Now = func() time.Time { return time.Now().Add(seckill.DefaultRetention + time.Hour) }
+	a.Clock = func() time.Time { return time.Now().Add(seckill.DefaultRetention + time.Hour) }
 	if dropped, err := ledgerOf(a).Cache.(interface {
 		DropVoucher(context.Context, int64) (bool, error)
 	}).DropVoucher(ctx, view.ID); err != nil || !dropped {
@@ -327,7 +327,7 @@ func TestSpendClockSkew(t *testing.T) {
 	}
 	// B: the same service, on a clock 30 s behind A's.
 	clkB := &clock{t: claims.Expires.Add(-30 * time.Second)}
-	b := &seckill.ChallengeService{Key: a.Key, Vouchers: vs, Spent: a.Spent, Logger: a.Logger, Now: clkB.Now, Config: a.Config}
+	b := &seckill.ChallengeService{Key: a.Key, Vouchers: vs, Spent: a.Spent, Logger: a.Logger, Clock: clkB.Now, Config: a.Config}
 	clkA.Set(claims.Expires.Add(-time.Millisecond)) // A spends it just before it expires, on A's clock
 	if err := a.Check(t.Context(), 5, v.ID, sol.Header()); err != nil {
 		t.Fatalf("first Check at A = %v", err)
@@ -344,7 +344,7 @@ func TestListSyncRemaining(t *testing.T) {
 	t.Parallel()
 	store := apptest.Store(t)
 	logger := slog.New(slog.NewTextHandler(&logBuffer{}, nil))
-	vs := &seckill.VoucherService{Ledger: &sqlledger.Ledger{Store: store}, Store: store, Logger: logger, Now: time.Now, ListFor: time.Minute}
+	vs := &seckill.VoucherService{Ledger: &sqlledger.Ledger{Store: store}, Store: store, Logger: logger, Clock: time.Now, ListFor: time.Minute}
 	ctx := context.Background()
 	view, err := vs.Create(ctx, onSale("sync", 10))
 	if err != nil {

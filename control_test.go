@@ -105,7 +105,7 @@ func TestEndBeforeStartAnswersEnded(t *testing.T) {
 				ledgerOf(vs).Queued = true
 				redisLedger(orders).Queue, redisLedger(orders).Queued = &queue{}, true
 			case seckill.ModeSync:
-				vs = &seckill.VoucherService{Store: store, Logger: vs.Logger, Now: time.Now}
+				vs = &seckill.VoucherService{Store: store, Logger: vs.Logger, Clock: time.Now}
 				vs.Ledger = &sqlledger.Ledger{Store: store}
 				orders = &seckill.OrderService{Ledger: &sqlledger.Ledger{Store: store}, Store: store, Vouchers: vs, IDs: &counter{n: 100}, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
 			}
@@ -152,7 +152,7 @@ func TestEndBeforeStartAnswersEnded(t *testing.T) {
 	t.Run("challenge", func(t *testing.T) {
 		t.Parallel()
 		cs, vs, _, _ := challenges(t, nil)
-		cs.Now = time.Now // the clock End moves the window by
+		cs.Clock = time.Now // the clock End moves the window by
 		ctx := t.Context()
 		v := later("challenged, ended before it began")
 		v.Challenge, v.ChallengeLead = true, time.Minute

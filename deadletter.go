@@ -69,8 +69,8 @@ type DeadLetterService struct {
 	// refused.
 	Admitter Readmitter
 	Logger   *slog.Logger
-	// Now returns the current time. Default time.Now.
-	Now func() time.Time
+	// Clock tells the time. Default time.Now.
+	Clock Clock
 	// OrderTime returns the time an order id was made (orderid.Time); if
 	// nil, a retried order's CreatedAt is the time of the retry.
 	OrderTime func(id int64) time.Time
@@ -179,10 +179,7 @@ func (s *DeadLetterService) RetryDeadLetter(ctx context.Context, id string, admi
 	} else {
 		log.Info("dead letter's order admitted again; the workers will persist it", "outcome", "admitted")
 	}
-	created := time.Now()
-	if s.Now != nil {
-		created = s.Now()
-	}
+	created := s.Clock.Now()
 	if s.OrderTime != nil {
 		created = s.OrderTime(rec.OrderID)
 	}

@@ -33,7 +33,7 @@ func TestRecover(t *testing.T) {
 	ctx := context.Background()
 	before := len(logs.String())
 	// Another instance: its own memory, the same Redis and database.
-	other := newVouchers(vs.Store.(seckill.Store), ledgerOf(vs).Cache, vs.Logger, vs.Now)
+	other := newVouchers(vs.Store.(seckill.Store), ledgerOf(vs).Cache, vs.Logger, vs.Clock.Now)
 	instances := []*seckill.OrderService{orders, orderService(other, store, 200)}
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -141,7 +141,7 @@ func TestRebuildsLongerThanLease(t *testing.T) {
 	<-gate.reading
 	// Another instance looks for vouchers to rebuild all along.
 	other := &countingStore{Store: store}
-	second := newVouchers(other, ledgerOf(vs).Cache, vs.Logger, vs.Now)
+	second := newVouchers(other, ledgerOf(vs).Cache, vs.Logger, vs.Clock.Now)
 	ledgerOf(second).Fence.CheckLease = ledgerOf(vs).Fence.CheckLease
 	start(second)
 	// Three leases pass while the voucher's orders are read.
@@ -398,7 +398,7 @@ func TestCheckAfterAnotherInstanceCheckedRecoversOnce(t *testing.T) {
 	var firstErr error
 	other := newVouchers(vs.Store.(seckill.Store), &lockAfter{Cache: ledgerOf(vs).Cache, first: func() {
 		firstErr = ledgerOf(vs).Fence.Check(ctx)
-	}}, vs.Logger, vs.Now)
+	}}, vs.Logger, vs.Clock.Now)
 	if err := ledgerOf(other).Fence.Check(ctx); err != nil {
 		t.Fatalf("the second instance's check = %v", err)
 	}

@@ -10,6 +10,7 @@ import "context"
 // request (docs/design/ledger.md).
 type Ledger interface {
 	VoucherLedger
+	UnitReturner
 	// Admit takes one unit of o's voucher for o's buyer, under o's id, at
 	// most once per buyer. On success o.Status says where the order is: on
 	// its way to the database (OrderPending), or written there already

@@ -218,15 +218,16 @@ func (c *LifecycleCounts) Add(status OrderStatus, unreturned bool, n int64) {
 	}
 }
 
-// UnitReturner is the cache's side of a cancellation.
+// UnitReturner is the ledger's side of a cancellation (Ledger).
 type UnitReturner interface {
 	// ReturnUnit gives the unit of the buyer's cancelled order orderID back
-	// to the voucher's stock in the cache, on the buyer's home shard, if the
-	// buyer's slot still holds that order: the slot then keeps the order as
-	// cancelled (the buyer cannot buy again) unless v.RebuyAfterCancel
-	// frees it. Calling it again for the same order finds the slot moved or
-	// freed and does nothing, so a unit goes back once per order id. It
-	// reports whether it gave the unit back.
+	// to what the ledger sells, if it still holds that order as the
+	// buyer's: the buyer then keeps the order as cancelled (and cannot buy
+	// again) unless v.RebuyAfterCancel frees them. Calling it again for the
+	// same order finds it moved or freed and does nothing, so a unit goes
+	// back once per order id. It reports whether it gave the unit back; a
+	// ledger that is the database gives nothing (the cancellation's
+	// transaction took the unit back).
 	ReturnUnit(ctx context.Context, v *Voucher, userID, orderID int64) (bool, error)
 }
 

@@ -696,7 +696,7 @@ func TestCancelledBuyerAnsweredAlikeWhenSoldOut(t *testing.T) {
 			if _, err := store.SaveOrders(ctx, []*seckill.Order{o}); err != nil { // as a worker writes it
 				t.Fatal(err)
 			}
-			payments := &seckill.PaymentService{Store: store, Cache: cache, Orders: orders, Vouchers: vs, Provider: payment.Fake{}, Logger: vs.Logger}
+			payments := &seckill.PaymentService{Store: store, Ledger: cache, Orders: orders, Vouchers: vs, Provider: payment.Fake{}, Logger: vs.Logger}
 			if c, err := payments.Cancel(ctx, 1, o.ID); err != nil || !c.Status.Cancelled() {
 				t.Fatalf("Cancel = %+v, %v", c, err)
 			}

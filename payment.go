@@ -22,10 +22,9 @@ type PaymentStore interface {
 // payment, and a cancelled order's unit goes back on sale.
 type PaymentService struct {
 	Store PaymentStore
-	// Cache takes a cancelled order's unit back in the cache; nil in the
-	// sync mode, where the database's stock, which the cancellation gives
-	// the unit back to, is the only one.
-	Cache UnitReturner
+	// Ledger takes a cancelled order's unit back; nil: the database took
+	// it back with the cancellation, and nothing else holds it.
+	Ledger UnitReturner
 	// Orders tells a pending order (in the cache, not yet in the database)
 	// from an unknown one.
 	Orders   *OrderService
@@ -264,7 +263,7 @@ func (s *PaymentService) cancel(ctx context.Context, v *Voucher, id int64, reaso
 // unreturned, and the sweeper gives it back later (ReturnUnit does nothing
 // for an order whose unit is back already).
 func (s *PaymentService) returnUnits(ctx context.Context, v *Voucher, os []*Order) {
-	if _, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash); err != nil {
+	if _, err := returnUnits(ctx, s.Store, s.Ledger, v, os, s.Crash); err != nil {
 		s.Logger.Warn("could not give cancelled orders' units back; the sweeper will", "voucher", v.ID, "orders", len(os), "err", err)
 	}
 }
@@ -275,7 +274,7 @@ func (s *PaymentService) returnUnits(ctx context.Context, v *Voucher, os []*Orde
 // those it had taken already). The order matters: marked after the cache
 // took them, so that a crash in between leaves them unreturned and given
 // again, which the cache finds done.
-func returnUnits(ctx context.Context, store LifecycleStore, cache UnitReturner, v *Voucher, os []*Order, crash func(string)) (int, error) {
+func returnUnits(ctx context.Context, store LifecycleStore, ledger UnitReturner, v *Voucher, os []*Order, crash func(string)) (int, error) {
 	ctx = context.WithoutCancel(ctx) // half done is only finished later
 	if crash != nil && len(os) > 0 {
 		crash(CrashBeforeReturn)
@@ -284,8 +283,8 @@ func returnUnits(ctx context.Context, store LifecycleStore, cache UnitReturner, 
 	ids := make([]int64, 0, len(os))
 	var errs []error
 	for _, o := range os {
-		if cache != nil {
-			did, err := cache.ReturnUnit(ctx, v, o.UserID, o.ID)
+		if ledger != nil {
+			did, err := ledger.ReturnUnit(ctx, v, o.UserID, o.ID)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("return the unit of order %d: %w", o.ID, err))
 				continue

@@ -74,13 +74,13 @@ func soldLifecycleTB(t testing.TB, stock int64, rebuy bool) *lifecycle {
 		t.Fatal(err)
 	}
 	orders := &seckill.OrderService{Ledger: &redisledger.Ledger{Cache: cache, Vouchers: vs, Fence: ledgerOf(vs).Fence, Logger: vs.Logger}, Store: store, Vouchers: vs, Logger: vs.Logger, OrderTime: func(int64) time.Time { return time.Now() }}
-	l.payments = &seckill.PaymentService{Store: store, Cache: cache, Orders: orders, Vouchers: vs, Provider: payment.Fake{}, Logger: vs.Logger}
+	l.payments = &seckill.PaymentService{Store: store, Ledger: cache, Orders: orders, Vouchers: vs, Provider: payment.Fake{}, Logger: vs.Logger}
 	return l
 }
 
 // sweeper returns a sweeper of l whose clock is now's.
 func (l *lifecycle) sweeper(now func() time.Time) *seckill.Sweeper {
-	return &seckill.Sweeper{Store: l.store, Cache: l.cache, Logger: l.vs.Logger, Batch: 7, Clock: now}
+	return &seckill.Sweeper{Store: l.store, Ledger: l.cache, Logger: l.vs.Logger, Batch: 7, Clock: now}
 }
 
 // check checks that every order ended paid or cancelled, never both nor
@@ -243,7 +243,7 @@ func BenchmarkSweep(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		l := soldLifecycleTB(b, n, false)
-		s := &seckill.Sweeper{Store: l.store, Cache: l.cache, Logger: l.vs.Logger, Clock: func() time.Time { return l.dueAt(n) }}
+		s := &seckill.Sweeper{Store: l.store, Ledger: l.cache, Logger: l.vs.Logger, Clock: func() time.Time { return l.dueAt(n) }}
 		b.StartTimer()
 		start := time.Now()
 		cancelled, returned, err := s.Sweep(ctx)

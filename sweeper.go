@@ -19,8 +19,9 @@ import (
 // order id (UnitReturner.ReturnUnit).
 type Sweeper struct {
 	Store LifecycleStore
-	// Cache takes the units back in the cache; nil in the sync mode.
-	Cache  UnitReturner
+	// Ledger takes the units back; nil: the database took them back
+	// with the cancellations, and nothing else holds them.
+	Ledger UnitReturner
 	Logger *slog.Logger
 	// Every is how often it sweeps. Default 1s: a unit is back on sale
 	// within about that long after its order's PayBy.
@@ -129,7 +130,7 @@ func (s *Sweeper) cancelDue(ctx context.Context, v *Voucher, now time.Time) (can
 	if err != nil {
 		return 0, 0, false, err
 	}
-	n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
+	n, err := returnUnits(ctx, s.Store, s.Ledger, v, os, s.Crash)
 	if err != nil {
 		// Left unreturned: given back by returnUnreturned, or the next sweep.
 		s.Logger.Warn("could not give the units of cancelled orders back; trying again", "voucher", v.ID, "orders", len(os), "err", err)
@@ -146,7 +147,7 @@ func (s *Sweeper) returnUnreturned(ctx context.Context, v *Voucher, now time.Tim
 	if err != nil || len(os) == 0 {
 		return 0, 0, false, err
 	}
-	n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
+	n, err := returnUnits(ctx, s.Store, s.Ledger, v, os, s.Crash)
 	if err != nil {
 		return 0, n, false, err
 	}
@@ -166,7 +167,7 @@ func (s *Sweeper) FinishReturns(ctx context.Context, v *Voucher) (int, error) {
 		if err != nil || len(os) == 0 {
 			return returned, err
 		}
-		n, err := returnUnits(ctx, s.Store, s.Cache, v, os, s.Crash)
+		n, err := returnUnits(ctx, s.Store, s.Ledger, v, os, s.Crash)
 		returned += n
 		if err != nil {
 			return returned, err

@@ -300,8 +300,8 @@ type VoucherService struct {
 		PlaceShards(ctx context.Context, generation int64, shards int) ([]string, error)
 	}
 	Logger *slog.Logger
-	// Now returns the current time; tests replace it.
-	Now func() time.Time
+	// Clock tells the time; tests set it.
+	Clock Clock
 	// Created, if set, is told of each voucher created, once it is on sale
 	// (the workers start reading its orders).
 	Created func(v *Voucher)
@@ -355,7 +355,7 @@ func orDefault(d, def time.Duration) time.Duration {
 func (s *VoucherService) OpenVoucherIDs(ctx context.Context) ([]int64, error) {
 	s.openMu.Lock()
 	defer s.openMu.Unlock()
-	now := s.Now()
+	now := s.Clock.Now()
 	if !s.openRead.IsZero() && now.Sub(s.openRead) < time.Second && now.After(s.openRead) {
 		return s.openIDs, nil
 	}
@@ -374,7 +374,7 @@ func (s *VoucherService) OpenVoucherIDs(ctx context.Context) ([]int64, error) {
 // Open reads the vouchers on sale or ended within the retention from the
 // database, oldest first, and keeps their rows for admission.
 func (s *VoucherService) Open(ctx context.Context) ([]*Voucher, error) {
-	vs, err := s.Store.UnendedVouchers(ctx, s.Now().Add(-orDefault(s.Retention, DefaultRetention)))
+	vs, err := s.Store.UnendedVouchers(ctx, s.Clock.Now().Add(-orDefault(s.Retention, DefaultRetention)))
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +392,7 @@ func (s *VoucherService) Open(ctx context.Context) ([]*Voucher, error) {
 // one row, and the queue mode's in-memory queue and its workers know one
 // stream per voucher.
 func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, error) {
-	if err := v.Validate(s.Now()); err != nil {
+	if err := v.Validate(s.Clock.Now()); err != nil {
 		return nil, err
 	}
 	if most, why := s.Ledger.MaxShards(); v.Shards > most {
@@ -482,7 +482,7 @@ func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, e
 	l, ok := s.lists[limit]
 	gen := s.listGen
 	s.listMu.Unlock()
-	if ok && s.Now().Sub(l.read) < keep {
+	if ok && s.Clock.Now().Sub(l.read) < keep {
 		return l.rows, nil
 	}
 	// Keyed by the generation too: a List after a control here joins no
@@ -492,10 +492,10 @@ func (s *VoucherService) listRows(ctx context.Context, limit int) ([]*Voucher, e
 		s.listMu.Lock()
 		l, ok := s.lists[limit]
 		s.listMu.Unlock()
-		if ok && s.Now().Sub(l.read) < keep {
+		if ok && s.Clock.Now().Sub(l.read) < keep {
 			return l.rows, nil
 		}
-		read := s.Now()
+		read := s.Clock.Now()
 		// Shared by every caller that joins it: not ended by the first
 		// caller going away (found by review: the others answered 500).
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -109,7 +109,7 @@ func services(t testing.TB, redisURL string) (*seckill.VoucherService, seckill.S
 // newVouchers returns a VoucherService of the stream mode with its Redis
 // ledger, wired as the service wires them.
 func newVouchers(store seckill.Store, cache redisledger.Cache, logger *slog.Logger, now func() time.Time) *seckill.VoucherService {
-	vs := &seckill.VoucherService{Store: store, Logger: logger, Now: now}
+	vs := &seckill.VoucherService{Store: store, Logger: logger, Clock: now}
 	vs.Ledger = redisledger.New(cache, vs, logger)
 	return vs
 }

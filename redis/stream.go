@@ -19,7 +19,6 @@ import (
 // service is a consumer of it under a name of its own.
 const Group = "workers"
 
-var _ seckill.OrderStream = (*Client)(nil)
 
 // ReadOrders reads new order messages of the shard for consumer (XREADGROUP
 // from ">"), blocking up to block.

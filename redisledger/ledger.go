@@ -34,6 +34,8 @@ type Cache interface {
 	// Release gives back what an admission of orderID took, if the buyer's
 	// slot still holds it, and reports whether it did.
 	Release(ctx context.Context, voucherID, userID, orderID int64) (bool, error)
+	// ReturnUnit is seckill.UnitReturner's, in Redis.
+	ReturnUnit(ctx context.Context, v *seckill.Voucher, userID, orderID int64) (bool, error)
 	// BuyerOrder returns the user's order id in the voucher if Redis
 	// records one, else 0.
 	BuyerOrder(ctx context.Context, userID, voucherID int64) (int64, error)
@@ -256,7 +258,7 @@ func (l *Ledger) now() time.Time {
 	if l.Clock != nil {
 		return l.Clock.Now()
 	}
-	return l.Vouchers.Now()
+	return l.Vouchers.Clock.Now()
 }
 
 // duplicate is the answer to a buyer who holds an order of the voucher

@@ -52,3 +52,10 @@ func (l *Ledger) Repair(ctx context.Context, voucherID int64) error {
 	}
 	return l.Rebuild(ctx, voucherID)
 }
+
+// ReturnUnit gives a cancelled order's unit back to the voucher's stock in
+// Redis, on the buyer's home shard, if the buyer's slot still holds the
+// order (seckill.UnitReturner).
+func (l *Ledger) ReturnUnit(ctx context.Context, v *seckill.Voucher, userID, orderID int64) (bool, error) {
+	return l.Cache.ReturnUnit(ctx, v, userID, orderID)
+}

@@ -87,3 +87,9 @@ func (l *Ledger) Restore(context.Context) error { return nil }
 func (l *Ledger) MaxShards() (int, string) {
 	return 1, "the sync mode sells from the database's one row; only the stream mode splits a voucher's stock over shards"
 }
+
+// ReturnUnit gives nothing back: the cancellation's transaction took the
+// unit back into the row's stock, the only one (seckill.UnitReturner).
+func (l *Ledger) ReturnUnit(context.Context, *seckill.Voucher, int64, int64) (bool, error) {
+	return false, nil
+}

@@ -17,7 +17,7 @@ import (
 // faulty is the rig's stream and store with a panic injected into the
 // first call of one of their methods.
 type faulty struct {
-	seckill.OrderStream
+	Stream
 	Store
 	method string
 	once   sync.Once
@@ -26,8 +26,8 @@ type faulty struct {
 	renewedAfter chan struct{}
 }
 
-func newFaulty(stream seckill.OrderStream, store Store, method string) *faulty {
-	return &faulty{OrderStream: stream, Store: store, method: method, renewedAfter: make(chan struct{})}
+func newFaulty(stream Stream, store Store, method string) *faulty {
+	return &faulty{Stream: stream, Store: store, method: method, renewedAfter: make(chan struct{})}
 }
 
 // call counts a call of method, and panics if it is the first of the
@@ -51,24 +51,24 @@ func (f *faulty) count(method string) int64 {
 
 func (f *faulty) ReadOrders(ctx context.Context, s seckill.Shard, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
 	f.call("ReadOrders")
-	return f.OrderStream.ReadOrders(ctx, s, consumer, count, block)
+	return f.Stream.ReadOrders(ctx, s, consumer, count, block)
 }
 
 func (f *faulty) ClaimStale(ctx context.Context, s seckill.Shard, consumer string, minIdle time.Duration, count int) ([]seckill.OrderMessage, []string, error) {
 	f.call("ClaimStale")
-	return f.OrderStream.ClaimStale(ctx, s, consumer, minIdle, count)
+	return f.Stream.ClaimStale(ctx, s, consumer, minIdle, count)
 }
 
 func (f *faulty) Backlog(ctx context.Context, s seckill.Shard) (int64, error) {
 	f.call("Backlog")
-	return f.OrderStream.Backlog(ctx, s)
+	return f.Stream.Backlog(ctx, s)
 }
 
 func (f *faulty) RefreshClaims(ctx context.Context, s seckill.Shard, consumer string, entryIDs ...string) error {
 	if f.call("RefreshClaims") == 2 && f.method == "RefreshClaims" {
 		close(f.renewedAfter)
 	}
-	return f.OrderStream.RefreshClaims(ctx, s, consumer, entryIDs...)
+	return f.Stream.RefreshClaims(ctx, s, consumer, entryIDs...)
 }
 
 func (f *faulty) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Voucher, error) {

@@ -15,7 +15,7 @@ import (
 //
 // It also finishes the transfers of stock between the shards of a voucher
 // that have been under way longer than staleTransfer: their process died
-// between two steps, or lost Redis (OrderStream.FinishTransfers: each step
+// between two steps, or lost Redis (Stream.FinishTransfers: each step
 // is idempotent, so whoever finds a transfer stale finishes it, and no
 // unit stays in flight, neither sold nor sellable, after its borrower
 // died).

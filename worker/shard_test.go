@@ -504,7 +504,7 @@ func TestShardStreamLost(t *testing.T) {
 // finishing is the rig's stream that can finish transfers, and records for
 // which vouchers it was asked to.
 type finishing struct {
-	seckill.OrderStream
+	Stream
 	mu    sync.Mutex
 	asked []int64
 }
@@ -525,7 +525,7 @@ func (f *finishing) FinishTransfers(ctx context.Context, voucherID int64, olderT
 func TestReclaimFinishesTransfers(t *testing.T) {
 	t.Parallel()
 	b := newShardRig(t, 3, 30)
-	f := &finishing{OrderStream: b.cache}
+	f := &finishing{Stream: b.cache}
 	p := b.poolWith(Config{Consumer: "w"}, f, nil, prometheus.NewRegistry(), false)
 	unsharded := b.voucher.ID + 1000
 	p.mu.Lock()

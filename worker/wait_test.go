@@ -15,7 +15,7 @@ import (
 // deadStream is a stream whose connection is cut: ReadOrders finds nothing,
 // and WaitOrders's answer never comes, so it returns only when ctx ends.
 type deadStream struct {
-	seckill.OrderStream
+	Stream
 }
 
 func (deadStream) ReadOrders(ctx context.Context, s seckill.Shard, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {

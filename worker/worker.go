@@ -150,7 +150,7 @@ func (c Config) withDefaults() Config {
 // consumers would take it over again and again.
 type Pool struct {
 	cfg     Config
-	stream  seckill.OrderStream
+	stream  Stream
 	store   Store
 	rebuild func(ctx context.Context, voucherID int64) error
 	logger  *slog.Logger
@@ -195,7 +195,7 @@ type Pool struct {
 // New returns a pool. rebuild puts a voucher back in Redis from the
 // database (seckill.VoucherService.Rebuild); the pool calls it when a
 // stream's group is gone.
-func New(cfg Config, stream seckill.OrderStream, store Store, rebuild func(ctx context.Context, voucherID int64) error, reg prometheus.Registerer, logger *slog.Logger) (*Pool, error) {
+func New(cfg Config, stream Stream, store Store, rebuild func(ctx context.Context, voucherID int64) error, reg prometheus.Registerer, logger *slog.Logger) (*Pool, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Consumer == "" {
 		return nil, errors.New("worker: Config.Consumer is required")

@@ -148,7 +148,7 @@ func (b *rig) pool(consumer string, start bool, store Store) *Pool {
 }
 
 // poolWith is pool with cfg, on stream and store (nil: the rig's).
-func (b *rig) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg prometheus.Registerer, start bool) *Pool {
+func (b *rig) poolWith(cfg Config, stream Stream, store Store, reg prometheus.Registerer, start bool) *Pool {
 	b.t.Helper()
 	if stream == nil {
 		stream = b.cache
@@ -159,7 +159,7 @@ func (b *rig) poolWith(cfg Config, stream seckill.OrderStream, store Store, reg 
 	// The rebuild keeps the pool's clock and retention, as serve wires
 	// them: else a reader that finds a retired voucher's stream gone
 	// (TestRetire) would rebuild it as a sale still kept.
-	vs := &seckill.VoucherService{Store: b.store, Logger: b.logger, Now: cfg.Clock.Now, Retention: cfg.Retention}
+	vs := &seckill.VoucherService{Store: b.store, Logger: b.logger, Clock: cfg.Clock.Now, Retention: cfg.Retention}
 	ledger := redisledger.New(b.cache, vs, b.logger)
 	vs.Ledger = ledger
 	p, err := New(cfg, stream, store, ledger.Rebuild, reg, b.logger)
@@ -621,7 +621,7 @@ func TestPoolWidensWithBacklog(t *testing.T) {
 	for u := range int64(1000) {
 		b.admit(10_000 + u)
 	}
-	vs := &seckill.VoucherService{Store: b.store, Logger: b.logger, Now: time.Now}
+	vs := &seckill.VoucherService{Store: b.store, Logger: b.logger, Clock: time.Now}
 	ledger := redisledger.New(b.cache, vs, b.logger)
 	vs.Ledger = ledger
 	p, err := New(Config{

@@ -322,7 +322,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.Orders = &seckill.OrderService{Ledger: ops.Ledger, Store: cfg.Store, Vouchers: a.Vouchers, IDs: ids, Logger: logger,
 		OrderTime: orderid.Time}
-	a.Payments = &seckill.PaymentService{Store: cfg.Store, Cache: ops.Sweeper.Cache, Orders: a.Orders, Vouchers: a.Vouchers,
+	a.Payments = &seckill.PaymentService{Store: cfg.Store, Ledger: ops.Ledger, Orders: a.Orders, Vouchers: a.Vouchers,
 		Provider: cfg.Payments, Grace: cfg.PaymentGrace, Logger: logger, Clock: time.Now, Crash: cfg.Test.Crash}
 	if r, ok := cfg.Payments.(seckill.Refunder); ok {
 		a.Refunds = &seckill.RefundRequester{Store: cfg.Store, Provider: r, Logger: logger, Clock: time.Now}
@@ -339,7 +339,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		rand.Read(key)
 	}
 	a.Challenges = &seckill.ChallengeService{Config: cfg.Challenge, Key: key, Vouchers: a.Vouchers, Spent: cfg.Cache,
-		Logger: logger, Now: time.Now}
+		Logger: logger, Clock: time.Now}
 	if ops.Redis != nil {
 		// The SQL ledger keeps no sold-out memory: its buys all ask the
 		// database, and a challenge voucher's ask for a solution first.
@@ -434,12 +434,14 @@ func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cac
 		// row of a voucher it has not met (one made by another instance).
 		cache.SetVouchers(store.Voucher)
 	}
-	o := &Ops{Vouchers: &seckill.VoucherService{Store: store, Logger: logger, Now: time.Now, Retention: retention}}
+	o := &Ops{Vouchers: &seckill.VoucherService{Store: store, Logger: logger, Clock: time.Now, Retention: retention}}
 	o.DeadLetters = &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
-		Logger: logger, Now: time.Now, OrderTime: orderid.Time}
+		Logger: logger, Clock: time.Now, OrderTime: orderid.Time}
 	o.Sweeper = &seckill.Sweeper{Store: store, Logger: logger, Clock: time.Now}
 	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache, Returns: o.Sweeper}
 	if mode == seckill.ModeSync || cache == nil {
+		// The database is the ledger: a cancellation's own transaction
+		// gives the unit back, and the sweeper has nothing more to return.
 		o.Ledger = &sqlledger.Ledger{Store: store, Clock: time.Now}
 		o.Vouchers.Ledger = o.Ledger
 		return o
@@ -457,8 +459,7 @@ func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cac
 	}
 	o.Reconciler.Shards = cache
 	o.Reconciler.Repairer = o.Redis
-	// The sync mode has no stock in the cache to give units back to.
-	o.Sweeper.Cache = cache
+	o.Sweeper.Ledger = o.Redis
 	return o
 }
 
