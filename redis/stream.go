@@ -19,7 +19,6 @@ import (
 // service is a consumer of it under a name of its own.
 const Group = "workers"
 
-
 // ReadOrders reads new order messages of the shard for consumer (XREADGROUP
 // from ">"), blocking up to block.
 func (c *Client) ReadOrders(ctx context.Context, s seckill.Shard, consumer string, count int, block time.Duration) ([]seckill.OrderMessage, error) {
