@@ -161,7 +161,7 @@ func (s *ChallengeService) Stats() ChallengeStats {
 
 // row returns the voucher's row, from memory once read.
 func (s *ChallengeService) row(ctx context.Context, voucherID int64) (*Voucher, error) {
-	v, err := s.Vouchers.rows.get(ctx, s.Vouchers.Store, voucherID)
+	v, err := s.Vouchers.Row(ctx, voucherID)
 	if err != nil {
 		if errors.Is(err, ErrVoucherNotFound) {
 			return nil, err

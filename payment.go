@@ -324,7 +324,7 @@ func (s *PaymentService) payable(ctx context.Context, userID, orderID int64) (*O
 	case OrderFailed:
 		return nil, nil, Errorf(ErrOrderFailed, "order %d failed: %s", o.ID, o.Reason)
 	}
-	v, err := s.Vouchers.rows.get(ctx, s.Vouchers.Store, o.VoucherID)
+	v, err := s.Vouchers.Row(ctx, o.VoucherID)
 	if err != nil {
 		return nil, nil, err
 	}
