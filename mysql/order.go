@@ -1,11 +1,7 @@
 package mysql
 
 import (
-	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"slices"
 	"time"
 
 	seckill "github.com/seckill/seckill"
@@ -20,27 +16,7 @@ o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_withi
 	fromOrders = ` FROM orders o JOIN vouchers v ON v.id = o.voucher_id`
 )
 
-// Orders holding a unit are the rows of orders, created or paid, and so
-// are cancelled ones (cancelled, refunding, refunded); failed ones are
-// those of failed_orders. An id can be in both (FailOrder and SaveOrders
-// racing, or a failed order saved later on a retry); it is not failed, so
-// the reads take a failed order only if it is notCreated. Each read is one
-// statement, so that it sees both tables at one instant.
 const (
-	// failedOrderColumns are orderColumns of failed_orders f: no payment,
-	// no cancellation, no deadline.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', FALSE, 0, NULL`
-	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
-
-	selectOrderSQL = `SELECT ` + orderColumns + fromOrders + ` WHERE o.id = ?
-UNION ALL
-SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.id = ? AND ` + notCreated
-	selectUserOrdersSQL = `SELECT ` + orderColumns + fromOrders + ` WHERE o.user_id = ?
-UNION ALL
-SELECT ` + failedOrderColumns + ` FROM failed_orders f WHERE f.user_id = ? AND ` + notCreated + `
-ORDER BY id DESC LIMIT ?`
-	countOrdersSQL       = `SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status IN ('created', 'paid')`
-	countFailedOrdersSQL = `SELECT count(*) FROM failed_orders f WHERE f.voucher_id = ? AND ` + notCreated
 	// selectVoucherOrdersSQL reads a page of a voucher's orders as a
 	// range of orders_voucher_id, which InnoDB ends with the primary key:
 	// one index entry read per order returned. Without the hint MariaDB
@@ -50,96 +26,7 @@ ORDER BY id DESC LIMIT ?`
 	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders o FORCE INDEX (orders_voucher_id)
 JOIN vouchers v ON v.id = o.voucher_id
 WHERE o.voucher_id = ? AND o.id > ? ORDER BY o.id LIMIT ?`
-	// selectOrderStatusesSQL reads the status of ids; %[1]s is one '?' per
-	// id, and the ids are passed twice.
-	selectOrderStatusesSQL = `SELECT id, status FROM orders WHERE id IN (%[1]s)
-UNION ALL
-SELECT f.id, 'failed' FROM failed_orders f WHERE f.id IN (%[1]s) AND ` + notCreated
 )
-
-// Order returns the order with the id, in whatever status, or an error
-// wrapping [seckill.ErrOrderNotFound].
-func (s *Store) Order(ctx context.Context, id int64) (*seckill.Order, error) {
-	o, err := scanOrder(s.db.QueryRowContext(ctx, selectOrderSQL, id, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, seckill.Errorf(seckill.ErrOrderNotFound, "order %d not found", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mysql: order %d: %w", id, dbErr(err))
-	}
-	return o, nil
-}
-
-// UserOrders returns up to limit of the user's orders, in every status,
-// newest first (order ids grow with time); limit <= 0 means 100.
-func (s *Store) UserOrders(ctx context.Context, userID int64, limit int) ([]*seckill.Order, error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
-	os, err := sqlrows.Query(ctx, s.db, scanOrder, selectUserOrdersSQL, userID, userID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: orders of user %d: %w", userID, dbErr(err))
-	}
-	return os, nil
-}
-
-// VoucherOrders returns up to limit orders of the voucher with ids above
-// afterID, in every status the orders table holds (created, paid,
-// cancelled, refunding, refunded: a cancelled order of a voucher with
-// RebuyAfterCancel too, which no longer holds its buyer's slot), by id
-// ascending; limit <= 0 means 1000. Each page costs the same however far
-// into the voucher's orders it is.
-func (s *Store) VoucherOrders(ctx context.Context, voucherID, afterID int64, limit int) ([]*seckill.Order, error) {
-	if limit <= 0 {
-		limit = defaultPageLimit
-	}
-	os, err := sqlrows.Query(ctx, s.db, scanOrder, selectVoucherOrdersSQL, voucherID, afterID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: orders of voucher %d after %d: %w", voucherID, afterID, dbErr(err))
-	}
-	return os, nil
-}
-
-// CountOrders returns how many orders of the voucher the database holds
-// that hold a unit (created and paid): the stock they took. Cancelled
-// orders gave theirs back, and failed ones, in failed_orders, took none.
-func (s *Store) CountOrders(ctx context.Context, voucherID int64) (int64, error) {
-	var n int64
-	if err := s.db.QueryRowContext(ctx, countOrdersSQL, voucherID).Scan(&n); err != nil {
-		return 0, fmt.Errorf("mysql: count orders of voucher %d: %w", voucherID, dbErr(err))
-	}
-	return n, nil
-}
-
-// CountFailedOrders returns how many of the voucher's orders the database
-// holds as failed (and not created after all).
-func (s *Store) CountFailedOrders(ctx context.Context, voucherID int64) (int64, error) {
-	var n int64
-	if err := s.db.QueryRowContext(ctx, countFailedOrdersSQL, voucherID).Scan(&n); err != nil {
-		return 0, fmt.Errorf("mysql: count failed orders of voucher %d: %w", voucherID, dbErr(err))
-	}
-	return n, nil
-}
-
-// OrderStatuses returns the status of each of ids that the database holds
-// (that of orders when an id is failed too); ids it does not hold are absent.
-// It reads batchChunk ids per statement.
-func (s *Store) OrderStatuses(ctx context.Context, ids []int64) (map[int64]seckill.OrderStatus, error) {
-	statuses := make(map[int64]seckill.OrderStatus, len(ids))
-	for chunk := range slices.Chunk(ids, batchChunk) {
-		args := make([]any, 0, 2*len(chunk))
-		for range 2 {
-			for _, id := range chunk {
-				args = append(args, id)
-			}
-		}
-		query := fmt.Sprintf(selectOrderStatusesSQL, sqlrows.Placeholders("?", len(chunk)))
-		if err := sqlrows.QueryMap(ctx, s.db, statuses, query, args...); err != nil {
-			return nil, fmt.Errorf("mysql: order statuses: %w", dbErr(err))
-		}
-	}
-	return statuses, nil
-}
 
 // scanOrder reads the orderColumns of one row.
 func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {

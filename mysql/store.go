@@ -22,22 +22,23 @@ import (
 
 	seckill "github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/sqlrows"
+	"github.com/seckill/seckill/sqlstore"
 )
 
 // DefaultMaxConns is the size of the connection pool when Open is given
 // none.
 const DefaultMaxConns = 20
 
-// defaultLimit is how many rows the listing methods return when given no
-// limit.
-const defaultLimit = 100
-
 // defaultPageLimit is how many orders VoucherOrders returns when given no
 // limit: pages of a rebuild, read by the thousand.
 const defaultPageLimit = 1000
 
+// sqlStore is the shared store, embedded under a name of this package's.
+type sqlStore = sqlstore.Store
+
 // Store is a [seckill.Store] on one MySQL or MariaDB database.
 type Store struct {
+	*sqlStore
 	db      *sql.DB
 	closing sync.Mutex // held by closeReadOnly
 }
@@ -71,7 +72,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	// Below the session's wait_timeout (parseURL): the pool drops an idle
 	// connection before the server does.
 	db.SetConnMaxIdleTime(sessionIdle / 2)
-	s := &Store{db: db}
+	s := &Store{sqlStore: sqlstore.New(db, dialect), db: db}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mysql: open %s: %w", redact(rawURL), err)
@@ -195,7 +196,23 @@ func (s *Store) Close() error {
 
 // utc is how the store writes a time: in UTC, to the microsecond that
 // DATETIME(6) keeps (MySQL would round the rest, MariaDB cut it).
-func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+func utc(t time.Time) time.Time { return sqlstore.UTC(t) }
+
+// dialect is MySQL's and MariaDB's, for the shared store.
+var dialect = sqlstore.Dialect{
+	Name:         "mysql",
+	Time:         func(t time.Time) any { return utc(t) },
+	Err:          dbErr,
+	IsUnique:     isUniqueViolation,
+	IsForeignKey: isForeignKeyViolation,
+	IsReadOnly:   isReadOnly,
+	IsDeadlock:   isDeadlock,
+	SQL: sqlstore.Statements{
+		OrderColumns:        orderColumns,
+		FromOrders:          fromOrders,
+		SelectVoucherOrders: selectVoucherOrdersSQL,
+	},
+}
 
 // now is the time the store writes as a row's creation time.
 func now() time.Time { return utc(time.Now()) }

@@ -24,6 +24,7 @@ import (
 
 	seckill "github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/sqlrows"
+	"github.com/seckill/seckill/sqlstore"
 )
 
 // DefaultMaxConns is the size of the connection pool when Open is given
@@ -34,16 +35,16 @@ const DefaultMaxConns = 20
 // lock before it fails with SQLITE_BUSY. Writers hold it for milliseconds.
 const busyTimeout = 5 * time.Second
 
-// defaultLimit is how many rows the listing methods return when given no
-// limit.
-const defaultLimit = 100
-
 // defaultPageLimit is how many orders VoucherOrders returns when given no
 // limit: pages of a rebuild, read by the thousand.
 const defaultPageLimit = 1000
 
+// sqlStore is the shared store, embedded under a name of this package's.
+type sqlStore = sqlstore.Store
+
 // Store is a [seckill.Store] on one SQLite database file.
 type Store struct {
+	*sqlStore
 	db      *sql.DB
 	closing sync.Mutex // held by closeReadOnly
 }
@@ -70,7 +71,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db}
+	s := &Store{sqlStore: sqlstore.New(db, dialect), db: db}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", rawURL, err)
@@ -179,3 +180,18 @@ func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 // now is the time the store writes as a row's creation time, to the
 // microsecond that it keeps.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// dialect is SQLite's, for the shared store.
+var dialect = sqlstore.Dialect{
+	Name:         "sqlite",
+	Time:         func(t time.Time) any { return micros(t) },
+	Err:          dbErr,
+	IsUnique:     isUniqueViolation,
+	IsForeignKey: isForeignKeyViolation,
+	IsReadOnly:   isReadOnly,
+	SQL: sqlstore.Statements{
+		OrderColumns:        orderColumns,
+		FromOrders:          ` FROM orders o`,
+		SelectVoucherOrders: selectVoucherOrdersSQL,
+	},
+}
