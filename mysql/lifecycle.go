@@ -406,3 +406,6 @@ func (s *Store) LifecycleCounts(ctx context.Context, voucherID int64) (*seckill.
 func (s *Store) lifecycleOrder(ctx context.Context, id int64) (*seckill.Order, error) {
 	return orderbatch.Living(s.Order(ctx, id))
 }
+
+// batchChunk is how many ids one statement of MarkReturned covers.
+const batchChunk = 500

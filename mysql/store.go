@@ -207,10 +207,23 @@ var dialect = sqlstore.Dialect{
 	IsForeignKey: isForeignKeyViolation,
 	IsReadOnly:   isReadOnly,
 	IsDeadlock:   isDeadlock,
+	PlaceRetry:   placeRetry,
+	SaveRetry:    saveRetry,
+	SaveNewFirst: true,
 	SQL: sqlstore.Statements{
 		OrderColumns:        orderColumns,
 		FromOrders:          fromOrders,
 		SelectVoucherOrders: selectVoucherOrdersSQL,
+
+		OrderExists:       orderExistsSQL,
+		InsertFailedOrder: insertFailedOrderSQL,
+
+		PlaceOrder:     placeOrderSQL,
+		TakeOne:        takeOneSQL,
+		SelectNotTaken: selectNotTakenSQL,
+
+		LockVouchers:         lockVouchersSQL,
+		SelectClashingOrders: selectClashingOrdersSQL,
 	},
 }
 

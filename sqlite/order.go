@@ -61,23 +61,3 @@ func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 	}
 	return &o, nil
 }
-
-// createdAt is the creation time to store for o: its own, else now.
-func createdAt(o *seckill.Order) time.Time {
-	if o.CreatedAt.IsZero() {
-		return now()
-	}
-	return o.CreatedAt
-}
-
-// writtenAt is the time to store as the written_at of an order created at
-// created and written now: the later of the two. An order is payable from
-// when it is written, which in the stream and queue modes may be long
-// after its admission (a backlog, a database down), and never before its
-// admission.
-func writtenAt(created time.Time) time.Time {
-	if t := now(); t.After(created) {
-		return t
-	}
-	return created
-}

@@ -189,9 +189,18 @@ var dialect = sqlstore.Dialect{
 	IsUnique:     isUniqueViolation,
 	IsForeignKey: isForeignKeyViolation,
 	IsReadOnly:   isReadOnly,
+	SaveRetry:    saveRetry,
 	SQL: sqlstore.Statements{
 		OrderColumns:        orderColumns,
 		FromOrders:          ` FROM orders o`,
 		SelectVoucherOrders: selectVoucherOrdersSQL,
+
+		InsertFailedOrder: insertFailedOrderSQL,
+
+		PlaceOrder:     placeOrderSQL,
+		TakeOne:        takeOneSQL,
+		SelectNotTaken: selectNotTakenSQL,
+
+		SelectClashingOrders: selectClashingOrdersSQL,
 	},
 }
