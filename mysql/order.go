@@ -1,13 +1,5 @@
 package mysql
 
-import (
-	"database/sql"
-	"time"
-
-	seckill "github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/sqlrows"
-)
-
 // orderColumns are an order's columns, of orders o joined to its voucher v
 // (fromOrders) for the pay-by deadline; scanOrder reads them.
 const (
@@ -27,36 +19,3 @@ const (
 JOIN vouchers v ON v.id = o.voucher_id
 WHERE o.voucher_id = ? AND o.id > ? ORDER BY o.id LIMIT ?`
 )
-
-// scanOrder reads the orderColumns of one row.
-func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
-	var (
-		o                              seckill.Order
-		writtenAt, paidAt, cancelledAt sql.NullTime
-		payWithin                      int64
-		startedAt                      sql.NullTime
-	)
-	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt, &writtenAt,
-		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin, &startedAt); err != nil {
-		return nil, err
-	}
-	o.CreatedAt = o.CreatedAt.UTC()
-	if startedAt.Valid {
-		o.PaymentStartedAt = startedAt.Time.UTC()
-	}
-	if paidAt.Valid {
-		o.PaidAt = paidAt.Time.UTC()
-	}
-	if cancelledAt.Valid {
-		o.CancelledAt = cancelledAt.Time.UTC()
-	}
-	if payWithin > 0 && o.Status != seckill.OrderFailed {
-		// A row from before written_at counts from its creation.
-		from := o.CreatedAt
-		if writtenAt.Valid {
-			from = writtenAt.Time.UTC()
-		}
-		o.PayBy = from.Add(time.Duration(payWithin) * time.Second)
-	}
-	return &o, nil
-}

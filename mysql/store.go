@@ -29,10 +29,6 @@ import (
 // none.
 const DefaultMaxConns = 20
 
-// defaultPageLimit is how many orders VoucherOrders returns when given no
-// limit: pages of a rebuild, read by the thousand.
-const defaultPageLimit = 1000
-
 // sqlStore is the shared store, embedded under a name of this package's.
 type sqlStore = sqlstore.Store
 
@@ -210,6 +206,8 @@ var dialect = sqlstore.Dialect{
 	PlaceRetry:   placeRetry,
 	SaveRetry:    saveRetry,
 	SaveNewFirst: true,
+	CancelRetry:  cancelRetry,
+	LockTx:       cancelTx,
 	SQL: sqlstore.Statements{
 		OrderColumns:        orderColumns,
 		FromOrders:          fromOrders,
@@ -224,6 +222,18 @@ var dialect = sqlstore.Dialect{
 
 		LockVouchers:         lockVouchersSQL,
 		SelectClashingOrders: selectClashingOrdersSQL,
+
+		SelectDue:              selectDueSQL,
+		InsertPaymentEvent:     insertPaymentEventSQL,
+		SelectDeadlineVouchers: selectDeadlineVouchersSQL,
+		CountLifecycle:         countLifecycleSQL,
+
+		SelectDueRefunds:     selectDueRefundsSQL,
+		SelectDueRefund:      selectDueRefundSQL,
+		CountRefundsWaiting:  countRefundsWaitingSQL,
+		SelectRefundsWaiting: selectRefundsWaitingSQL,
+
+		EndVoucher: endVoucherSQL,
 	},
 }
 

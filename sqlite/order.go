@@ -1,13 +1,5 @@
 package sqlite
 
-import (
-	"database/sql"
-	"time"
-
-	seckill "github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/sqlrows"
-)
-
 // orderColumns are an order's columns, of orders o; scanOrder reads them.
 // The voucher's pay_within_seconds, for the pay-by deadline, is a subquery
 // rather than a join, so that each read keeps the plan it had without it:
@@ -27,37 +19,3 @@ const (
 	selectVoucherOrdersSQL = `SELECT ` + orderColumns + ` FROM orders AS o INDEXED BY orders_voucher_id
 WHERE o.voucher_id = ? AND o.id > ? ORDER BY o.id LIMIT ?`
 )
-
-// scanOrder reads the orderColumns of one row.
-func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
-	var (
-		o                              seckill.Order
-		createdAt                      int64
-		writtenAt, paidAt, cancelledAt sql.NullInt64
-		payWithin                      int64
-		startedAt                      sql.NullInt64
-	)
-	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &createdAt, &writtenAt,
-		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin, &startedAt); err != nil {
-		return nil, err
-	}
-	o.CreatedAt = fromMicros(createdAt)
-	if startedAt.Valid {
-		o.PaymentStartedAt = fromMicros(startedAt.Int64)
-	}
-	if paidAt.Valid {
-		o.PaidAt = fromMicros(paidAt.Int64)
-	}
-	if cancelledAt.Valid {
-		o.CancelledAt = fromMicros(cancelledAt.Int64)
-	}
-	if payWithin > 0 && o.Status != seckill.OrderFailed {
-		// A row from before written_at counts from its creation.
-		from := o.CreatedAt
-		if writtenAt.Valid {
-			from = fromMicros(writtenAt.Int64)
-		}
-		o.PayBy = from.Add(time.Duration(payWithin) * time.Second)
-	}
-	return &o, nil
-}

@@ -35,10 +35,6 @@ const DefaultMaxConns = 20
 // lock before it fails with SQLITE_BUSY. Writers hold it for milliseconds.
 const busyTimeout = 5 * time.Second
 
-// defaultPageLimit is how many orders VoucherOrders returns when given no
-// limit: pages of a rebuild, read by the thousand.
-const defaultPageLimit = 1000
-
 // sqlStore is the shared store, embedded under a name of this package's.
 type sqlStore = sqlstore.Store
 
@@ -174,9 +170,6 @@ func (s *Store) Close() error {
 // micros is how a time is stored: microseconds since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// fromMicros is the time stored as micros, in UTC.
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
 // now is the time the store writes as a row's creation time, to the
 // microsecond that it keeps.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
@@ -190,6 +183,7 @@ var dialect = sqlstore.Dialect{
 	IsForeignKey: isForeignKeyViolation,
 	IsReadOnly:   isReadOnly,
 	SaveRetry:    saveRetry,
+	SweepChunk:   500, // a sweep's ids, well within SQLite's 32766 parameters
 	SQL: sqlstore.Statements{
 		OrderColumns:        orderColumns,
 		FromOrders:          ` FROM orders o`,
@@ -202,5 +196,17 @@ var dialect = sqlstore.Dialect{
 		SelectNotTaken: selectNotTakenSQL,
 
 		SelectClashingOrders: selectClashingOrdersSQL,
+
+		SelectDue:              selectDueSQL,
+		InsertPaymentEvent:     insertPaymentEventSQL,
+		SelectDeadlineVouchers: selectDeadlineVouchersSQL,
+		CountLifecycle:         countLifecycleSQL,
+
+		SelectDueRefunds:     selectDueRefundsSQL,
+		SelectDueRefund:      selectDueRefundSQL,
+		CountRefundsWaiting:  countRefundsWaitingSQL,
+		SelectRefundsWaiting: selectRefundsWaitingSQL,
+
+		EndVoucher: endVoucherSQL,
 	},
 }

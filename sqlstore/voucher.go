@@ -10,14 +10,16 @@ import (
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds, paused`
+// VoucherColumns are a voucher's columns (scanVoucher), for a dialect's
+// SelectDeadlineVouchers too.
+const VoucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds, paused`
 
 const (
 	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
-	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
-	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
+	selectVoucherSQL         = `SELECT ` + VoucherColumns + ` FROM vouchers WHERE id = ?`
+	selectVouchersSQL        = `SELECT ` + VoucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
+	selectUnendedVouchersSQL = `SELECT ` + VoucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
 )
 
 // CreateVoucher inserts v as it is, and sets its ID and CreatedAt, and its
@@ -83,7 +85,7 @@ func (s *Store) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Vo
 	return vs, nil
 }
 
-// scanVoucher reads the voucherColumns of one row.
+// scanVoucher reads the VoucherColumns of one row.
 func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 	var (
 		v                     seckill.Voucher
