@@ -15,13 +15,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	seckill "github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/sqlrows"
 	"github.com/seckill/seckill/sqlstore"
 )
 
@@ -35,8 +33,7 @@ type sqlStore = sqlstore.Store
 // Store is a [seckill.Store] on one MySQL or MariaDB database.
 type Store struct {
 	*sqlStore
-	db      *sql.DB
-	closing sync.Mutex // held by closeReadOnly
+	db *sql.DB // the shared store's pool, which the tests read the tables with
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -143,52 +140,9 @@ func redact(rawURL string) string {
 	return "(malformed URL)"
 }
 
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("mysql: ping: %w", dbErr(err))
-	}
-	return nil
-}
-
 // probeWriteSQL is Writable's write, committed: write_probe's one row.
-const probeWriteSQL = `INSERT INTO write_probe (id, probed_at) VALUES (1, UTC_TIMESTAMP(6))
+const probeWriteSQL = `INSERT INTO write_probe (id, probed_at) VALUES (1, ?)
 ON DUPLICATE KEY UPDATE probed_at = VALUES(probed_at)`
-
-// Writable checks that the database takes writes now; see [seckill.Store].
-func (s *Store) Writable(ctx context.Context) (err error) {
-	defer s.closeReadOnly(ctx, &err)
-	if _, err := s.db.ExecContext(ctx, probeWriteSQL); err != nil {
-		return fmt.Errorf("mysql: probe a write: %w", dbErr(err))
-	}
-	return nil
-}
-
-// closeReadOnly closes the pool's idle connections (sqlrows.CloseIdle) if *err says the server
-// refused a write as read-only. After a failover the pool's connections may
-// reach a writer that was demoted, which refuses writes on them until they
-// are closed, while a new connection reaches the new writer. The write
-// methods defer it: by then the connection that was refused is back among
-// the idle ones; one in use elsewhere is closed when its own write is
-// refused (TestReadOnlyConnectionsClosed).
-func (s *Store) closeReadOnly(ctx context.Context, err *error) {
-	// One at a time: two that read the same idle count would take every
-	// connection between them and wait for more (found by review). Each
-	// still closes what is idle after its own connection came back.
-	if isReadOnly(*err) {
-		s.closing.Lock()
-		defer s.closing.Unlock()
-		sqlrows.CloseIdle(ctx, s.db)
-	}
-}
-
-// Close closes the connection pool; it is safe to call more than once.
-func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("mysql: close: %w", err)
-	}
-	return nil
-}
 
 // utc is how the store writes a time: in UTC, to the microsecond that
 // DATETIME(6) keeps (MySQL would round the rest, MariaDB cut it).
@@ -209,6 +163,8 @@ var dialect = sqlstore.Dialect{
 	CancelRetry:  cancelRetry,
 	LockTx:       cancelTx,
 	SQL: sqlstore.Statements{
+		ProbeWrite: probeWriteSQL,
+
 		OrderColumns:        orderColumns,
 		FromOrders:          fromOrders,
 		SelectVoucherOrders: selectVoucherOrdersSQL,
@@ -234,8 +190,11 @@ var dialect = sqlstore.Dialect{
 		SelectRefundsWaiting: selectRefundsWaitingSQL,
 
 		EndVoucher: endVoucherSQL,
-	},
-}
 
-// now is the time the store writes as a row's creation time.
-func now() time.Time { return utc(time.Now()) }
+		CreateMigrationsTable: createMigrationsTableSQL,
+		InsertVersion:         insertVersionSQL,
+		MigrationsTableExists: migrationsTableExistsSQL,
+	},
+	Migrations:   migrationFiles,
+	BeginMigrate: beginMigrate,
+}

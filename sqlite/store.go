@@ -17,13 +17,11 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	seckill "github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/sqlrows"
 	"github.com/seckill/seckill/sqlstore"
 )
 
@@ -41,8 +39,7 @@ type sqlStore = sqlstore.Store
 // Store is a [seckill.Store] on one SQLite database file.
 type Store struct {
 	*sqlStore
-	db      *sql.DB
-	closing sync.Mutex // held by closeReadOnly
+	db *sql.DB // the shared store's pool, which the tests read the tables with
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -118,61 +115,12 @@ func parseURL(rawURL string) (string, error) {
 	return path + "?" + params.Encode(), nil
 }
 
-// Ping checks that the database file can be read.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", dbErr(err))
-	}
-	// Ping alone does not touch the file; a query does.
-	var n int
-	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", dbErr(err))
-	}
-	return nil
-}
-
 // probeWriteSQL is Writable's write, committed: write_probe's one row.
 const probeWriteSQL = `INSERT INTO write_probe (id, probed_at) VALUES (1, ?)
 ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`
 
-// Writable checks that the database takes writes now; see [seckill.Store].
-func (s *Store) Writable(ctx context.Context) (err error) {
-	defer s.closeReadOnly(ctx, &err)
-	if _, err := s.db.ExecContext(ctx, probeWriteSQL, micros(now())); err != nil {
-		return fmt.Errorf("sqlite: probe a write: %w", dbErr(err))
-	}
-	return nil
-}
-
-// closeReadOnly closes the pool's idle connections (sqlrows.CloseIdle) if *err says SQLite
-// refused a write as read-only: a connection that opened the file so goes
-// on refusing writes after it is writable again. The write methods defer
-// it: by then the connection that was refused is back among the idle ones.
-func (s *Store) closeReadOnly(ctx context.Context, err *error) {
-	// One at a time: two that read the same idle count would take every
-	// connection between them and wait for more (found by review). Each
-	// still closes what is idle after its own connection came back.
-	if isReadOnly(*err) {
-		s.closing.Lock()
-		defer s.closing.Unlock()
-		sqlrows.CloseIdle(ctx, s.db)
-	}
-}
-
-// Close closes the connection pool; it is safe to call more than once.
-func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("sqlite: close: %w", err)
-	}
-	return nil
-}
-
 // micros is how a time is stored: microseconds since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
-
-// now is the time the store writes as a row's creation time, to the
-// microsecond that it keeps.
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // dialect is SQLite's, for the shared store.
 var dialect = sqlstore.Dialect{
@@ -185,6 +133,10 @@ var dialect = sqlstore.Dialect{
 	SaveRetry:    saveRetry,
 	SweepChunk:   500, // a sweep's ids, well within SQLite's 32766 parameters
 	SQL: sqlstore.Statements{
+		// Ping alone does not touch the file; a query does.
+		Ping:       `SELECT count(*) FROM sqlite_schema`,
+		ProbeWrite: probeWriteSQL,
+
 		OrderColumns:        orderColumns,
 		FromOrders:          ` FROM orders o`,
 		SelectVoucherOrders: selectVoucherOrdersSQL,
@@ -208,5 +160,11 @@ var dialect = sqlstore.Dialect{
 		SelectRefundsWaiting: selectRefundsWaitingSQL,
 
 		EndVoucher: endVoucherSQL,
+
+		CreateMigrationsTable: createMigrationsTableSQL,
+		InsertVersion:         insertVersionSQL,
+		MigrationsTableExists: migrationsTableExistsSQL,
 	},
+	Migrations:   migrationFiles,
+	BeginMigrate: beginMigrate,
 }

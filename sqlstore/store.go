@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	seckill "github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
@@ -39,12 +40,14 @@ type Store struct {
 	closing sync.Mutex // held by closeReadOnly
 }
 
+var _ seckill.Store = (*Store)(nil)
+
 // New returns the store on db, which speaks d; closing the store closes
 // db. It panics if d lacks one of its functions: a dialect is written
 // once, in code.
 func New(db *sql.DB, d Dialect) *Store {
 	if d.Name == "" || d.Time == nil || d.Err == nil || d.IsUnique == nil || d.IsForeignKey == nil ||
-		d.IsReadOnly == nil {
+		d.IsReadOnly == nil || d.Migrations == nil || d.BeginMigrate == nil {
 		panic("sqlstore: incomplete dialect " + d.Name)
 	}
 	if d.IsDeadlock == nil {
