@@ -63,9 +63,9 @@ type Dialect struct {
 	BeginMigrate func(ctx context.Context, db *sql.DB) (q sqlrows.Querier, end func(error) error, err error)
 }
 
-// Statements are a dialect's SQL where the databases differ: each field
-// is documented where the dialects define it. A statement that names
-// "%s" takes placeholders, as the shared one it stands for.
+// Statements are a dialect's SQL where the databases differ; why each is
+// written as it is, is said where the dialect defines it. The comments
+// here give the arguments the store binds, in order.
 type Statements struct {
 	// Ping, if set, is read after a ping (count a table's rows): it reaches
 	// the database where the ping does not.
