@@ -1,5 +1,9 @@
 // Package mysql is the [seckill.Store] on MySQL or MariaDB (InnoDB), through
-// github.com/go-sql-driver/mysql and database/sql.
+// github.com/go-sql-driver/mysql and database/sql. The store is
+// [sqlstore.Store]; this package opens the database and gives its dialect:
+// the SQL that is MySQL's (row locks, index hints, upserts), what the
+// server's errors mean, the retries of transactions that deadlocked, and
+// the migrations.
 //
 // Times are stored as DATETIME(6) in UTC: the connection parses DATETIME
 // values as UTC times, and the store writes times in UTC to the
@@ -27,10 +31,12 @@ import (
 // none.
 const DefaultMaxConns = 20
 
-// sqlStore is the shared store, embedded under a name of this package's.
+// sqlStore is the shared store, embedded under an unexported name so that
+// Store has its methods but no exported field.
 type sqlStore = sqlstore.Store
 
-// Store is a [seckill.Store] on one MySQL or MariaDB database.
+// Store is a [seckill.Store] on one MySQL or MariaDB database. Its methods
+// are those of [sqlstore.Store], on this package's dialect.
 type Store struct {
 	*sqlStore
 	db *sql.DB // the shared store's pool, which the tests read the tables with

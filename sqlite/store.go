@@ -1,6 +1,8 @@
 // Package sqlite is the [seckill.Store] on SQLite, through the pure-Go
 // driver modernc.org/sqlite: the embedded default, for trying the service
-// without a database server.
+// without a database server. The store is [sqlstore.Store]; this package
+// opens the database file and gives its dialect: the SQL that is SQLite's,
+// what its errors mean, and the migrations.
 //
 // SQLite has one writer at a time. Every connection waits for the write lock
 // (busy_timeout) instead of failing, and every transaction takes that lock
@@ -33,10 +35,12 @@ const DefaultMaxConns = 20
 // lock before it fails with SQLITE_BUSY. Writers hold it for milliseconds.
 const busyTimeout = 5 * time.Second
 
-// sqlStore is the shared store, embedded under a name of this package's.
+// sqlStore is the shared store, embedded under an unexported name so that
+// Store has its methods but no exported field.
 type sqlStore = sqlstore.Store
 
-// Store is a [seckill.Store] on one SQLite database file.
+// Store is a [seckill.Store] on one SQLite database file. Its methods are
+// those of [sqlstore.Store], on this package's dialect.
 type Store struct {
 	*sqlStore
 	db *sql.DB // the shared store's pool, which the tests read the tables with
