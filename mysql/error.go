@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -133,15 +132,3 @@ func isDeadlock(err error) bool { return errNumber(err) == errDeadlock }
 // isLockWaitTimeout reports whether err is InnoDB giving up waiting for a
 // row lock (innodb_lock_wait_timeout), which rolled back the statement.
 func isLockWaitTimeout(err error) bool { return errNumber(err) == errLockWaitTimeout }
-
-// commit commits tx. When ctx ended after the transaction's last
-// statement, database/sql has rolled it back and Commit says only
-// sql.ErrTxDone: nothing was committed, and the answer is ctx's error (a
-// request that took too long: 503, not a 500).
-func commit(ctx context.Context, tx *sql.Tx) error {
-	err := tx.Commit()
-	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
-		return fmt.Errorf("%w (the transaction was rolled back)", ctx.Err())
-	}
-	return err
-}

@@ -1,18 +1,14 @@
 package mysql
 
-import (
-	"context"
-	"database/sql"
-	"fmt"
-	"slices"
+import "github.com/seckill/seckill/internal/retry"
 
-	seckill "github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/orderbatch"
-	"github.com/seckill/seckill/internal/retry"
-	"github.com/seckill/seckill/internal/sqlrows"
-)
-
-// The statements of SaveOrders.
+// The statements of SaveOrders ([sqlstore.Store.SaveOrders]). The sorting
+// transaction first locks the batch's vouchers (lockVouchersSQL), so that
+// concurrent batches of one voucher take turns: the orders one finds
+// stored then include every order the previous one committed. Without that
+// lock, two batches would each take a shared lock on the voucher row by
+// inserting orders (the foreign key check) and then deadlock when both
+// tried to update its stock.
 const (
 	// lockVouchersSQL locks a batch's vouchers, in id order, and reads their
 	// stock; %s is one '?' per voucher.
@@ -26,252 +22,13 @@ const (
 	selectClashingOrdersSQL = `SELECT id, user_id, voucher_id, slot IS NOT NULL FROM orders WHERE id IN (%[1]s)
 UNION ALL
 SELECT id, user_id, voucher_id, 1 FROM orders WHERE (user_id, voucher_id) IN (%[2]s) AND slot IS NOT NULL`
-	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
-	// order. A plain INSERT, not INSERT IGNORE: a clash is an error, never
-	// silently skipped.
-	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at) VALUES %s`
-	insertOrderRow  = `(?, ?, ?, 'created', ?, ?)`
-	// takeStockSQL takes n from a voucher's stock unless that would make it
-	// negative: then it changes no row.
-	takeStockSQL = `UPDATE vouchers SET stock = stock - ? WHERE id = ? AND stock >= ?`
 )
 
-// batchChunk is how many orders one statement of SaveOrders covers: few
-// enough to stay far below the protocol's 65535 parameters and the
-// server's max_allowed_packet, many enough for a batch of a few hundred to
-// take a constant number of round trips.
-const batchChunk = 500
-
-// saveRetry is when SaveOrders runs its transaction again: when a
-// concurrent one got in its way, up to 5 times.
+// saveRetry is when SaveOrders runs its sorting transaction again: when a
+// concurrent one got in its way (an order inserted meanwhile for another
+// voucher, a clashing id; a deadlock), up to 5 times.
 var saveRetry = retry.Policy{
 	Attempts:  5,
 	Retryable: func(err error) bool { return isUniqueViolation(err) || isDeadlock(err) },
 	Wait:      retry.Jitter,
-}
-
-// SaveOrders writes the orders that are new with status created, and takes
-// their number from each voucher's stock, in one transaction; see
-// [seckill.OrderStore].
-//
-// It first takes every order for new, as a worker's batch nearly always
-// is, and writes them without looking them up (saveNew). When that finds
-// a stock short, or an order stored already, it rolls back, and the
-// transaction below sorts the batch out.
-//
-// That transaction first locks the batch's vouchers (SELECT … FOR UPDATE,
-// in id order), so that concurrent batches of one voucher take turns: the
-// orders one finds stored then include every order the previous one
-// committed. Without that lock, two batches would each take a shared lock
-// on the voucher row by inserting orders (the foreign key check) and then
-// deadlock when both tried to update its stock. A batch can still meet an
-// order inserted meanwhile for another voucher (a clashing id), or a
-// deadlock; it then starts over, as saveRetry says.
-func (s *Store) SaveOrders(ctx context.Context, orders []*seckill.Order) (_ []seckill.SaveOutcome, err error) {
-	defer s.closeReadOnly(ctx, &err)
-	if slices.Contains(orders, nil) {
-		return nil, fmt.Errorf("mysql: save orders: %w: nil order", seckill.ErrInvalidArgument)
-	}
-	if len(orders) == 0 {
-		return []seckill.SaveOutcome{}, nil
-	}
-	saved, err := s.saveNew(ctx, orders)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("mysql: save orders: %w", err)
-	case saved:
-		outcomes := make([]seckill.SaveOutcome, len(orders))
-		for i := range outcomes {
-			outcomes[i] = seckill.Saved
-		}
-		return outcomes, nil
-	}
-	var outcomes []seckill.SaveOutcome
-	err = retry.Do(ctx, saveRetry, func() (err error) {
-		outcomes, err = s.saveOrders(ctx, orders)
-		return err
-	})
-	switch {
-	case err == nil:
-		return outcomes, nil
-	case saveRetry.Retryable(err):
-		return nil, fmt.Errorf("mysql: save orders: %w: concurrent writers got in the way %d times: %w", seckill.ErrTransient, saveRetry.Attempts, err)
-	}
-	return nil, fmt.Errorf("mysql: save orders: %w", err)
-}
-
-// saveNew inserts every order of a batch, and takes their number from each
-// voucher's stock, in one transaction, and reports whether it did. It
-// takes from the stock first, with the guarded update, in voucher id
-// order: that locks the vouchers as saveOrders does, for the same reason,
-// and refuses a short stock before anything is inserted. If a stock is
-// short, or an insert meets an order stored already (or an unknown
-// voucher, or a deadlock), it rolls back and reports false with no error:
-// saveOrders then sorts the batch out. Without saveOrders' lookup of the
-// batch's orders and its separate lock, it writes 1.5× to 2× as many
-// orders a second (measured on MariaDB 10.11, batches of 100 to 1,000,
-// from 1 to 16 savers), and a batch costs the server about a third less
-// CPU. Sending the statements as one multi-statement round trip gained
-// little more at 1,000 orders, and would need multiStatements on every
-// connection and the CHECK on the stock, which MySQL before 8.0.16
-// ignores.
-func (s *Store) saveNew(ctx context.Context, orders []*seckill.Order) (bool, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("begin: %w", dbErr(err))
-	}
-	defer tx.Rollback()
-	for _, t := range orderbatch.Takes(orders) {
-		res, err := tx.ExecContext(ctx, takeStockSQL, t.N, t.VoucherID, t.N)
-		if err != nil {
-			if isDeadlock(err) {
-				return false, nil
-			}
-			return false, fmt.Errorf("take %d from the stock of voucher %d: %w", t.N, t.VoucherID, dbErr(err))
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return false, fmt.Errorf("take %d from the stock of voucher %d: %w", t.N, t.VoucherID, dbErr(err))
-		}
-		if n == 0 {
-			return false, nil // short, or no such voucher
-		}
-	}
-	for chunk := range slices.Chunk(orders, batchChunk) {
-		if err := insertOrders(ctx, tx, chunk); err != nil {
-			if isUniqueViolation(err) || isForeignKeyViolation(err) || isDeadlock(err) {
-				return false, nil
-			}
-			return false, fmt.Errorf("insert orders: %w", dbErr(err))
-		}
-	}
-	if err := commit(ctx, tx); err != nil {
-		return false, fmt.Errorf("commit: %w", dbErr(err))
-	}
-	return true, nil
-}
-
-// insertOrders inserts orders with status created in one statement,
-// written now.
-func insertOrders(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
-	args := make([]any, 0, 5*len(orders))
-	for _, o := range orders {
-		created := createdAt(o)
-		args = append(args, o.ID, o.UserID, o.VoucherID, created, writtenAt(created))
-	}
-	query := fmt.Sprintf(insertOrdersSQL, sqlrows.Placeholders(insertOrderRow, len(orders)))
-	_, err := tx.ExecContext(ctx, query, args...)
-	return err
-}
-
-// saveOrders is one attempt of SaveOrders. A unique violation or a deadlock
-// comes back as it is, for SaveOrders to try again.
-func (s *Store) saveOrders(ctx context.Context, orders []*seckill.Order) ([]seckill.SaveOutcome, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", dbErr(err))
-	}
-	defer tx.Rollback()
-
-	stocks, err := lockVouchers(ctx, tx, orders)
-	if err != nil {
-		return nil, err
-	}
-	var stored []orderbatch.Key
-	for chunk := range slices.Chunk(orders, batchChunk) {
-		if stored, err = appendClashingOrders(ctx, tx, stored, chunk); err != nil {
-			return nil, err
-		}
-	}
-	outcomes, inserts := orderbatch.Classify(orders, stored)
-	takes := orderbatch.Takes(inserts)
-	for _, t := range takes {
-		if _, ok := stocks[t.VoucherID]; !ok {
-			return nil, fmt.Errorf("voucher %d: %w", t.VoucherID, seckill.ErrVoucherNotFound)
-		}
-	}
-
-	for chunk := range slices.Chunk(inserts, batchChunk) {
-		if err := insertOrders(ctx, tx, chunk); err != nil {
-			switch {
-			case isUniqueViolation(err) || isDeadlock(err):
-				return nil, err
-			case isForeignKeyViolation(err):
-				return nil, fmt.Errorf("insert orders: a voucher does not exist: %w: %w", seckill.ErrVoucherNotFound, err)
-			}
-			return nil, fmt.Errorf("insert orders: %w", dbErr(err))
-		}
-	}
-
-	// After the inserts, as docs/design/persistence.md, Database, says: the stock drops only for
-	// orders that went in. The guard in the statement, not the stock read
-	// above, is what refuses to oversell.
-	for _, t := range takes {
-		res, err := tx.ExecContext(ctx, takeStockSQL, t.N, t.VoucherID, t.N)
-		if err != nil {
-			if isDeadlock(err) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.N, t.VoucherID, dbErr(err))
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("take %d from the stock of voucher %d: %w", t.N, t.VoucherID, dbErr(err))
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("voucher %d has a stock of %d for %d new orders: %w", t.VoucherID, stocks[t.VoucherID], t.N, seckill.ErrSoldOut)
-		}
-	}
-	if err := commit(ctx, tx); err != nil {
-		return nil, fmt.Errorf("commit: %w", dbErr(err))
-	}
-	return outcomes, nil
-}
-
-// lockVouchers locks the vouchers of orders for the transaction and
-// returns the stock of each that exists.
-func lockVouchers(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) (map[int64]int64, error) {
-	var ids []any
-	seen := map[int64]bool{}
-	for _, o := range orders {
-		if !seen[o.VoucherID] {
-			seen[o.VoucherID] = true
-			ids = append(ids, o.VoucherID)
-		}
-	}
-	stocks := make(map[int64]int64, len(ids))
-	err := sqlrows.QueryMap(ctx, tx, stocks, fmt.Sprintf(lockVouchersSQL, sqlrows.Placeholders("?", len(ids))), ids...)
-	switch {
-	case err == nil:
-		return stocks, nil
-	case isDeadlock(err):
-		return nil, err
-	}
-	return nil, fmt.Errorf("lock vouchers: %w", dbErr(err))
-}
-
-// appendClashingOrders appends to stored the stored orders that share an id
-// or a (user, voucher) pair with one of orders.
-func appendClashingOrders(ctx context.Context, q sqlrows.Querier, stored []orderbatch.Key, orders []*seckill.Order) ([]orderbatch.Key, error) {
-	args := make([]any, 0, 3*len(orders))
-	for _, o := range orders {
-		args = append(args, o.ID)
-	}
-	for _, o := range orders {
-		args = append(args, o.UserID, o.VoucherID)
-	}
-	query := fmt.Sprintf(selectClashingOrdersSQL, sqlrows.Placeholders("?", len(orders)), sqlrows.Placeholders("(?, ?)", len(orders)))
-	keys, err := sqlrows.Query(ctx, q, scanKey, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("find stored orders: %w", dbErr(err))
-	}
-	return append(stored, keys...), nil
-}
-
-// scanKey reads the id, user_id, voucher_id and whether it holds the
-// pair, of one row.
-func scanKey(row sqlrows.Scanner) (orderbatch.Key, error) {
-	var k orderbatch.Key
-	err := row.Scan(&k.ID, &k.UserID, &k.VoucherID, &k.Holds)
-	return k, err
 }

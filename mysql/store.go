@@ -1,5 +1,9 @@
 // Package mysql is the [seckill.Store] on MySQL or MariaDB (InnoDB), through
-// github.com/go-sql-driver/mysql and database/sql.
+// github.com/go-sql-driver/mysql and database/sql. The store is
+// [sqlstore.Store]; this package opens the database and gives its dialect:
+// the SQL that is MySQL's (row locks, index hints, upserts), what the
+// server's errors mean, the retries of transactions that deadlocked, and
+// the migrations.
 //
 // Times are stored as DATETIME(6) in UTC: the connection parses DATETIME
 // values as UTC times, and the store writes times in UTC to the
@@ -15,31 +19,27 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	seckill "github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/sqlrows"
+	"github.com/seckill/seckill/sqlstore"
 )
 
 // DefaultMaxConns is the size of the connection pool when Open is given
 // none.
 const DefaultMaxConns = 20
 
-// defaultLimit is how many rows the listing methods return when given no
-// limit.
-const defaultLimit = 100
+// sqlStore is the shared store, embedded under an unexported name so that
+// Store has its methods but no exported field.
+type sqlStore = sqlstore.Store
 
-// defaultPageLimit is how many orders VoucherOrders returns when given no
-// limit: pages of a rebuild, read by the thousand.
-const defaultPageLimit = 1000
-
-// Store is a [seckill.Store] on one MySQL or MariaDB database.
+// Store is a [seckill.Store] on one MySQL or MariaDB database. Its methods
+// are those of [sqlstore.Store], on this package's dialect.
 type Store struct {
-	db      *sql.DB
-	closing sync.Mutex // held by closeReadOnly
+	*sqlStore
+	db *sql.DB // the shared store's pool, which the tests read the tables with
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -71,7 +71,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	// Below the session's wait_timeout (parseURL): the pool drops an idle
 	// connection before the server does.
 	db.SetConnMaxIdleTime(sessionIdle / 2)
-	s := &Store{db: db}
+	s := &Store{sqlStore: sqlstore.New(db, dialect), db: db}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mysql: open %s: %w", redact(rawURL), err)
@@ -146,56 +146,61 @@ func redact(rawURL string) string {
 	return "(malformed URL)"
 }
 
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("mysql: ping: %w", dbErr(err))
-	}
-	return nil
-}
-
 // probeWriteSQL is Writable's write, committed: write_probe's one row.
-const probeWriteSQL = `INSERT INTO write_probe (id, probed_at) VALUES (1, UTC_TIMESTAMP(6))
+const probeWriteSQL = `INSERT INTO write_probe (id, probed_at) VALUES (1, ?)
 ON DUPLICATE KEY UPDATE probed_at = VALUES(probed_at)`
-
-// Writable checks that the database takes writes now; see [seckill.Store].
-func (s *Store) Writable(ctx context.Context) (err error) {
-	defer s.closeReadOnly(ctx, &err)
-	if _, err := s.db.ExecContext(ctx, probeWriteSQL); err != nil {
-		return fmt.Errorf("mysql: probe a write: %w", dbErr(err))
-	}
-	return nil
-}
-
-// closeReadOnly closes the pool's idle connections (sqlrows.CloseIdle) if *err says the server
-// refused a write as read-only. After a failover the pool's connections may
-// reach a writer that was demoted, which refuses writes on them until they
-// are closed, while a new connection reaches the new writer. The write
-// methods defer it: by then the connection that was refused is back among
-// the idle ones; one in use elsewhere is closed when its own write is
-// refused (TestReadOnlyConnectionsClosed).
-func (s *Store) closeReadOnly(ctx context.Context, err *error) {
-	// One at a time: two that read the same idle count would take every
-	// connection between them and wait for more (found by review). Each
-	// still closes what is idle after its own connection came back.
-	if isReadOnly(*err) {
-		s.closing.Lock()
-		defer s.closing.Unlock()
-		sqlrows.CloseIdle(ctx, s.db)
-	}
-}
-
-// Close closes the connection pool; it is safe to call more than once.
-func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("mysql: close: %w", err)
-	}
-	return nil
-}
 
 // utc is how the store writes a time: in UTC, to the microsecond that
 // DATETIME(6) keeps (MySQL would round the rest, MariaDB cut it).
-func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+func utc(t time.Time) time.Time { return sqlstore.UTC(t) }
 
-// now is the time the store writes as a row's creation time.
-func now() time.Time { return utc(time.Now()) }
+// dialect is MySQL's and MariaDB's, for the shared store.
+var dialect = sqlstore.Dialect{
+	Name:         "mysql",
+	Time:         func(t time.Time) any { return utc(t) },
+	Err:          dbErr,
+	IsUnique:     isUniqueViolation,
+	IsForeignKey: isForeignKeyViolation,
+	IsReadOnly:   isReadOnly,
+	IsDeadlock:   isDeadlock,
+	PlaceRetry:   placeRetry,
+	SaveRetry:    saveRetry,
+	SaveNewFirst: true,
+	CancelRetry:  cancelRetry,
+	LockTx:       cancelTx,
+	SQL: sqlstore.Statements{
+		ProbeWrite: probeWriteSQL,
+
+		OrderColumns:        orderColumns,
+		FromOrders:          fromOrders,
+		SelectVoucherOrders: selectVoucherOrdersSQL,
+
+		OrderExists:       orderExistsSQL,
+		InsertFailedOrder: insertFailedOrderSQL,
+
+		PlaceOrder:     placeOrderSQL,
+		TakeOne:        takeOneSQL,
+		SelectNotTaken: selectNotTakenSQL,
+
+		LockVouchers:         lockVouchersSQL,
+		SelectClashingOrders: selectClashingOrdersSQL,
+
+		SelectDue:              selectDueSQL,
+		InsertPaymentEvent:     insertPaymentEventSQL,
+		SelectDeadlineVouchers: selectDeadlineVouchersSQL,
+		CountLifecycle:         countLifecycleSQL,
+
+		SelectDueRefunds:     selectDueRefundsSQL,
+		SelectDueRefund:      selectDueRefundSQL,
+		CountRefundsWaiting:  countRefundsWaitingSQL,
+		SelectRefundsWaiting: selectRefundsWaitingSQL,
+
+		EndVoucher: endVoucherSQL,
+
+		CreateMigrationsTable: createMigrationsTableSQL,
+		InsertVersion:         insertVersionSQL,
+		MigrationsTableExists: migrationsTableExistsSQL,
+	},
+	Migrations:   migrationFiles,
+	BeginMigrate: beginMigrate,
+}

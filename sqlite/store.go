@@ -1,6 +1,8 @@
 // Package sqlite is the [seckill.Store] on SQLite, through the pure-Go
 // driver modernc.org/sqlite: the embedded default, for trying the service
-// without a database server.
+// without a database server. The store is [sqlstore.Store]; this package
+// opens the database file and gives its dialect: the SQL that is SQLite's,
+// what its errors mean, and the migrations.
 //
 // SQLite has one writer at a time. Every connection waits for the write lock
 // (busy_timeout) instead of failing, and every transaction takes that lock
@@ -17,13 +19,12 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	seckill "github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/sqlrows"
+	"github.com/seckill/seckill/sqlstore"
 )
 
 // DefaultMaxConns is the size of the connection pool when Open is given
@@ -34,18 +35,15 @@ const DefaultMaxConns = 20
 // lock before it fails with SQLITE_BUSY. Writers hold it for milliseconds.
 const busyTimeout = 5 * time.Second
 
-// defaultLimit is how many rows the listing methods return when given no
-// limit.
-const defaultLimit = 100
+// sqlStore is the shared store, embedded under an unexported name so that
+// Store has its methods but no exported field.
+type sqlStore = sqlstore.Store
 
-// defaultPageLimit is how many orders VoucherOrders returns when given no
-// limit: pages of a rebuild, read by the thousand.
-const defaultPageLimit = 1000
-
-// Store is a [seckill.Store] on one SQLite database file.
+// Store is a [seckill.Store] on one SQLite database file. Its methods are
+// those of [sqlstore.Store], on this package's dialect.
 type Store struct {
-	db      *sql.DB
-	closing sync.Mutex // held by closeReadOnly
+	*sqlStore
+	db *sql.DB // the shared store's pool, which the tests read the tables with
 }
 
 var _ seckill.Store = (*Store)(nil)
@@ -70,7 +68,7 @@ func Open(ctx context.Context, rawURL string, maxConns int) (*Store, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db}
+	s := &Store{sqlStore: sqlstore.New(db, dialect), db: db}
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", rawURL, err)
@@ -121,61 +119,56 @@ func parseURL(rawURL string) (string, error) {
 	return path + "?" + params.Encode(), nil
 }
 
-// Ping checks that the database file can be read.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", dbErr(err))
-	}
-	// Ping alone does not touch the file; a query does.
-	var n int
-	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", dbErr(err))
-	}
-	return nil
-}
-
 // probeWriteSQL is Writable's write, committed: write_probe's one row.
 const probeWriteSQL = `INSERT INTO write_probe (id, probed_at) VALUES (1, ?)
 ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`
 
-// Writable checks that the database takes writes now; see [seckill.Store].
-func (s *Store) Writable(ctx context.Context) (err error) {
-	defer s.closeReadOnly(ctx, &err)
-	if _, err := s.db.ExecContext(ctx, probeWriteSQL, micros(now())); err != nil {
-		return fmt.Errorf("sqlite: probe a write: %w", dbErr(err))
-	}
-	return nil
-}
-
-// closeReadOnly closes the pool's idle connections (sqlrows.CloseIdle) if *err says SQLite
-// refused a write as read-only: a connection that opened the file so goes
-// on refusing writes after it is writable again. The write methods defer
-// it: by then the connection that was refused is back among the idle ones.
-func (s *Store) closeReadOnly(ctx context.Context, err *error) {
-	// One at a time: two that read the same idle count would take every
-	// connection between them and wait for more (found by review). Each
-	// still closes what is idle after its own connection came back.
-	if isReadOnly(*err) {
-		s.closing.Lock()
-		defer s.closing.Unlock()
-		sqlrows.CloseIdle(ctx, s.db)
-	}
-}
-
-// Close closes the connection pool; it is safe to call more than once.
-func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("sqlite: close: %w", err)
-	}
-	return nil
-}
-
 // micros is how a time is stored: microseconds since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// fromMicros is the time stored as micros, in UTC.
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+// dialect is SQLite's, for the shared store.
+var dialect = sqlstore.Dialect{
+	Name:         "sqlite",
+	Time:         func(t time.Time) any { return micros(t) },
+	Err:          dbErr,
+	IsUnique:     isUniqueViolation,
+	IsForeignKey: isForeignKeyViolation,
+	IsReadOnly:   isReadOnly,
+	SaveRetry:    saveRetry,
+	SweepChunk:   500, // a sweep's ids, well within SQLite's 32766 parameters
+	SQL: sqlstore.Statements{
+		// Ping alone does not touch the file; a query does.
+		Ping:       `SELECT count(*) FROM sqlite_schema`,
+		ProbeWrite: probeWriteSQL,
 
-// now is the time the store writes as a row's creation time, to the
-// microsecond that it keeps.
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+		OrderColumns:        orderColumns,
+		FromOrders:          ` FROM orders o`,
+		SelectVoucherOrders: selectVoucherOrdersSQL,
+
+		InsertFailedOrder: insertFailedOrderSQL,
+
+		PlaceOrder:     placeOrderSQL,
+		TakeOne:        takeOneSQL,
+		SelectNotTaken: selectNotTakenSQL,
+
+		SelectClashingOrders: selectClashingOrdersSQL,
+
+		SelectDue:              selectDueSQL,
+		InsertPaymentEvent:     insertPaymentEventSQL,
+		SelectDeadlineVouchers: selectDeadlineVouchersSQL,
+		CountLifecycle:         countLifecycleSQL,
+
+		SelectDueRefunds:     selectDueRefundsSQL,
+		SelectDueRefund:      selectDueRefundSQL,
+		CountRefundsWaiting:  countRefundsWaitingSQL,
+		SelectRefundsWaiting: selectRefundsWaitingSQL,
+
+		EndVoucher: endVoucherSQL,
+
+		CreateMigrationsTable: createMigrationsTableSQL,
+		InsertVersion:         insertVersionSQL,
+		MigrationsTableExists: migrationsTableExistsSQL,
+	},
+	Migrations:   migrationFiles,
+	BeginMigrate: beginMigrate,
+}

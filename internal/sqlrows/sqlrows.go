@@ -1,9 +1,9 @@
-// Package sqlrows is the database/sql plumbing that the stores on it
-// (mysql, sqlite) share: reading a query's rows into values, writing the
-// placeholders of a statement about many rows, closing idle connections,
-// adopting a user stored under a legacy phone. The SQL, and what a
-// driver's errors mean, stay with each store: errors come back as the
-// driver returned them, for the store to interpret.
+// Package sqlrows is the database/sql plumbing of the store on it
+// (sqlstore, which mysql and sqlite are): reading a query's rows into
+// values, writing the placeholders of a statement about many rows, closing
+// idle connections, adopting a user stored under a legacy phone. The SQL,
+// and what a driver's errors mean, stay with the store and its dialects:
+// errors come back as the driver returned them, for them to interpret.
 package sqlrows
 
 import (

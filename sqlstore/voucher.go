@@ -1,24 +1,25 @@
-package mysql
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	seckill "github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/sqlrows"
 )
 
-const voucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds, paused`
+// VoucherColumns are a voucher's columns (scanVoucher), for a dialect's
+// SelectDeadlineVouchers too.
+const VoucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds, paused`
 
 const (
 	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	selectVoucherSQL         = `SELECT ` + voucherColumns + ` FROM vouchers WHERE id = ?`
-	selectVouchersSQL        = `SELECT ` + voucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
-	selectUnendedVouchersSQL = `SELECT ` + voucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
+	selectVoucherSQL         = `SELECT ` + VoucherColumns + ` FROM vouchers WHERE id = ?`
+	selectVouchersSQL        = `SELECT ` + VoucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
+	selectUnendedVouchersSQL = `SELECT ` + VoucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
 )
 
 // CreateVoucher inserts v as it is, and sets its ID and CreatedAt, and its
@@ -31,18 +32,18 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err erro
 	defer s.closeReadOnly(ctx, &err)
 	tags, err := seckill.JoinShardTags(v.ShardTags)
 	if err != nil {
-		return fmt.Errorf("mysql: create voucher: %w", err)
+		return s.errorf("create voucher: %w", err)
 	}
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
-		v.Title, v.Stock, v.InitialStock, utc(v.BeginTime), utc(v.EndTime), created, v.Generation, v.ShardCount(), tags,
+		v.Title, v.Stock, v.InitialStock, s.at(v.BeginTime), s.at(v.EndTime), s.at(created), v.Generation, v.ShardCount(), tags,
 		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel, v.Challenge, payWithinSeconds(v.ChallengeLead))
 	if err != nil {
-		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
+		return s.errorf("create voucher: %w", s.d.Err(err))
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return fmt.Errorf("mysql: create voucher: %w", dbErr(err))
+		return s.errorf("create voucher: %w", s.d.Err(err))
 	}
 	v.ID, v.CreatedAt, v.Shards = id, created, v.ShardCount()
 	return nil
@@ -56,7 +57,7 @@ func (s *Store) Voucher(ctx context.Context, id int64) (*seckill.Voucher, error)
 		return nil, seckill.Errorf(seckill.ErrVoucherNotFound, "voucher %d not found", id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mysql: voucher %d: %w", id, dbErr(err))
+		return nil, s.errorf("voucher %d: %w", id, s.d.Err(err))
 	}
 	return v, nil
 }
@@ -69,7 +70,7 @@ func (s *Store) Vouchers(ctx context.Context, limit int) ([]*seckill.Voucher, er
 	}
 	vs, err := sqlrows.Query(ctx, s.db, scanVoucher, selectVouchersSQL, limit)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: vouchers: %w", dbErr(err))
+		return nil, s.errorf("vouchers: %w", s.d.Err(err))
 	}
 	return vs, nil
 }
@@ -77,25 +78,26 @@ func (s *Store) Vouchers(ctx context.Context, limit int) ([]*seckill.Voucher, er
 // UnendedVouchers returns every voucher whose sale ends after t, oldest
 // first.
 func (s *Store) UnendedVouchers(ctx context.Context, t time.Time) ([]*seckill.Voucher, error) {
-	vs, err := sqlrows.Query(ctx, s.db, scanVoucher, selectUnendedVouchersSQL, utc(t))
+	vs, err := sqlrows.Query(ctx, s.db, scanVoucher, selectUnendedVouchersSQL, s.at(t))
 	if err != nil {
-		return nil, fmt.Errorf("mysql: unended vouchers: %w", dbErr(err))
+		return nil, s.errorf("unended vouchers: %w", s.d.Err(err))
 	}
 	return vs, nil
 }
 
-// scanVoucher reads the voucherColumns of one row.
+// scanVoucher reads the VoucherColumns of one row.
 func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 	var (
-		v         seckill.Voucher
-		tags      string
-		payWithin int64
-		lead      int64
+		v                     seckill.Voucher
+		begin, end, createdAt nullTime
+		tags                  string
+		payWithin             int64
+		lead                  int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &v.BeginTime, &v.EndTime, &v.CreatedAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel, &v.Challenge, &lead, &v.Paused); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel, &v.Challenge, &lead, &v.Paused); err != nil {
 		return nil, err
 	}
-	v.BeginTime, v.EndTime, v.CreatedAt = v.BeginTime.UTC(), v.EndTime.UTC(), v.CreatedAt.UTC()
+	v.BeginTime, v.EndTime, v.CreatedAt = begin.Time, end.Time, createdAt.Time
 	v.ShardTags = seckill.SplitShardTags(tags)
 	v.PayWithin = time.Duration(payWithin) * time.Second
 	v.ChallengeLead = time.Duration(lead) * time.Second
