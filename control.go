@@ -64,7 +64,7 @@ func (s *VoucherService) End(ctx context.Context, id int64) (*VoucherView, error
 // control runs the control c of voucher id through the ledger, write
 // being its database write, and answers the voucher as it then is.
 func (s *VoucherService) control(ctx context.Context, id int64, c Control, write func(context.Context) (*Voucher, error)) (*VoucherView, error) {
-	v, err := s.Ledger.Control(ctx, id, c, func(ctx context.Context) (*Voucher, error) {
+	return s.Ledger.Control(ctx, id, c, func(ctx context.Context) (*Voucher, error) {
 		v, err := write(ctx)
 		if err != nil {
 			return nil, err
@@ -73,14 +73,6 @@ func (s *VoucherService) control(ctx context.Context, id int64, c Control, write
 		s.forgetLists()
 		return v, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	views, err := s.withRemaining(ctx, []*Voucher{v})
-	if err != nil {
-		return nil, err
-	}
-	return views[0], nil
 }
 
 // AddStock adds units to the voucher's stock, exactly once per key: the
@@ -122,7 +114,7 @@ func (s *VoucherService) AddStock(ctx context.Context, id int64, key string, uni
 	if err != nil || view.Remaining != nil {
 		return view, err
 	}
-	// Unloaded again since (another instance's addition): the answer says
-	// what the ledger holds once rebuilt, as a buy would.
+	// Unloaded again by three other additions while this one held the
+	// control: the answer says what the ledger holds now.
 	return s.Get(ctx, id)
 }

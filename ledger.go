@@ -60,15 +60,18 @@ type VoucherLedger interface {
 	Load(ctx context.Context, v *Voucher) error
 	// Remaining returns the units left to sell of each of vs that the
 	// ledger holds; a voucher it does not hold now (lost, to be rebuilt)
-	// is absent from the map.
+	// is absent from the map. A nil map says the rows are the sale (the
+	// ledger is the database): what remains is each row's stock, and the
+	// caller reads rows it kept afresh.
 	Remaining(ctx context.Context, vs ...*Voucher) (map[int64]int64, error)
 	// Control applies an operator's control of the voucher id: write
 	// makes it in the database and returns the voucher as it then is, and
-	// the ledger then makes what admission reads hold it, before it
-	// returns. The controls of one voucher take turns, on every instance.
-	// A control the database took and the ledger did not is
+	// the ledger then makes what admission reads hold it, and reads what
+	// remains, before it returns: the controls of one voucher take turns,
+	// on every instance, and the answer is the voucher as its control
+	// left it. A control the database took and the ledger did not is
 	// ErrUnavailable: the caller asks again.
-	Control(ctx context.Context, id int64, c Control, write func(context.Context) (*Voucher, error)) (*Voucher, error)
+	Control(ctx context.Context, id int64, c Control, write func(context.Context) (*Voucher, error)) (*VoucherView, error)
 	// Restore makes the ledger ready to sell at start: the vouchers on
 	// sale that it lost are put back from the database.
 	Restore(ctx context.Context) error

@@ -462,7 +462,27 @@ func (s *VoucherService) List(ctx context.Context, limit int) ([]*VoucherView, e
 	if err != nil {
 		return nil, fmt.Errorf("list vouchers: %w", err)
 	}
-	return s.withRemaining(ctx, vs)
+	remaining, err := s.Ledger.Remaining(ctx, vs...)
+	if err != nil {
+		return nil, fmt.Errorf("read remaining stock: %w", err)
+	}
+	if remaining == nil {
+		// The rows are the sale (the SQL ledger): kept, they would lag
+		// the sales and the controls; one read of them is all it takes.
+		if vs, err = s.Store.Vouchers(ctx, limit); err != nil {
+			return nil, fmt.Errorf("list vouchers: %w", err)
+		}
+	}
+	views := make([]*VoucherView, len(vs))
+	for i, v := range vs {
+		views[i] = &VoucherView{Voucher: v}
+		if remaining == nil {
+			views[i].Remaining = &v.Stock
+		} else if n, ok := remaining[v.ID]; ok {
+			views[i].Remaining = &n
+		}
+	}
+	return views, nil
 }
 
 // listedRows are vouchers' rows as List read them, and when.
@@ -536,7 +556,8 @@ func (s *VoucherService) forgetLists() {
 const maxKeptLists = 8
 
 // withRemaining returns the views of vs with what remains of each, as
-// the ledger holds it now.
+// the ledger holds it now; where the rows are the sale (a nil map from
+// the ledger), each row's stock.
 func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*VoucherView, error) {
 	remaining, err := s.Ledger.Remaining(ctx, vs...)
 	if err != nil {
@@ -545,7 +566,9 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 	views := make([]*VoucherView, len(vs))
 	for i, v := range vs {
 		views[i] = &VoucherView{Voucher: v}
-		if n, ok := remaining[v.ID]; ok {
+		if remaining == nil {
+			views[i].Remaining = &v.Stock
+		} else if n, ok := remaining[v.ID]; ok {
 			views[i].Remaining = &n
 		}
 	}

@@ -1,7 +1,6 @@
 package redisledger
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -195,7 +194,7 @@ func (l *Ledger) borrowFor(ctx context.Context, voucherID int64, home int) (seck
 // holding another order is that order (ErrDuplicateOrder); an empty or
 // unreadable slot is ErrUnavailable with RetryAfter.
 func (l *Ledger) answerFromSlot(ctx context.Context, a seckill.Admission, cause error) error {
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(l.Lookup, time.Second))
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(l.Lookup, time.Second))
 	defer cancel()
 	existing, err := l.Cache.BuyerOrder(lctx, a.UserID, a.VoucherID)
 	switch {

@@ -26,19 +26,25 @@ const controlWrites = 10 * time.Second
 // (Cache.Control); an addition of stock makes Redis take the stock from
 // the database (restock). Both go on when the caller has gone away: the
 // database has the change, and Redis must too (found by review: nobody
-// was left to ask again).
-func (l *Ledger) Control(ctx context.Context, id int64, c seckill.Control, write func(context.Context) (*seckill.Voucher, error)) (v *seckill.Voucher, err error) {
+// was left to ask again). The stock the answer tells is read before the
+// lock is given back: after it, another instance's addition may have
+// unloaded it (found by review: an addition answered 200 with no stock).
+func (l *Ledger) Control(ctx context.Context, id int64, c seckill.Control, write func(context.Context) (*seckill.Voucher, error)) (view *seckill.VoucherView, err error) {
 	err = l.withControlLock(ctx, id, func() error {
-		if v, err = write(ctx); err != nil {
+		v, err := write(ctx)
+		if err != nil {
 			return err
 		}
+		view = &seckill.VoucherView{Voucher: v}
 		if c == seckill.ControlAddStock {
-			return l.restocked(ctx, id)
+			view.Remaining, err = l.restocked(ctx, id)
+			return err
 		}
 		// A voucher past its retention is not in Redis, nor ever rebuilt
 		// there (Rebuild refuses it): nothing there to control.
 		if !l.now().Before(v.EndTime.Add(l.Vouchers.RetentionOrDefault())) {
-			return nil
+			view.Remaining, err = l.remaining(ctx, id)
+			return err
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlWrites)
 		defer cancel()
@@ -47,15 +53,30 @@ func (l *Ledger) Control(ctx context.Context, id int64, c seckill.Control, write
 			l.Logger.Error("voucher's control saved but not written to Redis", "voucher", v.ID, "paused", v.Paused, "ended", ended, "err", err)
 			return &seckill.Error{Kind: seckill.ErrUnavailable, Message: fmt.Sprintf("voucher %d was changed in the database but Redis could not be told; ask again", v.ID), RetryAfter: time.Second}
 		}
-		return nil
+		view.Remaining, err = l.remaining(ctx, id)
+		return err
 	})
-	return v, err
+	return view, err
+}
+
+// remaining reads the voucher's stock in Redis: nil when Redis does not
+// hold it.
+func (l *Ledger) remaining(ctx context.Context, id int64) (*int64, error) {
+	left, err := l.Cache.Remaining(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read remaining stock: %w", err)
+	}
+	if n, ok := left[id]; ok {
+		return &n, nil
+	}
+	return nil, nil
 }
 
 // restocked makes Redis take the voucher's stock from the database after
-// an addition (restock), and sees it loaded: unloaded again since by
-// another instance's addition, it is rebuilt, as a buy would.
-func (l *Ledger) restocked(ctx context.Context, id int64) error {
+// an addition (restock), and returns it loaded: unloaded again since by
+// another instance's addition, it is rebuilt, as a buy would, up to three
+// times (then nil: what Redis holds is for a later read to tell).
+func (l *Ledger) restocked(ctx context.Context, id int64) (*int64, error) {
 	unavailable := func(err error) error {
 		l.Logger.Error("stock added in the database but not yet in Redis: ask again with the same Idempotency-Key, or run seckill reconcile --repair", "voucher", id, "err", err)
 		return &seckill.Error{Kind: seckill.ErrUnavailable, Message: fmt.Sprintf("the stock of voucher %d was added in the database but Redis has not taken it yet; ask again with the same Idempotency-Key (nothing is added twice)", id), RetryAfter: time.Second}
@@ -63,21 +84,18 @@ func (l *Ledger) restocked(ctx context.Context, id int64) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.rebuildTimeout()+controlWrites)
 	defer cancel()
 	if err := l.restock(rctx, id, time.Now()); err != nil {
-		return unavailable(err)
+		return nil, unavailable(err)
 	}
 	for range 3 {
-		left, err := l.Cache.Remaining(ctx, id)
-		if err != nil {
-			return fmt.Errorf("read remaining stock: %w", err)
-		}
-		if _, ok := left[id]; ok {
-			return nil
+		n, err := l.remaining(ctx, id)
+		if err != nil || n != nil {
+			return n, err
 		}
 		if err := l.Rebuild(ctx, id); err != nil {
-			return unavailable(err)
+			return nil, unavailable(err)
 		}
 	}
-	return nil
+	return l.remaining(ctx, id)
 }
 
 // withControlLock runs f holding the voucher's control lock in Redis

@@ -99,9 +99,9 @@ type Fence struct {
 	due     chan struct{}
 }
 
-func (s *Fence) checkLease() time.Duration { return cmp.Or(s.CheckLease, 15*time.Second) }
+func (s *Fence) checkLease() time.Duration { return orDefault(s.CheckLease, 15*time.Second) }
 
-func (s *Fence) checkWait() time.Duration { return cmp.Or(s.CheckWait, 10*time.Second) }
+func (s *Fence) checkWait() time.Duration { return orDefault(s.CheckWait, 10*time.Second) }
 
 // Check makes admission safe on the cache server now running. If the
 // server is the one the data was last checked against, it only lets
@@ -446,7 +446,7 @@ func (w *Watch) Start(ctx context.Context) error {
 		}, w.Fence.Check)
 	})
 	w.rebuilds.Start(ctx, func(ctx context.Context) {
-		every := cmp.Or(w.RebuildEvery, 10*time.Second)
+		every := orDefault(w.RebuildEvery, 10*time.Second)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		failing := false

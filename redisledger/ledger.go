@@ -281,3 +281,12 @@ func moving() error {
 func soldOutErr(voucherID int64) error {
 	return &seckill.Error{Kind: seckill.ErrSoldOut, Message: "voucher " + strconv.FormatInt(voucherID, 10) + " is sold out"}
 }
+
+// orDefault returns d, or def if d is not positive: a negative setting
+// takes the default, as a zero one does.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

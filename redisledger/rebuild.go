@@ -1,7 +1,6 @@
 package redisledger
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,7 +91,7 @@ func (l *Ledger) rebuildShared(ctx context.Context, id int64, work context.Conte
 const defaultRebuildTimeout = 10 * time.Minute
 
 func (l *Ledger) rebuildTimeout() time.Duration {
-	return cmp.Or(l.RebuildTimeout, defaultRebuildTimeout)
+	return orDefault(l.RebuildTimeout, defaultRebuildTimeout)
 }
 
 // rebuild is Rebuild's work, for a voucher read already.

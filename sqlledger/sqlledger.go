@@ -19,8 +19,6 @@ type Store interface {
 	// PlaceOrder is seckill.OrderStore's: the whole admission in one
 	// transaction.
 	PlaceOrder(ctx context.Context, o *seckill.Order, now time.Time) error
-	// Voucher is seckill.VoucherStore's: the row whose stock remains.
-	Voucher(ctx context.Context, id int64) (*seckill.Voucher, error)
 }
 
 // Ledger is the SQL ledger. Store is required.
@@ -57,26 +55,21 @@ func (l *Ledger) HeldOrders(context.Context, int64, ...int64) (map[int64]int64, 
 // Load does nothing: the row is the sale (seckill.VoucherLedger).
 func (l *Ledger) Load(context.Context, *seckill.Voucher) error { return nil }
 
-// Remaining returns each voucher's stock as the database holds it now
-// (seckill.VoucherLedger): the rows a caller passes may have been read a
-// while ago (VoucherService.List keeps them), and the stock is what buys
-// take.
-func (l *Ledger) Remaining(ctx context.Context, vs ...*seckill.Voucher) (map[int64]int64, error) {
-	left := make(map[int64]int64, len(vs))
-	for _, v := range vs {
-		row, err := l.Store.Voucher(ctx, v.ID)
-		if err != nil {
-			return nil, fmt.Errorf("read remaining stock: %w", err)
-		}
-		left[v.ID] = row.Stock
-	}
-	return left, nil
+// Remaining returns nil: the rows are the sale, and what remains of each
+// voucher is its row's stock (seckill.VoucherLedger).
+func (l *Ledger) Remaining(context.Context, ...*seckill.Voucher) (map[int64]int64, error) {
+	return nil, nil
 }
 
 // Control makes the control in the database, which is all admission
-// reads: its row lock orders the controls (seckill.VoucherLedger).
-func (l *Ledger) Control(ctx context.Context, _ int64, _ seckill.Control, write func(context.Context) (*seckill.Voucher, error)) (*seckill.Voucher, error) {
-	return write(ctx)
+// reads: its row lock orders the controls (seckill.VoucherLedger). What
+// remains is the stock of the row it wrote.
+func (l *Ledger) Control(ctx context.Context, _ int64, _ seckill.Control, write func(context.Context) (*seckill.Voucher, error)) (*seckill.VoucherView, error) {
+	v, err := write(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &seckill.VoucherView{Voucher: v, Remaining: &v.Stock}, nil
 }
 
 // Restore does nothing: nothing is kept outside the database
