@@ -12,12 +12,14 @@ type Ledger interface {
 	VoucherLedger
 	UnitReturner
 	// Admit takes one unit of o's voucher for o's buyer, under o's id, at
-	// most once per buyer. On success o.Status says where the order is: on
-	// its way to the database (OrderPending), or written there already
+	// most once per buyer, and says where the order is then: on its way to
+	// the database (OrderPending), or written there already
 	// (OrderCreated). Otherwise an error of kind ErrDuplicateOrder (with
 	// the order the buyer holds), ErrSoldOut, ErrNotStarted, ErrEnded,
-	// ErrPaused, ErrVoucherNotFound, or ErrUnavailable with RetryAfter.
-	Admit(ctx context.Context, o *Order) error
+	// ErrPaused, ErrVoucherNotFound, or ErrUnavailable with RetryAfter. o
+	// is a value: most buys of a flash sale are answered sold out, and
+	// allocate no order.
+	Admit(ctx context.Context, o Order) (OrderStatus, error)
 	// HeldOrder returns the order the buyer holds of the voucher as the
 	// ledger records it: zero when none, or when the ledger keeps no
 	// buyers apart from the database.

@@ -250,11 +250,14 @@ func (s *OrderService) Buy(ctx context.Context, userID, voucherID int64) (*Order
 		}
 		return nil, &Error{Kind: ErrUnavailable, Message: "cannot take orders right now; try again", RetryAfter: time.Second}
 	}
-	o := s.pending(id, userID, voucherID)
-	if err := s.Ledger.Admit(ctx, o); err != nil {
+	o := Order{ID: id, UserID: userID, VoucherID: voucherID, Status: OrderPending, CreatedAt: s.OrderTime(id)}
+	status, err := s.Ledger.Admit(ctx, o)
+	if err != nil {
 		return nil, err
 	}
-	return o, nil
+	taken := o
+	taken.Status = status
+	return &taken, nil
 }
 
 // duplicate is the answer to a buyer who holds an order of the voucher

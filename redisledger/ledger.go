@@ -194,29 +194,31 @@ var (
 // voucher's stream holds too many orders (Backpressure); else by an
 // admission (admit), and the order then goes to the queue in the queue
 // mode. o stays pending.
-func (l *Ledger) Admit(ctx context.Context, o *seckill.Order) error {
+func (l *Ledger) Admit(ctx context.Context, o seckill.Order) (seckill.OrderStatus, error) {
 	fence := l.Fence.seen.load()
 	if l.SoldOut != nil && l.knownSoldOut(o.VoucherID, fence) {
 		err := l.soldOutAnswer(ctx, o.UserID, o.VoucherID)
 		if err != nil && (!l.Confirmed || !errors.Is(err, seckill.ErrDuplicateOrder)) {
-			return err
+			return "", err
 		}
 		// A buyer with an order: the admission below confirms it. Or
 		// (nil) the server is not checked: the admission checks it.
 	}
 	if l.Backpressure != nil && l.Backpressure.Refusing(o.VoucherID, o.UserID) {
-		return &seckill.Error{Kind: seckill.ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}
+		return "", &seckill.Error{Kind: seckill.ErrUnavailable, Message: "too many orders are waiting to be written; try again shortly", RetryAfter: time.Second}
 	}
 	err := l.admit(ctx, seckill.Admission{VoucherID: o.VoucherID, UserID: o.UserID, OrderID: o.ID})
 	switch {
 	case err == nil && l.Queue != nil:
 		// Queued here also when found admitted after a lost answer: the
 		// admission that took it never got to.
-		return l.enqueue(ctx, o)
+		return seckill.OrderPending, l.enqueue(ctx, &o)
+	case err == nil:
+		return seckill.OrderPending, nil
 	case errors.Is(err, seckill.ErrSoldOut):
 		l.noteSoldOut(o.VoucherID, fence)
 	}
-	return err
+	return "", err
 }
 
 // Readmit admits a dead letter's order again (seckill.Readmitter): as a

@@ -32,12 +32,12 @@ var _ seckill.Ledger = (*Ledger)(nil)
 
 // Admit writes o as created with its unit taken, or answers why not
 // (seckill.Ledger).
-func (l *Ledger) Admit(ctx context.Context, o *seckill.Order) error {
+func (l *Ledger) Admit(ctx context.Context, o seckill.Order) (seckill.OrderStatus, error) {
 	o.Status = seckill.OrderCreated
-	if err := l.Store.PlaceOrder(ctx, o, l.Clock.Now()); err != nil {
-		return fmt.Errorf("buy voucher %d: %w", o.VoucherID, err)
+	if err := l.Store.PlaceOrder(ctx, &o, l.Clock.Now()); err != nil {
+		return "", fmt.Errorf("buy voucher %d: %w", o.VoucherID, err)
 	}
-	return nil
+	return seckill.OrderCreated, nil
 }
 
 // HeldOrder returns no order: the database keeps the buyers, and a buy
