@@ -212,7 +212,8 @@ func (l *Ledger) Admit(ctx context.Context, o seckill.Order) (seckill.OrderStatu
 	case err == nil && l.Queue != nil:
 		// Queued here also when found admitted after a lost answer: the
 		// admission that took it never got to.
-		return seckill.OrderPending, l.enqueue(ctx, &o)
+		queued := o // a copy: o itself stays off the heap on every other path
+		return seckill.OrderPending, l.enqueue(ctx, &queued)
 	case err == nil:
 		return seckill.OrderPending, nil
 	case errors.Is(err, seckill.ErrSoldOut):
