@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -329,8 +328,10 @@ func field(m map[string]rueidis.RedisMessage, name string) *rueidis.RedisMessage
 type readShard func(ctx context.Context, voucherID int64, k *voucherKeys, lim infoLimits, op string, sh *seckill.ShardState) (*seckill.CacheState, error)
 
 // read reads the voucher with one: an unsharded voucher as it always was,
-// a sharded one shard by shard, at once, each at one instant of its own
-// (one slot, one MULTI), within lim shared between them, and sums them.
+// a sharded one shard by shard, one after another (this package starts no
+// goroutine; a shard's MULTI cannot share a pipeline with another slot's
+// on a Cluster), each at one instant of its own (one slot, one MULTI),
+// within lim shared between them, and sums them.
 func (c *Client) read(ctx context.Context, voucherID int64, lim infoLimits, opf string, one readShard) (*seckill.CacheState, error) {
 	op := fmt.Sprintf(opf, voucherID)
 	l, err := c.layoutOf(ctx, voucherID)
@@ -344,17 +345,9 @@ func (c *Client) read(ctx context.Context, voucherID int64, lim infoLimits, opf 
 	per := infoLimits{pending: (lim.pending + n - 1) / n, lagCount: (lim.lagCount + n - 1) / n}
 	states := make([]*seckill.CacheState, n)
 	shards := make([]seckill.ShardState, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
 	for i, k := range l.shards {
 		shards[i] = seckill.ShardState{Index: i, Tag: k.Tag}
-		wg.Go(func() {
-			states[i], errs[i] = one(ctx, voucherID, k, per, fmt.Sprintf("%s, shard %d", op, i), &shards[i])
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+		if states[i], err = one(ctx, voucherID, k, per, fmt.Sprintf("%s, shard %d", op, i), &shards[i]); err != nil {
 			return nil, err
 		}
 	}
