@@ -106,9 +106,7 @@ func (g *GroupCommit) Stop() {
 		q.waiting = nil
 		q.mu.Unlock()
 		for _, p := range waiting {
-			if !p.abandoned {
-				p.answer(nil, redis.ErrRunAlone)
-			}
+			p.answer(nil, redis.ErrRunAlone) // no batch holds it: only Stop answers it
 		}
 	}
 	g.topo.stop()
@@ -138,12 +136,20 @@ type pendingAdmission struct {
 	// never run, never answered).
 	sent, abandoned bool
 
-	done chan struct{}
-	out  []rueidis.RedisMessage
-	err  error
+	// answered, out and err are written once, by the lane that answers it
+	// (or by Stop), and read once done is closed.
+	answered bool
+	done     chan struct{}
+	out      []rueidis.RedisMessage
+	err      error
 }
 
+// answer answers p, unless it was answered already.
 func (p *pendingAdmission) answer(out []rueidis.RedisMessage, err error) {
+	if p.answered {
+		return
+	}
+	p.answered = true
 	p.out, p.err = out, err
 	close(p.done)
 }
@@ -161,11 +167,19 @@ func (g *GroupCommit) queue(addr string) *commitQueue {
 	}
 	q := g.masters[addr]
 	if q == nil {
-		q = &commitQueue{addr: addr, wake: make(chan struct{}, g.lanes), lanes: make([]startstop.Service, g.lanes)}
-		for i := range q.lanes {
-			q.lanes[i].Start(g.ctx, func(ctx context.Context) { g.lane(ctx, q) })
-		}
+		q = g.startQueue(addr)
 		g.masters[addr] = q
+	}
+	return q
+}
+
+// startQueue returns a queue for the master at addr, its lanes started.
+// Apart from queue, whose q its lanes' closure would move to the heap on
+// every call. Called with g.mu held.
+func (g *GroupCommit) startQueue(addr string) *commitQueue {
+	q := &commitQueue{addr: addr, wake: make(chan struct{}, g.lanes), lanes: make([]startstop.Service, g.lanes)}
+	for i := range q.lanes {
+		q.lanes[i].Start(g.ctx, func(ctx context.Context) { g.lane(ctx, q) })
 	}
 	return q
 }
@@ -195,11 +209,16 @@ func (g *GroupCommit) Admit(ctx context.Context, key string, cmd rueidis.Complet
 		return nil, redis.ErrRunAlone
 	}
 	q.waiting = append(q.waiting, p)
-	if q.inflight < g.lanes {
+	wake := q.inflight < g.lanes
+	if wake {
 		q.inflight++
-		q.wake <- struct{}{} // never blocks: at most lanes tokens
 	}
 	q.mu.Unlock()
+	if wake {
+		// Sent once q.mu is free, which the lane takes at once. Never
+		// blocks: at most lanes tokens are out.
+		q.wake <- struct{}{}
+	}
 	select {
 	case <-p.done:
 		return p.out, p.err
@@ -286,10 +305,8 @@ func (g *GroupCommit) runBatch(q *commitQueue, batch []*pendingAdmission) {
 type sendBatch struct {
 	q     *commitQueue
 	batch []*pendingAdmission
-	// taken are the admissions Take returned, and answered which of them
-	// were answered.
-	taken    []*pendingAdmission
-	answered []bool
+	// taken are the admissions Take returned; nil until it is called.
+	taken []*pendingAdmission
 }
 
 // Take returns the commands of the admissions whose callers are still
@@ -305,7 +322,7 @@ func (b *sendBatch) Take() []rueidis.Completed {
 			live = append(live, p)
 		}
 	}
-	b.taken, b.answered = live, make([]bool, len(live))
+	b.taken = live
 	cmds := make([]rueidis.Completed, len(live))
 	for i, p := range live {
 		cmds[i] = p.cmd
@@ -315,18 +332,12 @@ func (b *sendBatch) Take() []rueidis.Completed {
 
 // Answer answers the i-th admission taken.
 func (b *sendBatch) Answer(i int, out []rueidis.RedisMessage, err error) {
-	if !b.answered[i] {
-		b.answered[i] = true
-		b.taken[i].answer(out, err)
-	}
+	b.taken[i].answer(out, err)
 }
 
 // answerRest answers the admissions taken that are not answered yet.
 func (b *sendBatch) answerRest(out []rueidis.RedisMessage, err error) {
-	if b.answered == nil {
-		b.answered = make([]bool, len(b.taken))
-	}
-	for i := range b.taken {
-		b.Answer(i, out, err)
+	for _, p := range b.taken {
+		p.answer(out, err)
 	}
 }
