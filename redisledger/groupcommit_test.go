@@ -687,3 +687,85 @@ func TestGroupCommitStopRunsTheRestAlone(t *testing.T) {
 		t.Errorf("%d batches after Stop, want none", got-batches)
 	}
 }
+
+// TestGroupCommitWaitReplicas is redis' TestWaitReplicas through the
+// batches (there, admissions run alone): an admission the replica has is
+// admitted; one it cannot acknowledge (paused) is answered unavailable as
+// a final *seckill.Error, never admitted; a duplicate waits too; a
+// sold-out answer does not; and the buyer's retry once the replica is
+// back gets the same order back as a duplicate.
+func TestGroupCommitWaitReplicas(t *testing.T) {
+	t.Parallel()
+	c, _, replica := replicatedPair(t, time.Second, 0)
+	ctx := context.Background()
+	mustLoad(t, c, onSale(1, 10))
+	mustAdmit(t, c, 1, 1, 101)
+
+	replica.Pause()
+	err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 102})
+	var e *seckill.Error
+	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable || e.RetryAfter <= 0 {
+		t.Fatalf("Admit with the replica paused = %v; want a final *seckill.Error of ErrUnavailable with RetryAfter", err)
+	}
+	if !strings.Contains(e.Message, "GET /api/orders") {
+		t.Errorf("the answer's message is %q: want it to send the buyer to GET /api/orders", e.Message)
+	}
+	err = c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 103})
+	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable {
+		t.Errorf("Admit(buyer 2 again) with the replica paused = %v; want ErrUnavailable, not the unconfirmed order", err)
+	}
+	mustLoad(t, c, onSale(2, 0))
+	if err := c.Admit(ctx, seckill.Admission{VoucherID: 2, UserID: 1, OrderID: 105}); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Errorf("Admit(sold out) with the replica paused = %v, want ErrSoldOut", err)
+	}
+	replica.Resume()
+
+	testenv.WaitFor(t, 10*time.Second, "the retry confirmed by the replica", func() bool {
+		err = c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 104})
+		return !errors.Is(err, seckill.ErrUnavailable)
+	})
+	e = errKind(t, err, seckill.ErrDuplicateOrder)
+	if e.OrderID != 102 {
+		t.Errorf("the retry's order = %d, want 102 (the unconfirmed admission survived)", e.OrderID)
+	}
+	if got := c.stock(t, 1); got != 8 {
+		t.Errorf("stock = %d, want 8", got)
+	}
+	if st := c.GroupCommitStats(); st.Unconfirmed < 2 {
+		t.Errorf("GroupCommitStats = %+v: want the two unconfirmed admissions counted, they went in batches", st)
+	}
+}
+
+// TestGroupCommitDoesNotStall is redis' TestWaitDoesNotStall through the
+// batches: a batch blocked in WAIT holds only its own lane; admissions
+// beside it are answered meanwhile, in the master's other lanes.
+func TestGroupCommitDoesNotStall(t *testing.T) {
+	t.Parallel()
+	c, _, replica := replicatedPair(t, 3*time.Second, 0)
+	ctx := context.Background()
+	mustLoad(t, c, onSale(1, 10))
+	mustLoad(t, c, onSale(2, 0))
+	replica.Pause()
+	defer replica.Resume()
+
+	blocked := make(chan error, 1)
+	go func() { blocked <- c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 101}) }()
+	testenv.WaitFor(t, defaultWait, "the first admission to run and wait", func() bool { return c.stock(t, 1) == 9 })
+	for i := range 20 {
+		err := c.Admit(ctx, seckill.Admission{VoucherID: 2, UserID: int64(10 + i), OrderID: int64(200 + i)})
+		if !errors.Is(err, seckill.ErrSoldOut) {
+			t.Fatalf("Admit(sold out) = %v, want ErrSoldOut", err)
+		}
+		select {
+		case err := <-blocked:
+			t.Fatalf("the waiting admission returned (%v) before the sold-out answer %d: something stalled behind it", err, i)
+		default:
+		}
+	}
+	if err := <-blocked; !errors.Is(err, seckill.ErrUnavailable) {
+		t.Errorf("the waiting admission = %v, want ErrUnavailable", err)
+	}
+	if st := c.GroupCommitStats(); st.Admissions != 21 {
+		t.Errorf("GroupCommitStats = %+v: want the 21 admissions in batches", st)
+	}
+}
