@@ -83,12 +83,15 @@ const DefaultWaitPoolSize = rueidis.DefaultPoolSize
 type Client struct {
 	rdb rueidis.Client
 	// confirm runs the admissions that wait for replicas, batched by
-	// master (commits, groupcommit.go), each batch on a dedicated
+	// master (SendBatch, groupcommit.go), each batch on a dedicated
 	// connection of its pool (Config.WaitPoolSize): rdb's pool of those is
 	// the one its blocking stream reads share. It is rdb when admissions
 	// do not wait.
 	confirm rueidis.Client
-	commits groupCommit
+	// batcher takes those admissions into batches (SetBatcher); nil: each
+	// runs alone. commits counts what the batches did.
+	batcher atomic.Pointer[Batcher]
+	commits commitCounts
 	keys    keyspace
 	// admitLua is the deployment's admission script
 	// (admitScript.deployment).
@@ -102,9 +105,11 @@ type Client struct {
 	embedded bool
 	// server is the embedded server this client runs, if any.
 	server *miniredis.Miniredis
-	// waitReplicas and waitTimeout: Config.WaitReplicas and WaitTimeout.
+	// waitReplicas, waitTimeout and waitBatches: Config.WaitReplicas,
+	// WaitTimeout and WaitBatches.
 	waitReplicas int
 	waitTimeout  time.Duration
+	waitBatches  int
 
 	// tls: the connections use TLS (a Cluster names its nodes' TLS ports
 	// apart).
@@ -126,14 +131,11 @@ type Client struct {
 	lagging sync.Map
 
 	// topo is the topology read last, at topoAt; topoGen counts the
-	// times it was forgotten; topoReading says a read for the admissions
-	// is under way, and topoFailed when the last one failed (batchMaster).
-	topoMu      sync.Mutex
-	topoGen     uint64
-	topoReading bool
-	topoFailed  time.Time
-	topo        *Topology
-	topoAt      time.Time
+	// times it was forgotten.
+	topoMu  sync.Mutex
+	topoGen uint64
+	topo    *Topology
+	topoAt  time.Time
 }
 
 var _ seckill.LoginCodes = (*Client)(nil)
@@ -159,9 +161,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 		c.Close()
 		return nil, fmt.Errorf("redis: wait replicas %d, wait pool size %d, wait batches %d: want 0 or more", cfg.WaitReplicas, cfg.WaitPoolSize, cfg.WaitBatches)
 	}
-	c.commits.lanes = cfg.WaitBatches
-	if c.commits.lanes == 0 {
-		c.commits.lanes = DefaultWaitBatches
+	c.waitBatches = cfg.WaitBatches
+	if c.waitBatches == 0 {
+		c.waitBatches = DefaultWaitBatches
 	}
 	if cfg.WaitReplicas > 0 && !cfg.Embedded {
 		opt.DisableCache, opt.DisableRetry = true, true // as open does
@@ -195,8 +197,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Client, error)
 		return nil, err
 	}
 	if c.waitReplicas > 0 && c.confirm.Mode() == rueidis.ClientModeCluster {
-		// The batches of a Cluster's admissions go by the topology at hand
-		// (batchMaster): read it now, or the first ones run alone.
+		// The batches of a Cluster's admissions are routed by the topology
+		// at hand (HeldTopology): read it now, or the first ones run alone.
 		if t, err := c.topology(ctx, true); err == nil {
 			c.setTopology(&t, 0)
 		}

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,227 +14,138 @@ import (
 // WAIT covers every write made before it on its connection. So instead of
 // a connection, a script and a WAIT per admission (a replica round trip
 // each), the admissions bound for one master queue up; a batch takes all
-// that are queued (at most maxBatch), sends their scripts pipelined on a
+// that are queued (at most a bound), sends their scripts pipelined on a
 // dedicated connection, answers at once those that wrote nothing (sold
 // out, not started: no replica needs to have them), then sends one WAIT
-// and answers the rest by it. A master has at most Config.WaitBatches
-// batches in flight, each on a connection of its own: while they are all
-// out, new admissions queue, and the next batch takes them all. Under a
-// light load a batch is one admission, as before; under a heavy one a
-// WAIT confirms hundreds.
+// and answers the rest by it. The queues and the loops that take batches
+// from them are the Batcher's (package redisledger); this file sends one
+// batch (SendBatch) and counts what the batches did.
 
 // DefaultWaitBatches is Config.WaitBatches' default.
 const DefaultWaitBatches = 4
-
-// maxBatch bounds the admissions one batch pipelines: a batch's scripts
-// run back to back on the master, and the admissions queued behind a full
-// batch go in the next.
-const maxBatch = 512
 
 // batchSlack is how much longer than the WAIT's own timeout a batch may
 // take before its admissions are answered unavailable: the scripts'
 // round trip, and a master that stopped answering.
 const batchSlack = 2 * time.Second
 
-// groupCommit queues the admissions that wait for replicas, by master.
-type groupCommit struct {
-	lanes int
-
-	// The counts of GroupCommitStats.
-	batches, admissions, waits, unconfirmed atomic.Int64
-
-	mu      sync.Mutex
-	masters map[string]*commitQueue
+// Batcher runs the admissions that wait for replicas in batches by
+// master, each batch confirmed by one WAIT (redisledger.GroupCommit). The
+// admission path reaches it through this interface, set at wiring
+// (SetBatcher), because the batches run on loops, and this package starts
+// none.
+type Batcher interface {
+	// Admit runs the admission cmd, on the key key, in a batch of its
+	// master and returns its answer: the script's reply only once enough
+	// replicas have what it wrote (as SendBatch answers it). ErrRunAlone
+	// says the admission is to run alone, in the caller.
+	Admit(ctx context.Context, key string, cmd rueidis.Completed) ([]rueidis.RedisMessage, error)
 }
 
-// commitQueue is one master's queue: admissions waiting for a batch, and
-// how many batches are in flight.
-type commitQueue struct {
-	addr string // "" outside a Cluster: the one master
+// ErrRunAlone answers an admission that no batch can take (no topology
+// at hand, a master the client does not know, a batcher stopped): its
+// caller runs it alone, under its own context, or not at all if it has
+// left.
+var ErrRunAlone = errors.New("redis: run the admission alone")
 
-	mu       sync.Mutex
-	waiting  []*pendingAdmission
-	inflight int
-}
-
-// pendingAdmission is one admission in a queue, and its answer once its
-// batch gives it (done closed).
-type pendingAdmission struct {
-	cmd rueidis.Completed
-	// Guarded by the queue's mu: a batch sent it on a connection it holds
-	// (sent); or its caller left before it was sent (abandoned: skipped,
-	// never run, never answered).
-	sent, abandoned bool
-
-	done chan struct{}
-	out  []rueidis.RedisMessage
-	err  error
-}
-
-func (p *pendingAdmission) answer(out []rueidis.RedisMessage, err error) {
-	p.out, p.err = out, err
-	close(p.done)
-}
-
-// queue returns the queue of the master at addr.
-func (g *groupCommit) queue(addr string) *commitQueue {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.masters == nil {
-		g.masters = make(map[string]*commitQueue)
+// SetBatcher has the admissions that wait for replicas run through b; nil,
+// the default, runs each alone.
+func (c *Client) SetBatcher(b Batcher) {
+	if b == nil {
+		c.batcher.Store(nil)
+		return
 	}
-	q := g.masters[addr]
-	if q == nil {
-		q = &commitQueue{addr: addr}
-		g.masters[addr] = q
-	}
-	return q
+	c.batcher.Store(&b)
 }
 
-// admitGrouped runs the admission cmd (on the key key) in a batch of its
-// master and returns its answer as admitReplicated does: the script's
-// reply only once enough replicas have what it wrote.
-func (c *Client) admitGrouped(ctx context.Context, key string, cmd rueidis.Completed) ([]rueidis.RedisMessage, error) {
-	addr := ""
-	if c.confirm.Mode() == rueidis.ClientModeCluster {
-		// The batch runs on the master's own connections: rueidis' cluster
-		// client keeps a dedicated connection to one slot, and a batch
-		// holds the admissions of every voucher of the master. Which
-		// master comes from the topology at hand, never a read of it.
-		if addr = c.batchMaster(key); addr == "" {
-			return c.admitReplicated(ctx, cmd) // no topology yet: alone, as rueidis routes it
+// WaitBatches is how many batches may be in flight at once per master
+// (Config.WaitBatches, or its default).
+func (c *Client) WaitBatches() int { return c.waitBatches }
+
+// admitConfirmed runs the admission cmd (on the key key) so that it is
+// answered only once enough replicas have what it wrote: in a batch when
+// a Batcher is set, else alone.
+func (c *Client) admitConfirmed(ctx context.Context, key string, cmd rueidis.Completed) ([]rueidis.RedisMessage, error) {
+	if b := c.batcher.Load(); b != nil {
+		out, err := (*b).Admit(ctx, key, cmd)
+		if !errors.Is(err, ErrRunAlone) {
+			return out, err
 		}
 	}
-	p := &pendingAdmission{cmd: cmd, done: make(chan struct{})}
-	q := c.commits.queue(addr)
-	q.mu.Lock()
-	q.waiting = append(q.waiting, p)
-	lead := q.inflight < max(c.commits.lanes, 1)
-	if lead {
-		q.inflight++
-	}
-	q.mu.Unlock()
-	if lead {
-		go c.runBatches(q)
-	}
-	select {
-	case <-p.done:
-		if errors.Is(p.err, errRunAlone) {
-			return c.admitReplicated(ctx, cmd) // in the caller, under its ctx
-		}
-		return p.out, p.err
-	case <-ctx.Done():
-		q.mu.Lock()
-		p.abandoned = !p.sent
-		q.mu.Unlock()
-		// Taken or not, answered as one whose reply was lost: the service
-		// must not settle it by reading the buyer's slot, whose order (an
-		// earlier unconfirmed one, or this one if it ran) no replica may
-		// have.
-		return nil, notConfirmed("the request ended before its batch was confirmed", ctx.Err())
-	}
+	return c.admitReplicated(ctx, cmd) // in the caller, under its ctx
 }
 
-// runBatches runs batches of q until it is empty: one of the master's
-// lanes.
-func (c *Client) runBatches(q *commitQueue) {
-	for {
-		q.mu.Lock()
-		batch := make([]*pendingAdmission, 0, min(len(q.waiting), maxBatch))
-		n := 0
-		for _, p := range q.waiting {
-			if len(batch) == maxBatch {
-				break
-			}
-			n++
-			if !p.abandoned {
-				batch = append(batch, p)
-			}
-		}
-		q.waiting = q.waiting[n:]
-		if len(q.waiting) == 0 {
-			q.waiting = nil // let the backing array go
-		}
-		if len(batch) == 0 {
-			q.inflight--
-			q.mu.Unlock()
-			return
-		}
-		q.mu.Unlock()
-		c.runBatch(q, batch)
-	}
+// Batch is one batch of admissions bound for one master, as a Batcher
+// gathered them, for SendBatch.
+type Batch interface {
+	// Take returns the commands of the admissions whose callers still
+	// wait, each now sent (a caller who leaves now is answered as if the
+	// reply were lost). SendBatch calls it once it holds the connection,
+	// which may have taken a while.
+	Take() []rueidis.Completed
+	// Answer answers the i-th command Take returned, once.
+	Answer(i int, out []rueidis.RedisMessage, err error)
 }
 
-// errRunAlone answers the admissions of a batch that cannot run as one
-// (runBatch): each caller runs its own alone, under its own context, or
-// not at all if it has left.
-var errRunAlone = errors.New("redis: run the admission alone")
-
-// runBatch sends batch's scripts pipelined on a dedicated connection to
-// q's master, answers those that wrote nothing, then WAITs once for the
-// rest.
-func (c *Client) runBatch(q *commitQueue, batch []*pendingAdmission) {
+// SendBatch sends b's admissions pipelined on a dedicated connection to
+// the master at addr ("" outside a Cluster: the one master), answers
+// those that wrote nothing, then sends one WAIT and answers the rest by
+// it. A master the client does not know (yet: a replica promoted since
+// rueidis last read the slots) is ErrRunAlone, before anything is taken:
+// each caller runs its own alone, through the cluster client's routing,
+// and the topology is read afresh.
+func (c *Client) SendBatch(addr string, b Batch) error {
 	client := c.confirm
-	if q.addr != "" {
-		if client = c.confirm.Nodes()[q.addr]; client == nil {
-			// A master rueidis does not know (yet; a replica promoted since
-			// it last read the slots): each caller runs its own alone,
-			// through the cluster client's routing, and the topology is
-			// read afresh.
-			c.forgetTopology()
-			for _, p := range batch {
-				p.answer(nil, errRunAlone)
-			}
-			return
+	if addr != "" {
+		if client = c.confirm.Nodes()[addr]; client == nil {
+			c.ForgetTopology()
+			return ErrRunAlone
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.waitTimeout+batchSlack)
 	defer cancel()
 	type written struct {
-		p   *pendingAdmission
+		i   int
 		out []rueidis.RedisMessage
 	}
-	var (
-		writers []written
-		cmds    rueidis.Commands
-	)
+	var writers []written
 	_ = client.Dedicated(func(dc rueidis.DedicatedClient) error {
 		// The connection may have taken a while (rueidis dials it without
 		// a deadline): what the callers left meanwhile is not sent.
-		batch, cmds = sendable(q, batch)
-		if len(batch) == 0 {
+		cmds := b.Take()
+		if len(cmds) == 0 {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			for _, p := range batch {
-				p.answer(nil, notConfirmed("no connection to the master in time", err))
+			for i := range cmds {
+				b.Answer(i, nil, notConfirmed("no connection to the master in time", err))
 			}
 			return nil
 		}
 		c.commits.batches.Add(1)
-		c.commits.admissions.Add(int64(len(batch)))
+		c.commits.admissions.Add(int64(len(cmds)))
 		results := dc.DoMulti(ctx, cmds...)
 		// A redirection, or a master that does not answer (killed, failed
 		// over): the topology is stale. Forgotten before any answer, so
 		// that a buyer's quick retry is not batched for the same master.
 		for _, res := range results {
 			if err := res.Error(); err != nil && (isRedirect(err) || isNetwork(err)) {
-				c.forgetTopology()
+				c.ForgetTopology()
 				break
 			}
 		}
 		for i, res := range results {
-			p := batch[i]
 			out, err := res.ToArray()
 			if err != nil {
-				p.answer(scriptFailed(err))
+				out, err := scriptFailed(err)
+				b.Answer(i, out, err)
 				continue
 			}
 			if !wrote(out) {
-				p.answer(out, nil) // nothing written: no replica needs to have it
+				b.Answer(i, out, nil) // nothing written: no replica needs to have it
 				continue
 			}
-			writers = append(writers, written{p, out})
+			writers = append(writers, written{i, out})
 		}
 		if len(writers) == 0 {
 			return nil
@@ -243,40 +153,21 @@ func (c *Client) runBatch(q *commitQueue, batch []*pendingAdmission) {
 		err := c.waitOn(ctx, dc)
 		c.commits.waits.Add(1)
 		if isNetwork(err) {
-			c.forgetTopology()
+			c.ForgetTopology()
 		}
 		if err != nil {
 			c.commits.unconfirmed.Add(int64(len(writers)))
 		}
 		for _, w := range writers {
 			if err != nil {
-				w.p.answer(nil, notConfirmed("not on enough replicas", err))
+				b.Answer(w.i, nil, notConfirmed("not on enough replicas", err))
 			} else {
-				w.p.answer(w.out, nil)
+				b.Answer(w.i, w.out, nil)
 			}
 		}
 		return nil
 	})
-}
-
-// sendable returns the admissions of batch whose callers are still
-// waiting, marked sent (a caller who leaves now is answered as if the
-// reply were lost), and their commands.
-func sendable(q *commitQueue, batch []*pendingAdmission) ([]*pendingAdmission, rueidis.Commands) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	live := batch[:0]
-	for _, p := range batch {
-		if !p.abandoned {
-			p.sent = true
-			live = append(live, p)
-		}
-	}
-	cmds := make(rueidis.Commands, len(live))
-	for i, p := range live {
-		cmds[i] = p.cmd
-	}
-	return live, cmds
+	return nil
 }
 
 // wrote reports whether an admission's reply says its script wrote: an
@@ -314,6 +205,11 @@ func isRedirect(err error) bool {
 	_, moved := re.IsMoved()
 	_, ask := re.IsAsk()
 	return moved || ask
+}
+
+// commitCounts are the counts of GroupCommitStats.
+type commitCounts struct {
+	batches, admissions, waits, unconfirmed atomic.Int64
 }
 
 // GroupCommitStats counts the batches of admissions that wait for

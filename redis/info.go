@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -40,22 +39,7 @@ func (c *Client) State(ctx context.Context, voucherID int64) (*seckill.CacheStat
 }
 
 func (c *Client) state(ctx context.Context, voucherID int64, lim infoLimits) (*seckill.CacheState, error) {
-	return c.read(ctx, voucherID, lim, "read the state of voucher %d", c.shardState)
-}
-
-// shardState is state for the shard of keys k; sh, for a shard of a
-// sharded voucher, takes what is the shard's own.
-func (c *Client) shardState(ctx context.Context, voucherID int64, k *voucherKeys, lim infoLimits, op string, sh *seckill.ShardState) (*seckill.CacheState, error) {
-	st, g, pel, err := c.snapshot(ctx, voucherID, k, lim.pending, op, sh)
-	if err != nil || g == nil {
-		return st, err
-	}
-	st.Unlisted = max(0, st.Pending-int64(len(pel)))
-	st.Bounded = st.Unlisted > 0
-	if err := c.streamDetails(ctx, voucherID, k, st, pel, g, lim.lagCount); err != nil {
-		return nil, redisErr(op, err)
-	}
-	return st, nil
+	return c.read(ctx, voucherID, lim, "read the state of voucher %d", false)
 }
 
 // summaryLimits bound a Summary: it looks at the first 100 pending entries
@@ -83,25 +67,21 @@ func (c *Client) Summary(ctx context.Context, voucherID int64) (*seckill.CacheSt
 }
 
 func (c *Client) summary(ctx context.Context, voucherID int64, lim infoLimits) (*seckill.CacheState, error) {
-	return c.read(ctx, voucherID, lim, "read the counts of voucher %d", c.shardSummary)
+	return c.read(ctx, voucherID, lim, "read the counts of voucher %d", true)
 }
 
-// shardSummary is summary for the shard of keys k (see shardState).
-func (c *Client) shardSummary(ctx context.Context, voucherID int64, k *voucherKeys, lim infoLimits, op string, sh *seckill.ShardState) (*seckill.CacheState, error) {
-	st, g, _, err := c.snapshot(ctx, voucherID, k, lim.pending, op, sh)
-	if err != nil || g == nil {
-		return st, err
-	}
-	st.Unlisted, st.Bounded = st.Pending, st.Pending > 0
-	for _, ci := range st.Consumers {
-		if ci.Pending > 0 {
-			st.OldestPending = max(st.OldestPending, ci.Idle)
-		}
-	}
-	if err := c.streamDetails(ctx, voucherID, k, st, nil, g, lim.lagCount); err != nil {
-		return nil, redisErr(op, err)
-	}
-	return st, nil
+// shardRead is the read of one shard of a voucher (State or Summary) under
+// way: its keys k, sh for a shard of a sharded voucher (nil for an
+// unsharded one), and what the snapshot found (st, g, pel).
+type shardRead struct {
+	k   *voucherKeys
+	sh  *seckill.ShardState
+	lim infoLimits
+	op  string
+
+	st  *seckill.CacheState
+	g   *group
+	pel []string
 }
 
 // snapshot reads, in one MULTI, the stock, buyers and dead letters of the
@@ -110,8 +90,9 @@ func (c *Client) shardSummary(ctx context.Context, voucherID int64, k *voucherKe
 // (up to pending, for their ids and idle times); for a shard of a sharded
 // voucher (sh not nil), also its transfers out not yet settled, into sh.
 // g is nil when the stream has no group: nothing delivered, nothing
-// pending, and st is complete.
-func (c *Client) snapshot(ctx context.Context, voucherID int64, k *voucherKeys, pending int64, op string, sh *seckill.ShardState) (st *seckill.CacheState, g *group, pel []string, err error) {
+// pending, and st is complete. snapshotCmds are its commands, and
+// snapshot reads their results, res.
+func (c *Client) snapshotCmds(k *voucherKeys, pending int64, sh *seckill.ShardState) rueidis.Commands {
 	cmds := rueidis.Commands{
 		c.rdb.B().Multi().Build(),
 		c.rdb.B().Get().Key(k.Stock).Build(),
@@ -125,7 +106,10 @@ func (c *Client) snapshot(ctx context.Context, voucherID int64, k *voucherKeys, 
 	if sh != nil {
 		cmds = append(cmds, c.rdb.B().Hvals().Key(k.Xout).Build())
 	}
-	res := c.rdb.DoMulti(ctx, append(cmds, c.rdb.B().Exec().Build())...)
+	return append(cmds, c.rdb.B().Exec().Build())
+}
+
+func (c *Client) snapshot(ctx context.Context, k *voucherKeys, op string, sh *seckill.ShardState, res []rueidis.RedisResult) (st *seckill.CacheState, g *group, pel []string, err error) {
 	for _, r := range res[:len(res)-1] {
 		if err := r.Error(); err != nil {
 			return nil, nil, nil, redisErr(op, err)
@@ -135,7 +119,7 @@ func (c *Client) snapshot(ctx context.Context, voucherID int64, k *voucherKeys, 
 	if err != nil {
 		return nil, nil, nil, redisErr(op, err)
 	}
-	if want := len(cmds) - 1; len(replies) != want {
+	if want := len(res) - 2; len(replies) != want {
 		return nil, nil, nil, fmt.Errorf("redis: %s: %d replies to %d commands", op, len(replies), want)
 	}
 	if sh != nil {
@@ -277,10 +261,11 @@ func readConsumers(reply rueidis.RedisMessage) ([]seckill.StreamConsumer, error)
 	return out, nil
 }
 
-// streamDetails reads, in one pipeline, the order ids of the pending
-// entries and, unless the group's lag is trusted, the entries after the
-// last delivered one, to count them.
-func (c *Client) streamDetails(ctx context.Context, voucherID int64, k *voucherKeys, st *seckill.CacheState, pel []string, g *group, lagCount int64) error {
+// detailsCmds are the commands that read the order ids of the pending
+// entries pel and, unless the group's lag is trusted, the entries after
+// the last delivered one, to count them (at most lagCount); none when
+// there is nothing to read. details reads their results, res, into st.
+func (c *Client) detailsCmds(k *voucherKeys, pel []string, g *group, lagCount int64) rueidis.Commands {
 	cmds := make(rueidis.Commands, 0, len(pel)+1)
 	for _, id := range pel {
 		cmds = append(cmds, c.rdb.B().Xrange().Key(k.Orders).Start(id).End(id).Build())
@@ -288,10 +273,10 @@ func (c *Client) streamDetails(ctx context.Context, voucherID int64, k *voucherK
 	if !g.trusted {
 		cmds = append(cmds, c.rdb.B().Xrange().Key(k.Orders).Start("("+g.lastDelivered).End("+").Count(lagCount).Build())
 	}
-	if len(cmds) == 0 {
-		return nil
-	}
-	res := c.rdb.DoMulti(ctx, cmds...)
+	return cmds
+}
+
+func details(voucherID int64, st *seckill.CacheState, pel []string, g *group, lagCount int64, res []rueidis.RedisResult) error {
 	for i := range pel {
 		entries, err := res[i].AsXRange()
 		if err != nil && !rueidis.IsRedisNil(err) {
@@ -324,41 +309,111 @@ func field(m map[string]rueidis.RedisMessage, name string) *rueidis.RedisMessage
 	return &v
 }
 
-// readShard reads one shard of keys k of a voucher (shardState or
-// shardSummary); sh is nil for an unsharded voucher.
-type readShard func(ctx context.Context, voucherID int64, k *voucherKeys, lim infoLimits, op string, sh *seckill.ShardState) (*seckill.CacheState, error)
-
-// read reads the voucher with one: an unsharded voucher as it always was,
-// a sharded one shard by shard, at once, each at one instant of its own
-// (one slot, one MULTI), within lim shared between them, and sums them.
-func (c *Client) read(ctx context.Context, voucherID int64, lim infoLimits, opf string, one readShard) (*seckill.CacheState, error) {
+// read reads the voucher: State, or with summary Summary. An unsharded
+// voucher is read as it always was: its snapshot, in one MULTI, then its
+// stream's details if there are any to read. A sharded one is read shard
+// by shard, each at one instant of its own (one slot, one MULTI), within
+// lim shared between them, and summed: the shards' snapshots in one
+// pipeline, then their details in another, where the client talks to one
+// node; on a Cluster one shard after another, since rueidis sends a
+// pipeline that holds a MULTI to one slot only. This package starts no
+// goroutine to read them at once.
+func (c *Client) read(ctx context.Context, voucherID int64, lim infoLimits, opf string, summary bool) (*seckill.CacheState, error) {
 	op := fmt.Sprintf(opf, voucherID)
 	l, err := c.layoutOf(ctx, voucherID)
 	if err != nil {
 		return nil, err
 	}
-	if len(l.shards) == 1 {
-		return one(ctx, voucherID, l.shards[0], lim, op, nil)
-	}
 	n := int64(len(l.shards))
-	per := infoLimits{pending: (lim.pending + n - 1) / n, lagCount: (lim.lagCount + n - 1) / n}
-	states := make([]*seckill.CacheState, n)
-	shards := make([]seckill.ShardState, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, k := range l.shards {
-		shards[i] = seckill.ShardState{Index: i, Tag: k.Tag}
-		wg.Go(func() {
-			states[i], errs[i] = one(ctx, voucherID, k, per, fmt.Sprintf("%s, shard %d", op, i), &shards[i])
-		})
+	reads := make([]shardRead, n)
+	var shards []seckill.ShardState
+	if n == 1 {
+		reads[0] = shardRead{k: l.shards[0], lim: lim, op: op}
+	} else {
+		per := infoLimits{pending: (lim.pending + n - 1) / n, lagCount: (lim.lagCount + n - 1) / n}
+		shards = make([]seckill.ShardState, n)
+		for i, k := range l.shards {
+			shards[i] = seckill.ShardState{Index: i, Tag: k.Tag}
+			reads[i] = shardRead{k: k, sh: &shards[i], lim: per, op: fmt.Sprintf("%s, shard %d", op, i)}
+		}
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+
+	cmds := make([]rueidis.Commands, n)
+	for i, r := range reads {
+		cmds[i] = c.snapshotCmds(r.k, r.lim.pending, r.sh)
+	}
+	for i, res := range c.doEach(ctx, cmds) {
+		r := &reads[i]
+		if r.st, r.g, r.pel, err = c.snapshot(ctx, r.k, r.op, r.sh, res); err != nil {
 			return nil, err
 		}
 	}
+
+	for i := range reads {
+		r := &reads[i]
+		cmds[i] = nil
+		if r.g == nil {
+			continue // no group: nothing delivered, nothing pending, st is complete
+		}
+		if summary {
+			r.st.Unlisted, r.st.Bounded = r.st.Pending, r.st.Pending > 0
+			for _, ci := range r.st.Consumers {
+				if ci.Pending > 0 {
+					r.st.OldestPending = max(r.st.OldestPending, ci.Idle)
+				}
+			}
+			r.pel = nil // Summary does not list the pending orders
+		} else {
+			r.st.Unlisted = max(0, r.st.Pending-int64(len(r.pel)))
+			r.st.Bounded = r.st.Unlisted > 0
+		}
+		cmds[i] = c.detailsCmds(r.k, r.pel, r.g, r.lim.lagCount)
+	}
+	for i, res := range c.doEach(ctx, cmds) {
+		r := &reads[i]
+		if len(res) == 0 {
+			continue
+		}
+		if err := details(voucherID, r.st, r.pel, r.g, r.lim.lagCount, res); err != nil {
+			return nil, redisErr(r.op, err)
+		}
+	}
+
+	if n == 1 {
+		return reads[0].st, nil
+	}
+	states := make([]*seckill.CacheState, n)
+	for i := range reads {
+		states[i] = reads[i].st
+	}
 	return sumShards(states, shards), nil
+}
+
+// doEach sends each of cmds (a shard's commands; none for some) and
+// returns their results, each cmds[i]'s at i: in one pipeline when the
+// client talks to one node, else one pipeline after another.
+func (c *Client) doEach(ctx context.Context, cmds []rueidis.Commands) [][]rueidis.RedisResult {
+	out := make([][]rueidis.RedisResult, len(cmds))
+	if c.rdb.Mode() == rueidis.ClientModeCluster {
+		for i, cs := range cmds {
+			if len(cs) > 0 {
+				out[i] = c.rdb.DoMulti(ctx, cs...)
+			}
+		}
+		return out
+	}
+	var all rueidis.Commands
+	for _, cs := range cmds {
+		all = append(all, cs...)
+	}
+	if len(all) == 0 {
+		return out
+	}
+	res := c.rdb.DoMulti(ctx, all...)
+	for i, cs := range cmds {
+		out[i], res = res[:len(cs):len(cs)], res[len(cs):]
+	}
+	return out
 }
 
 // sumShards returns the state of a sharded voucher from its shards'.

@@ -299,7 +299,7 @@ func TestStateSharded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		master := func(i int) string { return topo.keyMaster(l.shards[i].Stock) }
+		master := func(i int) string { return topo.KeyMaster(l.shards[i].Stock) }
 		want := &seckill.CacheState{
 			Loaded: false, Buyers: 3, Length: 3, Pending: 2, Lag: nil, DeadLetters: 1,
 			PendingOrders: []int64{7001, 7003},

@@ -111,12 +111,12 @@ func (c *Client) admitOnce(ctx context.Context, a seckill.Admission, stream bool
 		Wait: c.waitReplicas > 0}.fields()
 	b := c.rdb.B()
 	if c.waitReplicas > 0 {
-		b = c.confirm.B() // run on its connections (admitGrouped)
+		b = c.confirm.B() // run on its connections (admitConfirmed)
 	}
 	cmd := b.Evalsha().Sha1(c.admitLua.sha).Numkeys(5).Key(k.Stock, k.Meta, k.Buyers, k.Orders, k.Cancelled).Arg(argv[:]...).Build()
 	var res []rueidis.RedisMessage
 	if c.waitReplicas > 0 {
-		res, err = c.admitGrouped(ctx, k.Stock, cmd)
+		res, err = c.admitConfirmed(ctx, k.Stock, cmd)
 	} else {
 		res, err = c.rdb.Do(ctx, cmd).ToArray()
 	}

@@ -76,7 +76,7 @@ func (t Topology) Summary() string {
 	return fmt.Sprintf("%s: %s, %s", t.Kind, masters, replicas)
 }
 
-// Describe is the Summary of the topology read at most topologyFor ago,
+// Describe is the Summary of the topology read at most TopologyFor ago,
 // for /readyz: a load balancer's probes do not each ask Redis for it.
 func (c *Client) Describe(ctx context.Context) (string, error) {
 	t, err := c.cachedTopology(ctx)
@@ -110,7 +110,7 @@ func (c *Client) Topology(ctx context.Context) (Topology, error) {
 
 // topology is Topology; with partial, a Cluster shard whose master is
 // down is left out instead (its slots have no master in it): the
-// admissions' routing (batchMaster) keeps batching on the masters that
+// batches' routing (RefreshTopology) keeps batching on the masters that
 // are up while one shard waits for a failover.
 func (c *Client) topology(ctx context.Context, partial bool) (Topology, error) {
 	t := Topology{Kind: c.Kind()}
@@ -474,12 +474,12 @@ func firstErr(errs ...error) error {
 // keys: on a Cluster the master of its slot (one voucher, one slot, one
 // master: docs/scaling.md), else the one master.
 func (t Topology) VoucherMaster(k keyspace, voucherID int64) string {
-	return t.keyMaster(k.voucher(voucherID).Stock)
+	return t.KeyMaster(k.voucher(voucherID).Stock)
 }
 
-// keyMaster returns the address of the master that holds key: on a
+// KeyMaster returns the address of the master that holds key: on a
 // Cluster the master of its slot, else the one master; "" when unknown.
-func (t Topology) keyMaster(key string) string {
+func (t Topology) KeyMaster(key string) string {
 	if len(t.Masters) == 0 {
 		return ""
 	}
@@ -511,18 +511,19 @@ func (c *Client) VoucherMasters(ctx context.Context, voucherIDs ...int64) (map[i
 	return out, nil
 }
 
-// topologyFor is how long voucherNode trusts the topology it read.
-const topologyFor = 5 * time.Second
+// TopologyFor is how long the topology read is trusted: keyNode reads it
+// afresh after that, and the group commit has it read afresh.
+const TopologyFor = 5 * time.Second
 
-// cachedTopology returns the topology read at most topologyFor ago,
+// cachedTopology returns the topology read at most TopologyFor ago,
 // reading it afresh if it is older. The read is not made under topoMu:
 // a node that hangs holds up only this caller (to its ctx), never the
-// admissions that route by the topology they have (batchMaster).
+// admissions that route by the topology they have (HeldTopology).
 func (c *Client) cachedTopology(ctx context.Context) (*Topology, error) {
 	c.topoMu.Lock()
 	t, at, gen := c.topo, c.topoAt, c.topoGen
 	c.topoMu.Unlock()
-	if t != nil && time.Since(at) <= topologyFor {
+	if t != nil && time.Since(at) <= TopologyFor {
 		return t, nil
 	}
 	fresh, err := c.Topology(ctx)
@@ -544,71 +545,52 @@ func (c *Client) setTopology(t *Topology, gen uint64) {
 	c.topoMu.Unlock()
 }
 
-// forgetTopology drops the topology: the admissions run alone, routed
-// by rueidis, until it is read afresh (batchMaster), and the next keyNode
-// reads it. A read under way when it is forgotten is not kept.
-func (c *Client) forgetTopology() {
+// ForgetTopology drops the topology: the admissions run alone, routed
+// by rueidis, until it is read afresh (RefreshTopology), and the next
+// keyNode reads it. A read under way when it is forgotten is not kept.
+func (c *Client) ForgetTopology() {
 	c.topoMu.Lock()
 	c.topo = nil
 	c.topoGen++
 	c.topoMu.Unlock()
 }
 
-// topologyRefresh bounds a read of the topology made in the background
-// for the admissions (batchMaster), and topologyRetry is how long after a
-// failed one the next may begin: not at the sale's rate.
-const (
-	topologyRefresh = time.Second
-	topologyRetry   = 100 * time.Millisecond
-)
-
-// batchMaster returns the master that holds key from the topology this
-// client has, without waiting for Redis: "" when it has none (forgotten
-// after a failover, or not read yet) or it names none for key (its
-// master is down). A topology older than topologyFor is still used, and
-// read afresh in the background, one read at a time: the admissions must
-// never wait on a read that a hung node can stall. The read leaves out a
-// shard whose master is down, so that the other masters go on batching.
-func (c *Client) batchMaster(key string) string {
+// HeldTopology returns the topology at hand without asking Redis: nil
+// when there is none (forgotten after a failover, or not read yet), when
+// it was read, and the generation it was read in (see KeepTopology). The
+// group commit batches by it (redisledger), and has it read afresh once
+// it is older than TopologyFor.
+func (c *Client) HeldTopology() (t *Topology, at time.Time, gen uint64) {
 	c.topoMu.Lock()
-	t, stale := c.topo, c.topo == nil || time.Since(c.topoAt) > topologyFor
-	refresh := stale && !c.topoReading && time.Since(c.topoFailed) > topologyRetry
-	gen := c.topoGen
-	if refresh {
-		c.topoReading = true
-	}
-	c.topoMu.Unlock()
-	if refresh {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), topologyRefresh)
-			defer cancel()
-			fresh, err := c.topology(ctx, true)
-			if err == nil {
-				c.setTopology(&fresh, gen)
-			}
-			c.topoMu.Lock()
-			c.topoReading = false
-			if err != nil {
-				c.topoFailed = time.Now()
-			}
-			c.topoMu.Unlock()
-		}()
-	}
-	if t == nil {
-		return ""
-	}
-	return t.keyMaster(key)
+	defer c.topoMu.Unlock()
+	return c.topo, c.topoAt, c.topoGen
 }
 
+// RefreshTopology reads the topology once, leaving out a Cluster shard
+// whose master is down so that the other masters keep batching, and
+// keeps it unless it was forgotten since gen (KeepTopology).
+func (c *Client) RefreshTopology(ctx context.Context, gen uint64) error {
+	fresh, err := c.topology(ctx, true)
+	if err != nil {
+		return err
+	}
+	c.setTopology(&fresh, gen)
+	return nil
+}
+
+// KeepTopology keeps t as the topology at hand, read now, unless it was
+// forgotten since generation gen (HeldTopology).
+func (c *Client) KeepTopology(t *Topology, gen uint64) { c.setTopology(t, gen) }
+
 // keyNode returns the master that holds key (a voucher's, or a shard's),
-// from a topology read at most topologyFor ago; "" when it cannot be read
+// from a topology read at most TopologyFor ago; "" when it cannot be read
 // (the snapshot it is part of does not fail for that).
 func (c *Client) keyNode(ctx context.Context, key string) string {
 	t, err := c.cachedTopology(ctx)
 	if err != nil {
 		return ""
 	}
-	return t.keyMaster(key)
+	return t.KeyMaster(key)
 }
 
 // keySlot is the Cluster slot of key, as rueidis computes it to route

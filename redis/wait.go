@@ -12,7 +12,8 @@ import (
 
 // admitReplicated runs the admission script and then WAIT for
 // Config.WaitReplicas replicas, on one connection of its own: an
-// admission alone, where no batch can take it (groupcommit.go).
+// admission alone, where no batch can take it (groupcommit.go), or with
+// no Batcher set.
 //
 // WAIT counts only the writes of the connection it runs on, and blocks that
 // connection until it returns: on the shared, pipelined connections it
@@ -84,6 +85,11 @@ func notConfirmed(why string, cause error) error {
 	}
 	return fmt.Errorf("redis: admit: %s: %w", why, e)
 }
+
+// NotConfirmed is notConfirmed for the batches' queues
+// (redisledger.GroupCommit): an admission whose caller left before its
+// batch was confirmed is answered so.
+func NotConfirmed(why string, cause error) error { return notConfirmed(why, cause) }
 
 // notConfirmedMessage tells a buyer whose admission was not confirmed
 // that it may have been made: it shows in their orders if it was.

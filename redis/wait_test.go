@@ -22,10 +22,23 @@ const defaultWait = 30 * time.Second
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // replicated starts a master with one replica in sync and opens a client
-// that waits for one replica with the given timeout.
+// that waits for one replica with the given timeout. Its admissions run
+// alone: the batches are redisledger's, tested there.
 func replicated(t *testing.T, timeout time.Duration) (*Client, *faults.RedisProc) {
 	t.Helper()
-	c, _, replica := replicatedPair(t, timeout, 0)
+	// No delay before the full sync (5 s by default): the replica syncs at once.
+	master := faults.StartRedisProc(t, "--repl-diskless-sync-delay", "0")
+	replica := faults.StartRedisProc(t, "--replicaof", "127.0.0.1", itoa(master.Port))
+	testenv.WaitFor(t, defaultWait, "the replica to sync", func() bool {
+		return replica.Role() == "slave" && testenvField(replica.Info("replication"), "master_link_status") == "up"
+	})
+	c, err := Open(context.Background(), Config{URL: "redis://" + master.Addr, WaitReplicas: 1, WaitTimeout: timeout},
+		testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	arm(t, c)
 	return c, replica
 }
 

@@ -271,6 +271,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if err := registerGroupCommit(cfg.Registry, cfg.Cache); err != nil {
 			return nil, err
 		}
+		// The admissions that wait for replicas go in batches, one WAIT
+		// each, from the group commit's loops (redisledger).
+		commits := redisledger.NewGroupCommit(cfg.Cache, logger, nil)
+		commits.Start(ctx)
+		cfg.Cache.SetBatcher(commits)
+		a.closers = append(a.closers, commits.Stop)
 	}
 	if err := ops.Ledger.Restore(ctx); err != nil {
 		// Not fatal: the vouchers that could be loaded are on sale, and

@@ -142,6 +142,56 @@ func TestModes(t *testing.T) {
 	}
 }
 
+// TestGroupCommitWired: with admissions that wait for replicas, New
+// has them go in the group commit's batches (redisledger), counted by
+// seckill_wait_batches_total; Close stops its loops (goleak, in
+// TestMain). The embedded server's WAIT answers that no replica has
+// anything: the buy is answered 503, not confirmed, by its batch.
+func TestGroupCommitWired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newBackend(t)
+	cfg := b.config(t, seckill.ModeStream)
+	wait, err := redis.Open(ctx, redis.Config{URL: "redis://" + b.cache.Addr() + "/0", Embedded: true, WaitReplicas: 1}, cfg.Logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wait.Close()
+	cfg.Cache = wait
+	cfg.Test.NoNodeWait = true
+	a, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	admin := mint(t, cfg.Tokens, auth.Identity{UserID: 1, Admin: true})
+	buyer := mint(t, cfg.Tokens, auth.Identity{UserID: 42})
+	now := time.Now().UTC()
+	var v struct{ ID string }
+	call(t, a, http.MethodPost, "/api/admin/vouchers", admin, map[string]any{
+		"title": "wait test", "stock": 3, "beginTime": now.Add(-time.Minute), "endTime": now.Add(time.Hour),
+	}, http.StatusCreated, &v)
+	call(t, a, http.MethodPost, "/api/vouchers/"+v.ID+"/seckill", buyer, nil, http.StatusServiceUnavailable, nil)
+	want := redis.GroupCommitStats{Batches: 1, Admissions: 1, Waits: 1, Unconfirmed: 1}
+	if got := wait.GroupCommitStats(); got != want {
+		t.Errorf("GroupCommitStats after one buy = %+v, want %+v: the admission went in a batch", got, want)
+	}
+	mfs, err := a.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "seckill_wait_batches_total" {
+			batches = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if batches != 1 {
+		t.Errorf("seckill_wait_batches_total = %v, want 1", batches)
+	}
+}
+
 // TestCloseTwice: Close, without Shutdown or Listen, stops what New
 // started, and a second Close does nothing (goleak, in TestMain, sees
 // what would be left).

@@ -1,41 +1,95 @@
-package redis
+package redisledger
 
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/redis"
 )
 
-// TestGroupCommitSubMillisecondWaitTimeout: a WaitTimeout under a
-// millisecond (Config and --redis-wait-timeout accept 500µs) must not
-// become WAIT n 0, which Redis reads as "block until n replicas ack, for
-// ever". With the replica stopped, the admission is to be answered 503
-// about its timeout; a WAIT 0 holds the batch's lane until the batch's own
-// context (WaitTimeout + batchSlack, 2 s) kills the connection, and on the
-// paths without that context (admitReplicated on a Cluster whose master
-// rueidis does not know, runBatch's fallback with context.Background(),
-// transfers' takeReplicated) it never returns while the replica lags.
-func TestGroupCommitSubMillisecondWaitTimeout(t *testing.T) {
+// TestGroupCommitClusterTopologyComesBack: on a Cluster that serves with
+// a shard down (cluster-require-full-coverage no: the other masters go on
+// selling), one failed batch of the dead shard forgets the whole topology
+// (forgetTopology), and it never comes back: parseShards fails the whole
+// read for one shard without a master, so batchMaster finds none and every
+// admission of every healthy master runs alone (no group commit) for as
+// long as the shard is down. And each of those admissions starts a read of
+// the topology (CLUSTER SHARDS on a random node) the moment the last one
+// failed: as many reads as admissions, at the sale's rate.
+func TestGroupCommitClusterTopologyComesBack(t *testing.T) {
 	t.Parallel()
-	c, _, replica := replicatedPair(t, 500*time.Microsecond, 1)
-	mustLoad(t, c, onSale(1, 10))
-	replica.Pause()
-	defer replica.Resume()
+	cl := faults.StartCluster(t, "--cluster-require-full-coverage", "no")
+	ctx := context.Background()
+	c := openReplicatedCluster(t, cl, time.Second, 0)
 
-	start := time.Now()
-	err := c.Admit(context.Background(), seckill.Admission{VoucherID: 1, UserID: 1, OrderID: 101})
-	took := time.Since(start)
-	var e *seckill.Error
-	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable {
-		t.Fatalf("Admit with the replica stopped = %v, want a final ErrUnavailable", err)
+	// A voucher on a master that will die, one on a master that lives.
+	dead := cl.Masters(t)[0]
+	var onDead, onLive int64
+	for id := int64(1); (onDead == 0 || onLive == 0) && id < 1000; id++ {
+		switch onMaster := cl.MasterOf(t, c.key(id, "stock")).Addr == dead.Addr; {
+		case onMaster && onDead == 0:
+			onDead = id
+		case !onMaster && onLive == 0:
+			onLive = id
+		}
 	}
-	if took > time.Second {
-		t.Errorf("Admit with a 500µs WaitTimeout and the replica stopped took %s: the WAIT was sent with timeout 0 (for ever) and only the batch's context ended it", took.Round(time.Millisecond))
+	mustLoad(t, c, onSale(onDead, 100))
+	mustLoad(t, c, onSale(onLive, 1_000_000))
+	mustAdmit(t, c, onLive, 1, 1)
+	live := cl.MasterOf(t, c.key(onLive, "stock"))
+
+	// The shard dies whole: master and replica.
+	cl.ReplicaOf(t, dead).Kill()
+	dead.Kill()
+	testenv.WaitFor(t, defaultWait, "the dead shard to be failed", func() bool {
+		nodes, err := live.Do(ctx, "CLUSTER", "NODES")
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(nodes.(string), "\n") {
+			if f := strings.Fields(line); len(f) > 2 && strings.HasPrefix(f[1], dead.Addr+"@") {
+				return strings.Contains(f[2], "fail") && !strings.Contains(f[2], "fail?")
+			}
+		}
+		return false
+	})
+	// One admission of the dead shard: its batch fails, the topology is
+	// forgotten.
+	if err := c.Admit(ctx, seckill.Admission{VoucherID: onDead, UserID: 1, OrderID: 2}); !errors.Is(err, seckill.ErrUnavailable) {
+		t.Fatalf("an admission of the dead shard = %v, want ErrUnavailable", err)
+	}
+
+	var nodes []*faults.RedisProc
+	for _, n := range cl.Nodes {
+		if _, err := n.Do(ctx, "CONFIG", "RESETSTAT"); err == nil {
+			nodes = append(nodes, n)
+		}
+	}
+	before := c.GroupCommitStats().Batches
+	// A hundred admissions, over a second at least: a read of the
+	// topology may go to a dead node and fail.
+	admissions := int64(0)
+	for start := time.Now(); admissions < 100 || time.Since(start) < time.Second; admissions++ {
+		mustAdmit(t, c, onLive, 2+admissions, 2+admissions)
+	}
+	batched := c.GroupCommitStats().Batches - before
+	var reads int64
+	for _, n := range nodes {
+		reads += calls(t, n, "cluster|shards") + calls(t, n, "cluster|slots")
+	}
+	t.Logf("%d admissions to the healthy master %s: %d batches, %d reads of the topology", admissions, live.Addr, batched, reads)
+	if batched == 0 {
+		t.Errorf("none of %d admissions to the healthy master %s went in a batch: the topology, forgotten for the dead shard, never came back",
+			admissions, live.Addr)
+	}
+	if reads > admissions/10 {
+		t.Errorf("%d admissions read the topology %d times: want a read now and then, not one per admission", admissions, reads)
 	}
 }
 
@@ -52,21 +106,18 @@ func TestGroupCommitClusterFailoverFollowsNewMaster(t *testing.T) {
 	t.Parallel()
 	cl := faults.StartCluster(t)
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: cl.URL, Prefix: "t" + testenv.Random(), WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond},
-		testenv.Logger(t))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(c.Close)
-	arm(t, c)
+	c := open(t, redis.Config{URL: cl.URL, Prefix: "t" + testenv.Random(), WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond}, nil)
 	mustLoad(t, c, onSale(1, 1000))
-	master := cl.MasterOf(t, c.keys.voucher(1).Stock)
+	master := cl.MasterOf(t, c.key(1, "stock"))
 	replica := cl.ReplicaOf(t, master)
-	c.forgetTopology()
+	c.ForgetTopology()
 	mustAdmit(t, c, 1, 1, 101) // reads the topology afresh: the batches go to master
-	c.topoMu.Lock()
-	before := *c.topo
-	c.topoMu.Unlock()
+	testenv.WaitFor(t, defaultWait, "the topology read afresh", func() bool {
+		held, _, _ := c.HeldTopology()
+		return held != nil
+	})
+	held, _, _ := c.HeldTopology()
+	before := *held
 
 	master.Kill()
 	if _, err := replica.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER"); err != nil {
@@ -75,25 +126,24 @@ func TestGroupCommitClusterFailoverFollowsNewMaster(t *testing.T) {
 	testenv.WaitFor(t, defaultWait, "the takeover", func() bool { return replica.Role() == "master" })
 	cl.WaitHealthy(t, defaultWait)
 	testenv.WaitFor(t, defaultWait, "admission armed on the new master", func() bool {
-		c.rdb.Do(ctx, c.rdb.B().Get().Key(c.keys.voucher(1).Stock).Build()) // rdb follows the MOVED
+		c.BuyerOrder(ctx, 1, 1) // the client follows the MOVED
 		id, err := c.Identity(ctx)
 		return err == nil && c.ArmAdmission(ctx, id) == nil
 	})
 
 	// The topology was last read just before the master died (as it may
 	// have been: it is read every topologyFor).
-	c.topoMu.Lock()
-	c.topo, c.topoAt = &before, time.Now()
-	c.topoMu.Unlock()
+	_, _, gen := c.HeldTopology()
+	c.KeepTopology(&before, gen)
 
 	// The first admission is sent to the dead master, and refused. The
 	// next must not be batched for it again from the same topology.
-	err = c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 102})
+	err := c.Admit(ctx, seckill.Admission{VoucherID: 1, UserID: 2, OrderID: 102})
 	var e *seckill.Error
 	if !errors.As(err, &e) || e.Kind != seckill.ErrUnavailable {
 		t.Fatalf("the admission sent to the dead master = %v, want a final ErrUnavailable", err)
 	}
-	if got := c.keyNode(ctx, c.keys.voucher(1).Stock); got == master.Addr {
+	if got := c.node(ctx, 1); got == master.Addr {
 		t.Errorf("after its connection was refused, the admissions are still batched for the dead master %s (until the topology read before the failover expires, topologyFor)", got)
 	}
 
@@ -132,16 +182,13 @@ func TestGroupCommitClusterTopologyReadDoesNotStallAdmissions(t *testing.T) {
 	t.Parallel()
 	cl := faults.StartCluster(t)
 	ctx := context.Background()
-	c, err := Open(ctx, Config{URL: cl.URL, Prefix: "t" + testenv.Random(), WaitReplicas: 1, WaitTimeout: time.Second},
-		testenv.Logger(t))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(c.Close)
-	arm(t, c)
+	// The group commit's clock reads every topology as due for its
+	// refresh (as one is every redis.TopologyFor).
+	due := func() time.Time { return time.Now().Add(redis.TopologyFor + time.Second) }
+	c := open(t, redis.Config{URL: cl.URL, Prefix: "t" + testenv.Random(), WaitReplicas: 1, WaitTimeout: time.Second}, due)
 	mustLoad(t, c, onSale(1, 1000))
 	mustAdmit(t, c, 1, 1, 101)
-	master := cl.MasterOf(t, c.keys.voucher(1).Stock)
+	master := cl.MasterOf(t, c.key(1, "stock"))
 	for _, m := range cl.Masters(t) {
 		if m.Addr != master.Addr {
 			r := cl.ReplicaOf(t, m)
@@ -153,9 +200,6 @@ func TestGroupCommitClusterTopologyReadDoesNotStallAdmissions(t *testing.T) {
 	// one is every topologyFor), each given a second: a keyless command
 	// goes to one of the six nodes at random, two of them stopped.
 	for user := int64(2); user < 12; user++ {
-		c.topoMu.Lock()
-		c.topoAt = time.Time{}
-		c.topoMu.Unlock()
 		actx, cancel := context.WithTimeout(ctx, time.Second)
 		start := time.Now()
 		err := c.Admit(actx, seckill.Admission{VoucherID: 1, UserID: user, OrderID: 100 + user})
