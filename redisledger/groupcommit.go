@@ -32,9 +32,9 @@ import (
 // batch go in the next.
 const maxBatch = 512
 
-// Cache is what the group commit asks of package redis: plain calls, each
+// Batches is what the group commit asks of package redis: plain calls, each
 // one round trip or none (*redis.Client).
-type Cache interface {
+type Batches interface {
 	// Kind is the deployment's kind (redis.KindCluster: batches by master).
 	Kind() string
 	// WaitBatches is how many batches a master may have in flight.
@@ -47,14 +47,14 @@ type Cache interface {
 	RefreshTopology(ctx context.Context, gen uint64) error
 }
 
-var _ Cache = (*redis.Client)(nil)
+var _ Batches = (*redis.Client)(nil)
 
 // GroupCommit batches the admissions that wait for replicas by master: a
 // redis.Batcher, set on the client at wiring (redis.Client.SetBatcher).
 // Its lanes and its reads of the topology run from Start to Stop; an
 // admission outside them runs alone.
 type GroupCommit struct {
-	cache  Cache
+	cache  Batches
 	logger *slog.Logger
 	topo   topologyRefresh
 	lanes  int
@@ -68,7 +68,7 @@ var _ redis.Batcher = (*GroupCommit)(nil)
 
 // NewGroupCommit returns the group commit of cache's admissions, not
 // started. A nil clock is time.Now.
-func NewGroupCommit(cache Cache, logger *slog.Logger, clock seckill.Clock) *GroupCommit {
+func NewGroupCommit(cache Batches, logger *slog.Logger, clock seckill.Clock) *GroupCommit {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

@@ -24,7 +24,7 @@ const (
 // of its own: the admissions must never wait on a read that a hung node
 // can stall.
 type topologyRefresh struct {
-	cache  Cache
+	cache  Batches
 	logger *slog.Logger
 	clock  seckill.Clock
 	svc    startstop.Service
