@@ -8,6 +8,8 @@
 // voucher's Redis Stream (the stream mode) or this process's queue (the
 // queue mode).
 //
-// Package redis does the raw I/O (keys, scripts, the client) and starts no
-// goroutine; the loops that drive it live here (docs/design/ledger.md).
+// It also runs the group commit of admissions that wait for replicas
+// (GroupCommit). Package redis does the raw I/O (keys, scripts, the
+// client) and starts no goroutine; the loops that drive it live here, on
+// internal/startstop (docs/design/ledger.md).
 package redisledger
