@@ -46,6 +46,10 @@ type Harness struct {
 	// buyer's goroutine. Nil: the ledger keeps nothing to lose, and the
 	// recovery cases do not run.
 	Lose func(ctx context.Context, v *seckill.Voucher) error
+	// Flush makes the ledger lose everything at once, as a Redis
+	// restarted without its data: FLUSHALL on a server of the harness's
+	// own. Only RunFlush calls it.
+	Flush func(ctx context.Context) error
 	// Known names the cases this ledger is known to fail, and why: they
 	// are kept, and skipped saying so, until the ledger is fixed.
 	Known map[string]string
@@ -96,6 +100,22 @@ func Run(t *testing.T, newHarness NewHarness) {
 			c.fn(t)
 		})
 	}
+}
+
+// RunFlush runs the suite's recovery from a ledger that loses everything
+// mid-sale (Harness.Flush), on an unsharded voucher and, where the ledger
+// takes them, on a voucher of 4 shards: each harness on a server of its
+// own, so apart from Run.
+func RunFlush(t *testing.T, newHarness NewHarness) {
+	s := suite{newHarness: newHarness}
+	t.Run("Flush", func(t *testing.T) {
+		t.Parallel()
+		s.testFlush(t, 1)
+	})
+	t.Run("Sharded/Flush", func(t *testing.T) {
+		t.Parallel()
+		s.testFlush(t, shards)
+	})
 }
 
 // shards is how many shards the sharded cases split a voucher into.

@@ -3,6 +3,7 @@ package redisledger_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/faults"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/ledgertest"
+	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/worker"
 )
 
@@ -22,9 +25,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The Redis ledger in each of its modes: the conformance suite of the
 // ledgers.
-func TestLedgerStream(t *testing.T) { ledgertest.Run(t, harness(seckill.ModeStream)) }
+func TestLedgerStream(t *testing.T) { ledgertest.Run(t, harness(seckill.ModeStream, false)) }
 
-func TestLedgerQueue(t *testing.T) { ledgertest.Run(t, harness(seckill.ModeQueue)) }
+func TestLedgerQueue(t *testing.T) { ledgertest.Run(t, harness(seckill.ModeQueue, false)) }
+
+// The Redis ledger losing everything mid-sale: on a Redis of each test's
+// own.
+func TestLedgerStreamFlush(t *testing.T) { ledgertest.RunFlush(t, harness(seckill.ModeStream, true)) }
+
+func TestLedgerQueueFlush(t *testing.T) { ledgertest.RunFlush(t, harness(seckill.ModeQueue, true)) }
 
 // queueKnown are the cases the queue mode is known to fail.
 var queueKnown = map[string]string{
@@ -37,15 +46,16 @@ var queueKnown = map[string]string{
 var secret = []byte("ledgertest-secret-at-least-32-bytes-long")
 
 // harness builds the whole service of the mode (app.New) on a store and a
-// Redis key prefix of the test's own (apptest), its workers running, and
-// hands the suite its ledger.
-func harness(mode seckill.Mode) ledgertest.NewHarness {
+// Redis key prefix of the test's own (apptest), or with own a Redis server
+// of the test's own (which the harness may flush), its workers running,
+// and hands the suite its ledger.
+func harness(mode seckill.Mode, own bool) ledgertest.NewHarness {
 	return func(t *testing.T) *ledgertest.Harness {
 		t.Helper()
 		ctx := context.Background()
 		logger := testenv.Logger(t)
 		store := apptest.Store(t)
-		cache, url, prefix := apptest.Redis(t, logger)
+		cache, url, prefix := ownRedis(t, own, logger)
 		tokens, err := auth.NewTokens(secret)
 		if err != nil {
 			t.Fatal(err)
@@ -64,6 +74,9 @@ func harness(mode seckill.Mode) ledgertest.NewHarness {
 		}
 		h := &ledgertest.Harness{Ledger: a.Orders.Ledger, Vouchers: a.Vouchers, Store: store,
 			Lose: lose(testenv.RawRedis(t, url), prefix)}
+		if own {
+			h.Flush = flush(testenv.RawRedis(t, url))
+		}
 		if mode == seckill.ModeQueue {
 			h.Known = queueKnown
 		}
@@ -91,5 +104,31 @@ func lose(raw rueidis.Client, prefix string) func(context.Context, *seckill.Vouc
 			}
 		}
 		return nil
+	}
+}
+
+// ownRedis is apptest.Redis, or with own a client of a Redis server of the
+// test's own.
+func ownRedis(t *testing.T, own bool, logger *slog.Logger) (c *redis.Client, url, prefix string) {
+	t.Helper()
+	if !own {
+		return apptest.Redis(t, logger)
+	}
+	url, _ = faults.StartRedis(t)
+	prefix = "seckill"
+	c, err := redis.Open(context.Background(), redis.Config{URL: url, Prefix: prefix}, logger)
+	if err != nil {
+		t.Fatalf("open Redis at %s: %v", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c, url, prefix
+}
+
+// flush empties the Redis at raw, as a Redis restarted without its data:
+// the sale, the orders in the streams and the record of the server's
+// check (the fence) are gone.
+func flush(raw rueidis.Client) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return raw.Do(ctx, raw.B().Flushall().Build()).Error()
 	}
 }
