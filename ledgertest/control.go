@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill"
 )
@@ -21,15 +22,18 @@ func (s suite) testControls(t *testing.T) {
 	if err != nil || !view.Paused {
 		t.Fatalf("Pause = %+v, %v; want paused", view, err)
 	}
+	checkPaused(t, h, v, true)
 	sold := buyAll(t, h.Ledger, newOrders(20, v.ID), 8, nil)
 	for _, a := range sold.answers {
 		checkKind(t, "Admit while paused", a.err, seckill.ErrPaused)
 	}
 	checkRemaining(t, h, v, stock)
+	checkAgree(t, h, v)
 
 	if view, err = h.Vouchers.Pause(ctx, v.ID, false); err != nil || view.Paused {
 		t.Fatalf("resume: Pause = %+v, %v; want resumed", view, err)
 	}
+	checkPaused(t, h, v, false)
 	var all []*seckill.Order
 	for range 2 {
 		o := order(nextID(), v.ID)
@@ -80,8 +84,12 @@ func (s suite) testControls(t *testing.T) {
 	if _, err := admit(ctx, h.Ledger, first); err != nil {
 		t.Fatalf("Admit: %v", err)
 	}
-	if _, err := h.Vouchers.End(ctx, w.ID); err != nil {
+	view, err = h.Vouchers.End(ctx, w.ID)
+	if err != nil {
 		t.Fatalf("End: %v", err)
+	}
+	if r := row(t, h, w.ID); !r.EndTime.Equal(view.EndTime) || r.EndTime.After(time.Now()) {
+		t.Errorf("End answered the end %v, the database holds %v; want the same, not after now", view.EndTime, r.EndTime)
 	}
 	sold = buyAll(t, h.Ledger, newOrders(10, w.ID), 5, nil)
 	for _, a := range sold.answers {
@@ -90,6 +98,22 @@ func (s suite) testControls(t *testing.T) {
 	persisted(t, h, []*seckill.Order{first})
 	if r := checkAgree(t, h, w); r.Stock != 2 {
 		t.Errorf("stock of the ended voucher = %d; want 2", r.Stock)
+	}
+}
+
+// checkPaused fails t unless the database and the voucher service say v
+// is paused (or not) as want.
+func checkPaused(t *testing.T, h *Harness, v *seckill.Voucher, want bool) {
+	t.Helper()
+	if r := row(t, h, v.ID); r.Paused != want {
+		t.Errorf("voucher %d paused in the database: %v; want %v", v.ID, r.Paused, want)
+	}
+	view, err := h.Vouchers.Get(t.Context(), v.ID)
+	if err != nil {
+		t.Fatalf("Get(%d): %v", v.ID, err)
+	}
+	if view.Paused != want {
+		t.Errorf("Get(%d).Paused = %v; want %v", v.ID, view.Paused, want)
 	}
 }
 

@@ -84,6 +84,7 @@ func (s suite) testExactStock(t *testing.T, shards int) {
 		t.Errorf("stock in the database = %d; want 0", r.Stock)
 	}
 	checkOnlyAdmitted(t, h, sold)
+	checkBuyersOnce(t, h, v, admitted)
 }
 
 // testOneOrderPerBuyer: one buyer asking many times at once, with as many
@@ -148,6 +149,7 @@ func (s suite) testOneOrderPerBuyer(t *testing.T, shards int) {
 	for _, sold := range sales {
 		checkOnlyAdmitted(t, h, sold)
 	}
+	checkBuyersOnce(t, h, v, won)
 	for _, w := range won {
 		again := order(w.UserID, v.ID)
 		if _, err := admit(ctx, h.Ledger, again); heldBy(err) != w.ID {
