@@ -167,7 +167,10 @@ const retryFor = 30 * time.Second
 func admit(ctx context.Context, l seckill.Ledger, o *seckill.Order) (retries int, err error) {
 	deadline := time.Now().Add(retryFor)
 	for {
-		err = l.Admit(ctx, o)
+		var status seckill.OrderStatus
+		if status, err = l.Admit(ctx, *o); err == nil {
+			o.Status = status
+		}
 		if retries > 0 && heldBy(err) == o.ID {
 			return retries, nil
 		}
@@ -289,12 +292,16 @@ func row(t *testing.T, h *Harness, id int64) *seckill.Voucher {
 }
 
 // remaining returns what the ledger says remains of v, and whether it
-// holds v at all.
+// holds v at all: where the ledger says the rows are the sale (a nil
+// map), the stock of v's row read now.
 func remaining(t *testing.T, h *Harness, v *seckill.Voucher) (int64, bool) {
 	t.Helper()
 	left, err := h.Ledger.Remaining(t.Context(), v)
 	if err != nil {
 		t.Fatalf("Remaining(%d): %v", v.ID, err)
+	}
+	if left == nil {
+		return row(t, h, v.ID).Stock, true
 	}
 	n, ok := left[v.ID]
 	return n, ok

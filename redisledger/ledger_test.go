@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
@@ -20,8 +19,6 @@ import (
 	"github.com/seckill/seckill/redis"
 	"github.com/seckill/seckill/worker"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The Redis ledger in each of its modes: the conformance suite of the
 // ledgers.
