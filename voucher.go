@@ -473,16 +473,7 @@ func (s *VoucherService) List(ctx context.Context, limit int) ([]*VoucherView, e
 			return nil, fmt.Errorf("list vouchers: %w", err)
 		}
 	}
-	views := make([]*VoucherView, len(vs))
-	for i, v := range vs {
-		views[i] = &VoucherView{Voucher: v}
-		if remaining == nil {
-			views[i].Remaining = &v.Stock
-		} else if n, ok := remaining[v.ID]; ok {
-			views[i].Remaining = &n
-		}
-	}
-	return views, nil
+	return viewsOf(vs, remaining), nil
 }
 
 // listedRows are vouchers' rows as List read them, and when.
@@ -563,6 +554,12 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 	if err != nil {
 		return nil, fmt.Errorf("read remaining stock: %w", err)
 	}
+	return viewsOf(vs, remaining), nil
+}
+
+// viewsOf returns the views of vs with what remains of each as the ledger
+// said (Ledger.Remaining): a nil map, each row's stock.
+func viewsOf(vs []*Voucher, remaining map[int64]int64) []*VoucherView {
 	views := make([]*VoucherView, len(vs))
 	for i, v := range vs {
 		views[i] = &VoucherView{Voucher: v}
@@ -572,7 +569,7 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 			views[i].Remaining = &n
 		}
 	}
-	return views, nil
+	return views
 }
 
 // Row returns the voucher's row as first read in this process (see

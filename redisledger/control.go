@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
-	"github.com/seckill/seckill/internal/startstop"
 )
 
 // controlLockTTL bounds a control's hold on the voucher's control lock: a
@@ -132,24 +131,16 @@ func (l *Ledger) withControlLock(ctx context.Context, id int64, f func() error) 
 	}
 	// Renewed while the control runs: a rebuild of a big voucher, or a
 	// Redis failover waited out, may outlast the TTL (found by review).
-	var renewal startstop.Service
-	renewal.Start(ctx, func(rctx context.Context) {
-		t := time.NewTicker(controlLockTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-				if ok, err := l.Cache.RenewControl(rctx, id, token, controlLockTTL); err == nil && !ok {
-					l.Logger.Error("a control lost the voucher's control lock while it ran: another control may have interleaved with it; compare the admin page with reconcile", "voucher", id)
-					return
-				}
-			}
+	// A renewal that fails is tried again: the control goes on either way.
+	stopRenewing := renewEvery(context.WithoutCancel(ctx), controlLockTTL, func(rctx context.Context) bool {
+		if ok, err := l.Cache.RenewControl(rctx, id, token, controlLockTTL); err == nil && !ok {
+			l.Logger.Error("a control lost the voucher's control lock while it ran: another control may have interleaved with it; compare the admin page with reconcile", "voucher", id)
+			return false
 		}
+		return true
 	})
 	defer func() {
-		renewal.Stop()
+		stopRenewing()
 		if err := l.Cache.UnlockControl(context.WithoutCancel(ctx), id, token); err != nil {
 			l.Logger.Warn("the voucher's control lock could not be given back; it lapses by itself", "voucher", id, "lapses_in", controlLockTTL, "err", err)
 		}

@@ -281,29 +281,44 @@ func (s *Fence) awaitCheck(ctx context.Context, identity string) error {
 // another instance then does the work. stop ends the renewal.
 func hold(ctx context.Context, lease time.Duration, token, what string, renew func(context.Context, string, time.Duration) (bool, error)) (work context.Context, stop func()) {
 	work, cancel := context.WithCancelCause(ctx)
+	stopRenewing := renewEvery(work, lease, func(context.Context) bool {
+		ok, err := renew(work, token, lease)
+		if err != nil || !ok {
+			cancel(fmt.Errorf("lost the %s (renewed %v): %w", what, ok, errors.Join(err, seckill.ErrUnavailable)))
+			return false
+		}
+		return true
+	})
+	return work, func() {
+		stopRenewing()
+		cancel(nil)
+	}
+}
+
+// renewEvery renews a lease of lease every third of it, on a loop of its
+// own, from now until stop, until ctx ends, or until renew says the hold
+// is over (false): the one renewal loop of the fence's check and rebuilds
+// (hold) and of the controls' lock (withControlLock), which differ only in
+// what a failed renewal means.
+func renewEvery(ctx context.Context, lease time.Duration, renew func(context.Context) bool) (stop func()) {
 	var loop startstop.Service
-	loop.Start(work, func(loopCtx context.Context) {
+	loop.Start(ctx, func(loopCtx context.Context) {
 		t := time.NewTicker(lease / 3)
 		defer t.Stop()
 		for {
 			select {
 			case <-loopCtx.Done():
 				return
-			case <-work.Done():
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			ok, err := renew(work, token, lease)
-			if err != nil || !ok {
-				cancel(fmt.Errorf("lost the %s (renewed %v): %w", what, ok, errors.Join(err, seckill.ErrUnavailable)))
+			if !renew(loopCtx) {
 				return
 			}
 		}
 	})
-	return work, func() {
-		loop.Stop()
-		cancel(nil)
-	}
+	return loop.Stop
 }
 
 // unloadOpen unloads every voucher on sale or ended within the retention
