@@ -271,11 +271,11 @@ type StreamConsumer struct {
 }
 
 // VoucherView is a voucher as clients see it: the database's record and the
-// stock left in the cache, which is what buyers compete for.
+// stock left in the ledger, which is what buyers compete for.
 type VoucherView struct {
 	*Voucher
-	// Remaining is the cached stock left; nil when the voucher is not loaded
-	// in the cache.
+	// Remaining is the stock the ledger has left to sell; nil when the
+	// ledger does not hold the voucher now (Redis lost it: it is rebuilt).
 	Remaining *int64
 }
 
@@ -384,13 +384,11 @@ func (s *VoucherService) Open(ctx context.Context) ([]*Voucher, error) {
 	return vs, nil
 }
 
-// Create validates v, places its shards (Placer), stores it, and loads its
-// stock into the cache. When the cache cannot be reached the voucher still
-// exists in the database: Create returns ErrUnavailable, and
-// [VoucherService.Restore] loads it at the next start. Only the stream
-// mode takes a sharded voucher: the sync mode sells from the database's
-// one row, and the queue mode's in-memory queue and its workers know one
-// stream per voucher.
+// Create validates v, places its shards (Placer), stores it, and puts it
+// on sale in the ledger (Ledger.Load). When the ledger cannot be reached
+// the voucher still exists in the database: Create returns
+// ErrUnavailable, and the ledger loads it at the next start
+// (Ledger.Restore). A voucher has at most the ledger's MaxShards shards.
 func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, error) {
 	if err := v.Validate(s.Clock.Now()); err != nil {
 		return nil, err

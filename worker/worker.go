@@ -193,7 +193,7 @@ type Pool struct {
 }
 
 // New returns a pool. rebuild puts a voucher back in Redis from the
-// database (seckill.VoucherService.Rebuild); the pool calls it when a
+// database (redisledger.Ledger.Rebuild); the pool calls it when a
 // stream's group is gone.
 func New(cfg Config, stream Stream, store Store, rebuild func(ctx context.Context, voucherID int64) error, reg prometheus.Registerer, logger *slog.Logger) (*Pool, error) {
 	cfg = cfg.withDefaults()
@@ -574,7 +574,7 @@ func (p *Pool) readFailed(ctx context.Context, voucherID int64, err error, log *
 		// Redis lost its data: put the voucher back from the database
 		// (that also makes the group, at the stream's start) before reading.
 		// Each lost shard's reader asks; the rebuilds of a voucher are one
-		// (VoucherService.Rebuild), and it rebuilds every lost shard.
+		// (redisledger.Ledger.Rebuild), and it rebuilds every lost shard.
 		log.Error("order stream lost in Redis; rebuilding the voucher from the database", "err", err)
 		p.metrics.streamsLost.Inc()
 		if err := p.rebuild(ctx, voucherID); err != nil {
