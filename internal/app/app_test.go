@@ -380,3 +380,42 @@ func TestOpsReadShards(t *testing.T) {
 		t.Errorf("the client reads the voucher's shards %q; want its row's %q", tags, v.ShardTags)
 	}
 }
+
+// TestOpsLedgerOfEachMode: the mode is the choice of the ledger, made in
+// NewOps alone: the stream mode's Redis ledger retries dead letters; the
+// queue mode's keeps the buyers a repair or a fence unloads (Queued) and
+// retries none (its workers read no stream); the sync mode's ledger is
+// the database, and nothing is retried, repaired or given back in Redis.
+func TestOpsLedgerOfEachMode(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	logger := testenv.Logger(t)
+	for _, tc := range []struct {
+		mode                          seckill.Mode
+		redis, queued, retries, backs bool
+	}{
+		{seckill.ModeStream, true, false, true, true},
+		{seckill.ModeQueue, true, true, false, true},
+		{seckill.ModeSync, false, false, false, false},
+	} {
+		o := NewOps(tc.mode, 0, b.store, b.cache, logger)
+		if got := o.Redis != nil; got != tc.redis {
+			t.Errorf("%s: a Redis ledger %v, want %v", tc.mode, got, tc.redis)
+		}
+		if o.Redis != nil && o.Redis.Queued != tc.queued {
+			t.Errorf("%s: Queued %v, want %v", tc.mode, o.Redis.Queued, tc.queued)
+		}
+		if got := o.DeadLetters.Admitter != nil; got != tc.retries {
+			t.Errorf("%s: dead letters retried %v, want %v", tc.mode, got, tc.retries)
+		}
+		if got := o.Sweeper.Ledger != nil; got != tc.backs {
+			t.Errorf("%s: the sweeper gives units back to a ledger %v, want %v", tc.mode, got, tc.backs)
+		}
+		if o.Vouchers.Ledger != o.Ledger {
+			t.Errorf("%s: the vouchers' ledger is not the ledger of the mode", tc.mode)
+		}
+		if most, _ := o.Ledger.MaxShards(); (most > 1) != (tc.mode == seckill.ModeStream) {
+			t.Errorf("%s: MaxShards %d; only the stream mode splits a voucher", tc.mode, most)
+		}
+	}
+}
