@@ -456,22 +456,17 @@ func (s *VoucherService) Get(ctx context.Context, id int64) (*VoucherView, error
 // List returns up to limit vouchers, newest first, with their remaining
 // stock: the rows as read at most ListFor ago, the stock as it is now.
 func (s *VoucherService) List(ctx context.Context, limit int) ([]*VoucherView, error) {
-	vs, err := s.listRows(ctx, limit)
+	read := s.listRows
+	if left, err := s.Ledger.Remaining(ctx); err == nil && left == nil {
+		// The rows are the sale (the SQL ledger): kept, they would lag the
+		// sales and the controls; one read of them is all a list takes.
+		read = s.Store.Vouchers
+	}
+	vs, err := read(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list vouchers: %w", err)
 	}
-	remaining, err := s.Ledger.Remaining(ctx, vs...)
-	if err != nil {
-		return nil, fmt.Errorf("read remaining stock: %w", err)
-	}
-	if remaining == nil {
-		// The rows are the sale (the SQL ledger): kept, they would lag
-		// the sales and the controls; one read of them is all it takes.
-		if vs, err = s.Store.Vouchers(ctx, limit); err != nil {
-			return nil, fmt.Errorf("list vouchers: %w", err)
-		}
-	}
-	return viewsOf(vs, remaining), nil
+	return s.withRemaining(ctx, vs)
 }
 
 // listedRows are vouchers' rows as List read them, and when.
