@@ -25,7 +25,7 @@ type fakeChallenges struct {
 var _ ChallengeService = (*fakeChallenges)(nil)
 
 func (f *fakeChallenges) Issue(_ context.Context, userID, voucherID int64) (seckill.Challenge, error) {
-	f.add("Issue " + itoa(userID) + " " + itoa(voucherID))
+	f.add("Issue(" + itoa(userID) + ", " + itoa(voucherID) + ")")
 	if f.issueErr != nil {
 		return seckill.Challenge{}, f.issueErr
 	}
@@ -68,7 +68,7 @@ func TestChallengeRoutes(t *testing.T) {
 	if got := res.header.Get("Retry-After"); got != "90" {
 		t.Errorf("Retry-After = %q, want 90", got)
 	}
-	if got, want := ch.all(), []string{"Issue 2 5", "Issue 2 5", "Issue 2 5"}; !slices.Equal(got, want) {
+	if got, want := ch.all(), []string{"Issue(2, 5)", "Issue(2, 5)", "Issue(2, 5)"}; !slices.Equal(got, want) {
 		t.Errorf("Issue calls %q, want %q", got, want)
 	}
 
