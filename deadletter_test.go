@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/redisledger"
 )
 
 // dlqRig is a DeadLetterService on a Redis and a store of the test's own
@@ -30,7 +31,7 @@ type dlqRig struct {
 	raw      rueidis.Client
 	prefix   string
 	vouchers *seckill.VoucherService
-	svc      *seckill.DeadLetterService
+	svc      *redisledger.DeadLetterService
 	logs     *syncBuffer
 }
 
@@ -74,7 +75,7 @@ func newDLQRig(t *testing.T) *dlqRig {
 	if err := ledgerOf(b.vouchers).Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.svc = &seckill.DeadLetterService{Cache: b.cache, Store: store, Vouchers: b.vouchers, Logger: logger,
+	b.svc = &redisledger.DeadLetterService{Cache: b.cache, Store: store, Vouchers: b.vouchers, Logger: logger,
 		Admitter:  admitter(b.vouchers, b.cache),
 		OrderTime: func(int64) time.Time { return time.Unix(1, 0) }}
 	return b

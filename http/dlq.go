@@ -13,14 +13,12 @@ import (
 // The admin API of dead letters and reconciliation.
 
 // DeadLetterAdmin is what the dead-letter routes call;
-// *seckill.DeadLetterService is one.
+// *redisledger.DeadLetterService is one.
 type DeadLetterAdmin interface {
 	DeadLetters(ctx context.Context) ([]seckill.DeadLetterEntry, error)
 	RetryDeadLetter(ctx context.Context, id string, adminID int64) (*seckill.Order, error)
 	DiscardDeadLetter(ctx context.Context, id string, adminID int64) error
 }
-
-var _ DeadLetterAdmin = (*seckill.DeadLetterService)(nil)
 
 // Reconciler is what the reconcile route calls; *seckill.Reconciler is one.
 type Reconciler interface {

@@ -14,8 +14,6 @@ import (
 	"github.com/seckill/seckill"
 )
 
-var _ seckill.DeadLetterCache = (*Client)(nil)
-
 // deadLetterPage is how many dead letters one XRANGE reads: a voucher
 // whose sale went badly may have many, and one reply should stay small.
 const deadLetterPage = 1000

@@ -1164,7 +1164,7 @@ func TestShardedStreams(t *testing.T) {
 		if n, err := c.RemoveDeadLetters(ctx, shard(0), recs[0].EntryID); err != nil || n != 0 {
 			t.Errorf("RemoveDeadLetters(shard 0, shard 2's entry) = %d, %v; want 0", n, err)
 		}
-		if n, err := c.RemoveDeadLetters(ctx, recs[0].Stream(), recs[0].EntryID); err != nil || n != 1 {
+		if n, err := c.RemoveDeadLetters(ctx, shard(recs[0].Shard), recs[0].EntryID); err != nil || n != 1 {
 			t.Errorf("RemoveDeadLetters(shard 2's entry) = %d, %v; want 1", n, err)
 		}
 

@@ -215,7 +215,7 @@ type App struct {
 	// database.
 	Redis       *redisledger.Ledger
 	Orders      *seckill.OrderService
-	DeadLetters *seckill.DeadLetterService
+	DeadLetters *redisledger.DeadLetterService
 	Reconciler  *seckill.Reconciler
 	Payments    *seckill.PaymentService
 	// Challenges issues and checks the vouchers' challenges.
@@ -410,6 +410,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	return a, nil
 }
 
+// The Redis ledger's dead letters are what the dead-letter routes call.
+var _ sechttp.DeadLetterAdmin = (*redisledger.DeadLetterService)(nil)
+
 // Ops are the domain services of a sale but the orders: the vouchers and
 // their ledger (the Redis ledger, with its fence, or in the sync mode the
 // SQL ledger), the dead letters and the reconciler. New builds them for
@@ -421,7 +424,7 @@ type Ops struct {
 	Ledger seckill.Ledger
 	// Redis is the Redis ledger; nil in the sync mode.
 	Redis       *redisledger.Ledger
-	DeadLetters *seckill.DeadLetterService
+	DeadLetters *redisledger.DeadLetterService
 	Reconciler  *seckill.Reconciler
 	// Sweeper cancels the orders not paid by their deadline (not started:
 	// App.StartWorkers starts the service's), and finishes the returns of
@@ -441,7 +444,7 @@ func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cac
 		cache.SetVouchers(store.Voucher)
 	}
 	o := &Ops{Vouchers: &seckill.VoucherService{Store: store, Logger: logger, Clock: time.Now, Retention: retention}}
-	o.DeadLetters = &seckill.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
+	o.DeadLetters = &redisledger.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
 		Logger: logger, Clock: time.Now, OrderTime: orderid.Time}
 	o.Sweeper = &seckill.Sweeper{Store: store, Logger: logger, Clock: time.Now}
 	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache, Returns: o.Sweeper}
