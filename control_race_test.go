@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/redisledger"
 	"github.com/seckill/seckill/sqlledger"
 )
 
@@ -158,7 +159,7 @@ func addStockTwoInstances(t *testing.T, shards int) {
 	if left[view.ID] != 40 {
 		t.Errorf("Redis remaining %d after two additions answered 200 (10 + 10 + 20), want 40: an addition was lost", left[view.ID])
 	}
-	r := &seckill.Reconciler{Vouchers: a, Repairer: ledgerOf(a), Store: store, Cache: ledgerOf(a).Cache}
+	r := &redisledger.Reconciler{Vouchers: a, Repairer: ledgerOf(a), Store: store, Cache: ledgerOf(a).Cache}
 	if rec, err := r.Reconcile(ctx, view.ID, false); err != nil || !rec.OK() {
 		t.Errorf("reconcile after two additions answered 200: %+v, %v", rec, err)
 	}

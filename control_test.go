@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/redisledger"
 	"github.com/seckill/seckill/sqlledger"
 )
 
@@ -36,7 +37,7 @@ func TestAddStockCrashBetweenWrites(t *testing.T) {
 			if _, added, _, err := store.AddStock(ctx, view.ID, "k", 5); err != nil || !added {
 				t.Fatalf("AddStock in the store = %v, %v", added, err)
 			}
-			r := &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache}
+			r := &redisledger.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache}
 			rec, err := r.Reconcile(ctx, view.ID, false)
 			if err != nil {
 				t.Fatal(err)

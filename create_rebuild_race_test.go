@@ -111,7 +111,7 @@ func TestCreateRacesRebuild(t *testing.T) {
 			if queued[7700] {
 				t.Error("the earlier database's order 7700 is still in the stream")
 			}
-			rec, err := (&seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: cache}).Reconcile(ctx, view.ID, false)
+			rec, err := (&redisledger.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: cache}).Reconcile(ctx, view.ID, false)
 			if err != nil {
 				t.Fatal(err)
 			}

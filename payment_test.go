@@ -130,7 +130,7 @@ func (l *lifecycle) check(t *testing.T, won map[int64]seckill.OrderStatus) (paid
 	if dbv.Stock != cancelled {
 		t.Errorf("the database's stock is %d for %d cancelled orders", dbv.Stock, cancelled)
 	}
-	rec, err := (&seckill.Reconciler{Vouchers: l.vs, Repairer: ledgerOf(l.vs), Store: l.store, Cache: l.cache}).Reconcile(ctx, l.v.ID, false)
+	rec, err := (&redisledger.Reconciler{Vouchers: l.vs, Repairer: ledgerOf(l.vs), Store: l.store, Cache: l.cache}).Reconcile(ctx, l.v.ID, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestRepairQueueModeKeepsBuyers(t *testing.T) {
 		}
 		queued[u] = a.OrderID
 	}
-	r := &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache}
+	r := &redisledger.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache}
 	if _, err := r.Reconcile(ctx, view.ID, true); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestReconcileShards(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cache := &countedShards{Cache: ledgerOf(vs).Cache, counts: tt.counts}
-			r := &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
+			r := &redisledger.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
 			rec, err := r.Reconcile(ctx, view.ID, false)
 			if err != nil {
 				t.Fatal(err)
@@ -178,13 +178,13 @@ func TestReconcileShards(t *testing.T) {
 	exact := seckill.ShardCounts{Shards: []seckill.ShardCount{shard(5, 0), shard(5, 0)}, Loaded: true, Total: 10}
 	passing := seckill.ShardCounts{Shards: []seckill.ShardCount{shard(4, 0), shard(5, 0)}, Loaded: true, Total: 9}
 	cache := &countedShards{Cache: ledgerOf(vs).Cache, counts: exact, passing: []seckill.ShardCounts{passing}}
-	r := &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
+	r := &redisledger.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: shardedRows{store, 2}, Cache: cache, Shards: cache}
 	if rec, err := r.Reconcile(ctx, view.ID, true); err != nil || !rec.OK() || rec.Repaired || cache.unloads != 0 {
 		t.Errorf("Reconcile(repair) of a passing drift = %+v, %v, %d unloads; want ok, not repaired, none", rec, err, cache.unloads)
 	}
 	// An unsharded voucher is not counted so.
 	cache = &countedShards{Cache: ledgerOf(vs).Cache}
-	r = &seckill.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache, Shards: cache}
+	r = &redisledger.Reconciler{Vouchers: vs, Repairer: ledgerOf(vs), Store: store, Cache: ledgerOf(vs).Cache, Shards: cache}
 	if rec, err := r.Reconcile(ctx, view.ID, false); err != nil || !rec.OK() || rec.Shards != nil {
 		t.Errorf("Reconcile(unsharded) = %+v, %v; want ok, no shards counted", rec, err)
 	}

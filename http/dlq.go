@@ -20,12 +20,11 @@ type DeadLetterAdmin interface {
 	DiscardDeadLetter(ctx context.Context, id string, adminID int64) error
 }
 
-// Reconciler is what the reconcile route calls; *seckill.Reconciler is one.
+// Reconciler is what the reconcile route calls; *redisledger.Reconciler is
+// one.
 type Reconciler interface {
 	Reconcile(ctx context.Context, voucherID int64, repair bool) (*seckill.Reconciliation, error)
 }
-
-var _ Reconciler = (*seckill.Reconciler)(nil)
 
 // deadLetterJSON is a dead letter as the admin API shows it.
 type deadLetterJSON struct {

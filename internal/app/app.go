@@ -216,7 +216,7 @@ type App struct {
 	Redis       *redisledger.Ledger
 	Orders      *seckill.OrderService
 	DeadLetters *redisledger.DeadLetterService
-	Reconciler  *seckill.Reconciler
+	Reconciler  *redisledger.Reconciler
 	Payments    *seckill.PaymentService
 	// Challenges issues and checks the vouchers' challenges.
 	Challenges *seckill.ChallengeService
@@ -410,8 +410,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	return a, nil
 }
 
-// The Redis ledger's dead letters are what the dead-letter routes call.
-var _ sechttp.DeadLetterAdmin = (*redisledger.DeadLetterService)(nil)
+// The Redis ledger's dead letters and reconciler are what the admin routes
+// call.
+var (
+	_ sechttp.DeadLetterAdmin = (*redisledger.DeadLetterService)(nil)
+	_ sechttp.Reconciler      = (*redisledger.Reconciler)(nil)
+)
 
 // Ops are the domain services of a sale but the orders: the vouchers and
 // their ledger (the Redis ledger, with its fence, or in the sync mode the
@@ -425,7 +429,7 @@ type Ops struct {
 	// Redis is the Redis ledger; nil in the sync mode.
 	Redis       *redisledger.Ledger
 	DeadLetters *redisledger.DeadLetterService
-	Reconciler  *seckill.Reconciler
+	Reconciler  *redisledger.Reconciler
 	// Sweeper cancels the orders not paid by their deadline (not started:
 	// App.StartWorkers starts the service's), and finishes the returns of
 	// the units of cancelled orders for the reconciler's repair.
@@ -447,7 +451,7 @@ func NewOps(mode seckill.Mode, retention time.Duration, store seckill.Store, cac
 	o.DeadLetters = &redisledger.DeadLetterService{Mode: mode, Cache: cache, Store: store, Vouchers: o.Vouchers,
 		Logger: logger, Clock: time.Now, OrderTime: orderid.Time}
 	o.Sweeper = &seckill.Sweeper{Store: store, Logger: logger, Clock: time.Now}
-	o.Reconciler = &seckill.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache, Returns: o.Sweeper}
+	o.Reconciler = &redisledger.Reconciler{Vouchers: o.Vouchers, Store: store, Cache: cache, Returns: o.Sweeper}
 	if mode == seckill.ModeSync || cache == nil {
 		// The database is the ledger: a cancellation's own transaction
 		// gives the unit back, and the sweeper has nothing more to return.
