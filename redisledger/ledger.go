@@ -12,6 +12,8 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/cow"
+	"github.com/seckill/seckill/redis"
+	"github.com/seckill/seckill/soldout"
 )
 
 // Cache is Redis as the ledger uses it (package redis's Client): the
@@ -184,6 +186,10 @@ func New(cache Cache, vouchers *seckill.VoucherService, logger *slog.Logger) *Le
 }
 
 var (
+	_ Cache         = (*redis.Client)(nil)
+	_ SoldOutReader = (*redis.Client)(nil)
+	_ SoldOutReader = (*soldout.Copies)(nil)
+
 	_ seckill.Ledger         = (*Ledger)(nil)
 	_ seckill.SoldOutAnswers = (*Ledger)(nil)
 	_ seckill.Readmitter     = (*Ledger)(nil)
