@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -43,7 +44,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	r := t.Reconciler
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "voucher\tinitial\tdb stock\tdb orders\tredis remaining\tredis buyers\tpending\tdead letters\tdrift\tbuyer drift\t")
-	var bad int
+	var bad, unloaded int
 	for _, id := range ids {
 		rec, err := r.Reconcile(ctx, id, repair)
 		if err != nil {
@@ -67,6 +68,9 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		}
 		if !rec.OK() {
 			bad++
+			if !rec.Loaded && !rec.Repaired {
+				unloaded++
+			}
 		}
 	}
 	tw.Flush()
@@ -76,6 +80,13 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	case bad == 0:
 		fmt.Fprintln(stdout, "Redis and the database agree: remaining + orders + pending = initial stock for every voucher"+
 			" (and, for a sharded one, its shards' stock and buyers + stock in flight between them = initial stock)")
+	case unloaded == bad && !repair:
+		// Nothing of these vouchers in Redis at all: more likely the wrong
+		// Redis, or the wrong prefix, than lost data; a repair would write
+		// them where the service does not look.
+		fmt.Fprintf(stdout, "%d voucher(s) disagree, none of them loaded in Redis: is this the service's Redis (--redis-url %s) and key prefix (--redis-prefix %q)? "+
+			"If it is, and Redis lost them, run again with --repair to rebuild them there from the database\n", bad, redisShown(c.RedisURL), c.RedisPrefix)
+		return errDrift
 	default:
 		fmt.Fprintf(stdout, "%d voucher(s) disagree; run again with --repair to rebuild them in Redis from the database\n", bad)
 		return errDrift
@@ -95,4 +106,17 @@ func notLoaded(sh *seckill.ShardCounts) string {
 		return ""
 	}
 	return "; not loaded: shard " + strings.Join(lost, ", ")
+}
+
+// redisShown is the Redis URL for a message: without its password, or
+// "the embedded server" when there is none.
+func redisShown(raw string) string {
+	if raw == "" {
+		return "(the embedded server)"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
 }
