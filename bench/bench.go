@@ -9,6 +9,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -485,6 +486,8 @@ func (r *run) references(ctx context.Context) error {
 
 // reference warms up, then measures one reference.
 func (r *run) reference(ctx context.Context, name string, send func(ctx context.Context, i int64) error) Phase {
+	what := map[string]string{"bare": "the bare handler (plain net/http answering the sale's requests)", "healthz": "GET /healthz through the server's middleware"}[name]
+	r.say("measuring %s for %v, before the sale…", cmp.Or(what, name), r.cfg.ReferenceFor+warmUp(r.cfg.ReferenceFor))
 	r.warm(ctx, warmUp(r.cfg.ReferenceFor), send)
 	return r.phase(name, func() loopResult { return r.closedLoop(ctx, r.cfg.ReferenceFor, 0, send) })
 }

@@ -125,7 +125,7 @@ func TestChallengeSoldOutRefused(t *testing.T) {
 	}
 	var b strings.Builder
 	Table(&b, []*Report{r})
-	if !strings.Contains(b.String(), "once sold out, answers other than sold_out map[challenge_required:") {
+	if want := "once sold out, answers other than sold_out: " + thousands(float64(p.Errors)) + " challenge_required"; !strings.Contains(b.String(), want) {
 		t.Errorf("the notes do not tell them:\n%s", b.String())
 	}
 }

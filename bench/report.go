@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -350,7 +351,7 @@ func cpuTable(w io.Writer, r *Report) {
 	}
 	beyond := slices.ContainsFunc(r.Phases, func(p Phase) bool { return p.ServerMsPer1k != 0 })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "phase\trequests\tfailed\twall\t")
+	fmt.Fprint(tw, "phase\trequests\terrors\twall\t")
 	for _, name := range procs {
 		fmt.Fprintf(tw, "%s\t", name)
 	}
@@ -458,16 +459,16 @@ func openTable(w io.Writer, reports []*Report) {
 
 // notes writes what a run's rows do not hold.
 func notes(w io.Writer, r *Report) {
-	fmt.Fprintf(w, "%s: answers %v", r.Label, r.Answers)
+	fmt.Fprintf(w, "%s: answers %s", r.Label, answerCounts(r.Answers))
 	if r.RateUntilSoldOut > 0 && r.RateAfterSoldOut > 0 {
 		fmt.Fprintf(w, "; the sale's rate until its first sold_out answer %.0f req/s, after it %.0f req/s (%.2f×)",
 			r.RateUntilSoldOut, r.RateAfterSoldOut, r.RateAfterSoldOut/r.RateUntilSoldOut)
 	}
 	if r.SoldOutAfterLastUnit != nil {
-		fmt.Fprintf(w, "; the first sold_out %v after the last 200", *r.SoldOutAfterLastUnit)
+		fmt.Fprintf(w, "; the first sold_out %v after the last 200", roundTime(*r.SoldOutAfterLastUnit))
 	}
 	if len(r.SoldOutOther) > 0 {
-		fmt.Fprintf(w, "; once sold out, answers other than sold_out %v", r.SoldOutOther)
+		fmt.Fprintf(w, "; once sold out, answers other than sold_out: %s", answerCounts(r.SoldOutOther))
 	}
 	if r.Agree != nil {
 		fmt.Fprintf(w, "; Redis and database agree: %v (%s)", *r.Agree, r.AgreeNote)
@@ -477,6 +478,33 @@ func notes(w io.Writer, r *Report) {
 		fmt.Fprintf(w, "  WARNING: the bare handler answered %d bytes of %q, the server's sold-out answer was %d bytes of %q\n",
 			r.BareAnswer.Bytes, r.BareAnswer.ContentType, r.SoldOutAnswer.Bytes, r.SoldOutAnswer.ContentType)
 	}
+}
+
+// answerCounts formats answers by code as a person reads them, the most
+// frequent first: "1,000 ok, 18,000 sold_out" (the JSON report keeps
+// the map).
+func answerCounts(answers map[string]int64) string {
+	codes := slices.Collect(maps.Keys(answers))
+	slices.SortFunc(codes, func(a, b string) int {
+		return cmp.Or(cmp.Compare(answers[b], answers[a]), strings.Compare(a, b))
+	})
+	parts := make([]string, len(codes))
+	for i, code := range codes {
+		parts[i] = thousands(float64(answers[code])) + " " + code
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// roundTime rounds d for a person: to the microsecond below a
+// millisecond, else to the tenth of a millisecond.
+func roundTime(d time.Duration) time.Duration {
+	if d > -time.Millisecond && d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(100 * time.Microsecond)
 }
 
 // times formats a ratio; "-" when there is none.
