@@ -8,7 +8,6 @@ import (
 
 	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/mysql"
 )
 
 // TestReconcileWrongPrefixSaysSo: reconcile pointed at a Redis key prefix
@@ -19,15 +18,7 @@ import (
 func TestReconcileWrongPrefixSaysSo(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testenv.MySQLURL(t)
-	store, err := mysql.Open(ctx, dbURL, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, dbURL := migratedMySQL(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	v := &seckill.Voucher{Title: "served under another prefix", Stock: 5, InitialStock: 5, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour), Generation: 1}
 	if err := store.CreateVoucher(ctx, v); err != nil {

@@ -21,15 +21,7 @@ import (
 func TestToolsKeepServesRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testenv.MySQLURL(t)
-	store, err := mysql.Open(ctx, dbURL, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, dbURL := migratedMySQL(t)
 	// Ended two hours ago: serve, with a retention of an hour, retired it.
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	v := &seckill.Voucher{Title: "retired", Stock: 5, InitialStock: 5, BeginTime: now.Add(-3 * time.Hour), EndTime: now.Add(-2 * time.Hour), Generation: 1}
@@ -49,7 +41,7 @@ func TestToolsKeepServesRetention(t *testing.T) {
 	cmd.Env = childEnv(env)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	err = cmd.Run()
+	err := cmd.Run()
 	if err == nil || !strings.Contains(buf.String(), "not kept in Redis") {
 		t.Errorf("seckill reconcile --repair of the retired voucher: %v, want it refused as not kept:\n%s", err, buf.String())
 	}
@@ -57,4 +49,21 @@ func TestToolsKeepServesRetention(t *testing.T) {
 	if _, loaded, err := rv.remaining(ctx, v.ID); err != nil || loaded {
 		t.Errorf("the retired voucher's stock is in Redis again (loaded %v, %v)", loaded, err)
 	}
+}
+
+// migratedMySQL opens the test's own MariaDB database, migrated, for a
+// test that writes rows before it runs the binary on them; closed at the
+// test's end.
+func migratedMySQL(t *testing.T) (*mysql.Store, string) {
+	t.Helper()
+	dbURL := testenv.MySQLURL(t)
+	store, err := mysql.Open(t.Context(), dbURL, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return store, dbURL
 }
