@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -39,20 +38,11 @@ type benchFlags struct {
 	dbInProcess                 bool
 }
 
-func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	var (
-		c Config
-		b benchFlags
-	)
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	c.redisFlags(fs)
-	c.dbFlags(fs)
-	c.secretFlags(fs)
-	c.workerFlags(fs)
-	c.limitFlags(fs)
-	c.challengeFlags(fs) // the in-process server's difficulty, as serve's
+// benchFlagSet registers bench's flags: its own, then the in-process
+// server's, as serve's.
+func benchFlagSet(fs *flagSet, c *Config, b *benchFlags) {
 	fs.StringVar(&c.Mode, "mode", "stream", "mode of the in-process server: stream, queue or sync")
-	fs.StringVar(&b.url, "url", "", "bench a running server at this URL instead of one in this process (needs its --jwt-secret); several instances comma-separated, each sent requests in turn")
+	urlFlag(fs, &b.url, "bench a running server at this URL, or address as serve's --addr takes it (:8080), instead of one in this process (needs its --jwt-secret); several instances comma-separated, each sent requests in turn")
 	fs.StringVar(&b.compare, "compare", "", "run each of these modes in turn, each on a fresh sale, e.g. sync,queue,stream")
 	fs.IntVar(&b.users, "users", 1000, "buyers")
 	fs.IntVar(&b.repeat, "repeat", 2, "requests per buyer")
@@ -62,7 +52,6 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&b.connections, "connections", "", "clients sending at once, each on a keep-alive connection of its own; several comma-separated (64,5000) run each mode at each (default: --concurrency)")
 	fs.DurationVar(&b.duration, "duration", 0, "run the sale this long, buyers asking again and again, instead of --users × --repeat requests")
 	fs.DurationVar(&b.references, "references", 3*time.Second, "how long to measure each reference before the sale: the bare handler and GET /healthz (0: skip)")
-	fs.DurationVar(&b.references, "ceiling", 3*time.Second, "the old name of --references")
 	fs.StringVar(&b.rate, "rate", "", "after the sale, send buys at this constant rate (requests a second), open loop, and the bare handler the same; auto: at each of --rate-steps of the admissions' closed-loop maximum, measured first")
 	fs.StringVar(&b.rateSteps, "rate-steps", "50,80,95", "with --rate auto, the rates as percentages of the admissions' closed-loop maximum")
 	fs.DurationVar(&b.rateFor, "rate-for", 5*time.Second, "how long each open-loop rate is sent, and the closed-loop maximum measured")
@@ -77,6 +66,22 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&b.dbOutage, "db-outage", 0, "make the in-process server's database unreachable for this long from the middle of the sale (needs --duration), through the same proxy, then back; the books are checked after")
 	fs.StringVar(&b.jsonFile, "json", "", "also write the reports to this file as JSON")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and in-process server) to this file")
+	fs.alias("ceiling", "references")
+	fs.group("In-process server: Redis", c.redisFlags)
+	fs.group("In-process server: database", c.dbFlags)
+	fs.group("In-process server: tokens", c.secretFlags)
+	fs.group("In-process server: workers", c.workerFlags)
+	fs.group("In-process server: limits", c.limitFlags)
+	fs.group("In-process server: challenge", c.challengeFlags)
+}
+
+func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var (
+		c Config
+		b benchFlags
+	)
+	fs := newFlagSet("bench")
+	benchFlagSet(fs, &c, &b)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}

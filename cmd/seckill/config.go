@@ -139,8 +139,12 @@ func (c *Config) saleFlags(fs *flag.FlagSet, modeUsage string) {
 	c.retentionFlag(fs)
 }
 
+// defaultAddr is where serve listens, and so where the tools that talk to
+// a server look for it, without --addr or SECKILL_ADDR.
+const defaultAddr = ":8080"
+
 func (c *Config) httpFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Addr, "addr", ":8080", "HTTP listen address")
+	fs.StringVar(&c.Addr, "addr", defaultAddr, "HTTP listen address; the tools that talk to a server (solve, stats --url, bench --url) find it by the same variable")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 5*time.Second, "time allowed to read a request's headers")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", 10*time.Second, "time allowed to read a whole request")
@@ -172,6 +176,12 @@ func (c *Config) dbFlags(fs *flag.FlagSet) {
 
 func (c *Config) secretFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.JWTSecret, "jwt-secret", "", "HS256 secret for tokens, at least 32 bytes (required with real services; the embedded default generates one in --data-dir)")
+}
+
+// tokenTTLFlag is the lifetime of the tokens serve signs and of those
+// token mints: one setting, one name.
+func (c *Config) tokenTTLFlag(fs *flag.FlagSet, usage string) {
+	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, usage)
 }
 
 func (c *Config) logFlags(fs *flag.FlagSet) {

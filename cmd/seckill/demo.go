@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,14 @@ import (
 	"github.com/seckill/seckill/bench"
 )
 
+// demoFlags registers demo's flags: bench's names for the same settings
+// (--users was --buyers here).
+func demoFlags(fs *flagSet, buyers *int, stock *int64) {
+	fs.IntVar(buyers, "users", 1000, "buyers who click")
+	fs.alias("buyers", "users")
+	fs.Int64Var(stock, "stock", 100, "vouchers on sale")
+}
+
 // runDemo runs a whole flash sale on the embedded default, in this process,
 // and tells what happened in plain words.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -20,9 +27,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		buyers int
 		stock  int64
 	)
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.IntVar(&buyers, "buyers", 1000, "buyers who click")
-	fs.Int64Var(&stock, "stock", 100, "vouchers on sale")
+	fs := newFlagSet("demo")
+	demoFlags(fs, &buyers, &stock)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}

@@ -12,16 +12,11 @@ import (
 	"github.com/seckill/seckill"
 )
 
-const dlqUsage = `Usage: seckill dlq list | retry ID | discard ID [flags]
-
-  list         print the dead letters of the vouchers on sale or ended within --retention, oldest first
+const dlqAbout = `  list         print the dead letters of the vouchers on sale or ended within --retention, oldest first
   retry ID     admit the dead letter's order again, with its own id; the workers then write it
   discard ID   remove the dead letter; its order stays failed
 
-ID is a dead letter's id as list prints it: its order id, or <voucher id>:<entry id>.
-
-Flags:
-`
+ID is a dead letter's id as list prints it: its order id, or <voucher id>:<entry id>.`
 
 func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var (
@@ -40,8 +35,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	case len(positional) == 2 && (positional[0] == "retry" || positional[0] == "discard"):
 		action, id = positional[0], positional[1]
 	default:
-		fmt.Fprintf(stderr, "dlq: want list, retry ID or discard ID; got %q\n", strings.Join(positional, " "))
-		fs.Usage()
+		fmt.Fprintf(stderr, "seckill dlq: want list, retry ID or discard ID; got %q\n", strings.Join(positional, " "))
 		return errUsage
 	}
 	if _, err := seckill.ParseMode(c.Mode); err != nil {
@@ -75,19 +69,21 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	return nil
 }
 
-// newDLQFlags registers the flags of dlq.
-func newDLQFlags(c *Config, adminID *int64) *flag.FlagSet {
-	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
-	c.redisFlags(fs)
-	c.dbFlags(fs)
-	c.logFlags(fs)
-	c.saleFlags(fs, "how the service takes orders; retry needs stream, whose workers read the order streams")
-	fs.Int64Var(adminID, "admin-id", 0, "the admin the log names as acting (0: the command line)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), dlqUsage)
-		fs.PrintDefaults()
-	}
+// newDLQFlags returns the flags of dlq.
+func newDLQFlags(c *Config, adminID *int64) *flagSet {
+	fs := newFlagSet("dlq")
+	dlqFlags(fs, c, adminID)
 	return fs
+}
+
+func dlqFlags(fs *flagSet, c *Config, adminID *int64) {
+	fs.Int64Var(adminID, "admin-id", 0, "the admin the log names as acting (0: the command line)")
+	fs.group("The service's sale", func(fs *flag.FlagSet) {
+		c.saleFlags(fs, "how the service takes orders; retry needs stream, whose workers read the order streams")
+	})
+	fs.group("Redis", c.redisFlags)
+	fs.group("Database", c.dbFlags)
+	fs.group("Logging", c.logFlags)
 }
 
 // printDeadLetters prints the dead letters as a table.
@@ -120,7 +116,7 @@ func printDeadLetters(w io.Writer, entries []seckill.DeadLetterEntry) {
 // wherever they stand, so that `dlq retry ID --db-url …` works as well as
 // `dlq --db-url … retry ID` (the flag package stops at the first
 // positional argument).
-func splitArgs(fs *flag.FlagSet, args []string) (positional, flags []string) {
+func splitArgs(fs *flagSet, args []string) (positional, flags []string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,12 @@ import (
 	"github.com/seckill/seckill/bench"
 )
 
+func latencyProxyFlags(fs *flagSet, cfg *bench.LatencyConfig) {
+	fs.StringVar(&cfg.Target, "target", "", "the service's host:port")
+	fs.DurationVar(&cfg.Delay, "delay", time.Millisecond, "added to each round trip")
+	fs.DurationVar(&cfg.Spin, "spin", 0, "the last stretch of each delay spent spinning instead of on a timer (costs CPU)")
+}
+
 // runLatencyProxy runs a delaying TCP proxy (bench.LatencyProxy) in a
 // process of its own: seckill bench --db-latency starts one in front of
 // the database, so that the proxy's goroutines do not queue behind the
@@ -25,11 +30,9 @@ import (
 // cuts every connection and refuses new ones, "up" lets them back; each
 // is answered "ok". It ends when its input does: its parent is gone.
 func runLatencyProxy(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("latency-proxy", flag.ContinueOnError)
+	fs := newFlagSet("latency-proxy")
 	var cfg bench.LatencyConfig
-	fs.StringVar(&cfg.Target, "target", "", "the service's host:port")
-	fs.DurationVar(&cfg.Delay, "delay", time.Millisecond, "added to each round trip")
-	fs.DurationVar(&cfg.Spin, "spin", 0, "the last stretch of each delay spent spinning instead of on a timer (costs CPU)")
+	latencyProxyFlags(fs, &cfg)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 )
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var c Config
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	c.dbFlags(fs)
-	c.logFlags(fs)
+	fs := newFlagSet("migrate")
+	migrateFlags(fs, &c)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
@@ -33,4 +31,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	fmt.Fprintf(stdout, "database %s is up to date\n", where)
 	return nil
+}
+
+func migrateFlags(fs *flagSet, c *Config) {
+	fs.group("Database", c.dbFlags)
+	fs.group("Logging", c.logFlags)
 }

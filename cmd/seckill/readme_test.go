@@ -24,15 +24,8 @@ func TestConfigDocListsEveryFlag(t *testing.T) {
 		}
 	}
 	for _, cmd := range []string{"serve", "migrate"} {
-		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-		var c Config
-		switch cmd {
-		case "serve":
-			serveFlags(fs, &c)
-		case "migrate":
-			c.dbFlags(fs)
-		}
-		fs.VisitAll(func(f *flag.Flag) {
+		fs := lookupCommand(cmd).flagSet()
+		fs.visible(func(f *flag.Flag) {
 			row, ok := rows[f.Name]
 			if !ok {
 				t.Errorf("docs/configuration.md has no row for --%s", f.Name)

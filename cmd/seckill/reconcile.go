@@ -19,13 +19,8 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		repair  bool
 		voucher int64
 	)
-	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
-	c.redisFlags(fs)
-	c.dbFlags(fs)
-	c.logFlags(fs)
-	c.saleFlags(fs, "how the service takes orders: stream, queue or sync (the queue mode's repair keeps the buyers Redis holds: their orders may wait in an instance's memory)")
-	fs.BoolVar(&repair, "repair", false, "rebuild in Redis, from the database and the queued orders, each voucher that disagrees")
-	fs.Int64Var(&voucher, "voucher", 0, "reconcile this voucher only (default: every voucher on sale or ended within --retention)")
+	fs := newFlagSet("reconcile")
+	reconcileFlags(fs, &c, &repair, &voucher)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
@@ -119,4 +114,15 @@ func redisShown(raw string) string {
 		return "(unparsable)"
 	}
 	return u.Redacted()
+}
+
+func reconcileFlags(fs *flagSet, c *Config, repair *bool, voucher *int64) {
+	fs.BoolVar(repair, "repair", false, "rebuild in Redis, from the database and the queued orders, each voucher that disagrees")
+	fs.Int64Var(voucher, "voucher", 0, "reconcile this voucher only (default: every voucher on sale or ended within --retention)")
+	fs.group("The service's sale", func(fs *flag.FlagSet) {
+		c.saleFlags(fs, "how the service takes orders: stream, queue or sync (the queue mode's repair keeps the buyers Redis holds: their orders may wait in an instance's memory)")
+	})
+	fs.group("Redis", c.redisFlags)
+	fs.group("Database", c.dbFlags)
+	fs.group("Logging", c.logFlags)
 }

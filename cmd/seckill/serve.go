@@ -34,7 +34,7 @@ const adminPhone = "admin"
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var c Config
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve")
 	serveFlags(fs, &c)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
@@ -294,23 +294,30 @@ func consumerName() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// serveFlags registers every setting of serve.
-func serveFlags(fs *flag.FlagSet, c *Config) {
-	c.httpFlags(fs)
-	c.metricsFlags(fs)
-	c.redisFlags(fs)
-	c.dbFlags(fs)
-	c.secretFlags(fs)
-	c.logFlags(fs)
-	c.workerFlags(fs)
-	c.limitFlags(fs)
-	c.loginFlags(fs)
-	c.paymentFlags(fs)
-	c.challengeFlags(fs)
-	fs.StringVar(&c.Mode, "mode", "stream", "how orders are taken: stream (Redis admission, a Redis Stream, workers), queue (Redis admission, an in-memory queue: a crash loses it), sync (a database transaction in the request)")
-	fs.IntVar(&c.QueueCapacity, "queue-capacity", 10_000, "the queue mode's queue size; a full queue answers 503")
-	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")
-	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of login tokens and of the admin token the embedded default prints")
+// serveFlags registers every setting of serve, under the headings of its
+// help.
+func serveFlags(fs *flagSet, c *Config) {
+	fs.group("HTTP", c.httpFlags)
+	fs.group("Orders", func(fs *flag.FlagSet) {
+		fs.StringVar(&c.Mode, "mode", "stream", "how orders are taken: stream (Redis admission, a Redis Stream, workers), queue (Redis admission, an in-memory queue: a crash loses it), sync (a database transaction in the request)")
+		fs.IntVar(&c.QueueCapacity, "queue-capacity", 10_000, "the queue mode's queue size; a full queue answers 503")
+	})
+	fs.group("Redis", c.redisFlags)
+	fs.group("Database", func(fs *flag.FlagSet) {
+		c.dbFlags(fs)
+		fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start")
+	})
+	fs.group("Tokens", func(fs *flag.FlagSet) {
+		c.secretFlags(fs)
+		c.tokenTTLFlag(fs, "lifetime of login tokens and of the admin token the embedded default prints")
+	})
+	fs.group("Workers", c.workerFlags)
+	fs.group("Limits", c.limitFlags)
+	fs.group("Payments", c.paymentFlags)
+	fs.group("Login", c.loginFlags)
+	fs.group("Challenge", c.challengeFlags)
+	fs.group("Metrics", c.metricsFlags)
+	fs.group("Logging", c.logFlags)
 }
 
 // baseURL is the URL a local client reaches addr at.

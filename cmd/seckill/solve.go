@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,33 +17,27 @@ import (
 // page does, and prints the X-Altcha header that carries the solution:
 // the challenge from a shell, as the README's walk-through uses it.
 func runSolve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	var (
-		base    string
-		token   string
-		voucher int64
-		timeout time.Duration
-	)
-	fs := flag.NewFlagSet("solve", flag.ContinueOnError)
-	fs.StringVar(&base, "url", "http://localhost:8080", "the server's base URL")
-	fs.StringVar(&token, "token", "", "the buyer's token (seckill token --user N); the solution is bound to this buyer")
-	fs.Int64Var(&voucher, "voucher", 0, "the voucher to buy (required)")
-	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	var a solveArgs
+	fs := newFlagSet("solve")
+	solveFlags(fs, &a)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
-	if voucher <= 0 || token == "" {
-		fmt.Fprintln(stderr, "solve: --voucher and --token are required")
-		fs.Usage()
+	if a.voucher <= 0 || a.token == "" {
+		fmt.Fprintln(stderr, "seckill solve: --voucher and --token are required")
 		return errUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	if a.url == "" {
+		a.url = defaultServer(getenv)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	url := strings.TrimSuffix(base, "/") + "/api/vouchers/" + strconv.FormatInt(voucher, 10) + "/challenge"
+	url := a.url + "/api/vouchers/" + strconv.FormatInt(a.voucher, 10) + "/challenge"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+a.token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("solve: get the challenge: %w", err)
@@ -69,4 +62,18 @@ func runSolve(ctx context.Context, args []string, getenv func(string) string, st
 	fmt.Fprintf(stderr, "solved in %v: number %d of at most %d\n", time.Since(start).Round(time.Millisecond), sol.Number, ch.MaxNumber)
 	fmt.Fprintln(stdout, sol.Header())
 	return nil
+}
+
+// solveArgs are solve's flags.
+type solveArgs struct {
+	url, token string
+	voucher    int64
+	timeout    time.Duration
+}
+
+func solveFlags(fs *flagSet, a *solveArgs) {
+	fs.Int64Var(&a.voucher, "voucher", 0, "the voucher to buy (required)")
+	fs.StringVar(&a.token, "token", "", "the buyer's token (seckill token --user N); the solution is bound to this buyer (required)")
+	urlFlag(fs, &a.url, "the server: a URL, or an address as serve's --addr takes it (default: serve's, from $SECKILL_ADDR, else http://localhost:8080)")
+	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "give up after this long")
 }

@@ -24,14 +24,8 @@ func runStats(ctx context.Context, args []string, getenv func(string) string, st
 		c   Config
 		url string
 	)
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	c.redisFlags(fs)
-	c.dbFlags(fs)
-	c.secretFlags(fs)
-	c.logFlags(fs)
-	c.saleFlags(fs, "how the service takes orders: stream, queue or sync (in the sync mode the database's stock is what remains)")
-	fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "the service's claim lease: a consumer idle for twice as long no longer counts")
-	fs.StringVar(&url, "url", "", "read a running server's GET /api/admin/stats instead, with its admissions per second and its workers (signs an admin token with --jwt-secret, or the embedded default's in --data-dir)")
+	fs := newFlagSet("stats")
+	statsFlags(fs, &c, &url)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
@@ -52,6 +46,18 @@ func runStats(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	printStats(stdout, st, source, url != "")
 	return nil
+}
+
+func statsFlags(fs *flagSet, c *Config, url *string) {
+	urlFlag(fs, url, "read a running server's GET /api/admin/stats instead, with its admissions per second and its workers: a URL, or an address as serve's --addr takes it, as :8080 (signs an admin token with --jwt-secret, or the embedded default's in --data-dir)")
+	fs.group("The service's sale", func(fs *flag.FlagSet) {
+		c.saleFlags(fs, "how the service takes orders: stream, queue or sync (in the sync mode the database's stock is what remains)")
+		fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "the service's claim lease: a consumer idle for twice as long no longer counts")
+	})
+	fs.group("Redis", c.redisFlags)
+	fs.group("Database", c.dbFlags)
+	fs.group("Tokens", c.secretFlags)
+	fs.group("Logging", c.logFlags)
 }
 
 // directStats reads the open vouchers from Redis and the database, as a

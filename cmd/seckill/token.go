@@ -2,33 +2,24 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/seckill/seckill/auth"
 )
 
 func runToken(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var (
-		c     Config
-		user  int64
-		admin bool
-		ttl   time.Duration
+		c Config
+		a tokenArgs
 	)
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	c.secretFlags(fs)
-	fs.StringVar(&c.DataDir, "data-dir", "seckill-data", "where the embedded default keeps its generated JWT secret, used when --jwt-secret is empty")
-	fs.Int64Var(&user, "user", 0, "user id the token is for (required)")
-	fs.BoolVar(&admin, "admin", false, "make an admin token")
-	fs.DurationVar(&ttl, "ttl", 24*time.Hour, "token lifetime")
+	fs := newFlagSet("token")
+	tokenFlags(fs, &c, &a)
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
-	if user <= 0 {
-		fmt.Fprintln(stderr, "token: --user must be a positive user id")
-		fs.Usage()
+	if a.user <= 0 {
+		fmt.Fprintln(stderr, "seckill token: --user must be a positive user id")
 		return errUsage
 	}
 	// Without a configured secret, sign with the embedded default's, so
@@ -41,10 +32,27 @@ func runToken(_ context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
-	token, err := tokens.Mint(auth.Identity{UserID: user, Admin: admin}, ttl)
+	token, err := tokens.Mint(auth.Identity{UserID: a.user, Admin: a.admin}, c.TokenTTL)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, token)
 	return nil
+}
+
+// tokenArgs are token's own flags.
+type tokenArgs struct {
+	user  int64
+	admin bool
+}
+
+// tokenFlags registers token's flags. The lifetime is serve's --token-ttl,
+// under the same name and variable; --ttl and SECKILL_TTL are its old names.
+func tokenFlags(fs *flagSet, c *Config, a *tokenArgs) {
+	fs.Int64Var(&a.user, "user", 0, "user id the token is for (required)")
+	fs.BoolVar(&a.admin, "admin", false, "make an admin token")
+	c.tokenTTLFlag(fs.FlagSet, "token lifetime")
+	fs.alias("ttl", "token-ttl")
+	c.secretFlags(fs.FlagSet)
+	fs.StringVar(&c.DataDir, "data-dir", "seckill-data", "where the embedded default keeps its generated JWT secret, used when --jwt-secret is empty")
 }

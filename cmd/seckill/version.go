@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -13,7 +12,7 @@ import (
 var version = "dev"
 
 func runVersion(_ context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs := newFlagSet("version")
 	if err := parseFlags(fs, args, getenv, stderr); err != nil {
 		return err
 	}
