@@ -178,6 +178,9 @@ variable: --db-url from SECKILL_DB_URL, and so on; a flag given wins.
 
 // runHelp prints the help of the command named in args, or the list.
 func runHelp(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		return flag.ErrHelp
+	}
 	switch len(args) {
 	case 0:
 		usage(stdout)
