@@ -272,6 +272,27 @@ func TestZshFishCompletion(t *testing.T) {
 		cmd.Stdin = strings.NewReader(script)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s -n: %v\n%s", shell, err, out)
+			continue
+		}
+		file := filepath.Join(t.TempDir(), "seckill-completion")
+		if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// zsh completes only inside its line editor: check that the
+		// script loads and registers; fish completes a line on request.
+		probe, want := `autoload -U compinit; compinit -u -d "$2"; source "$1"; print ${_comps[seckill]}`, "_seckill"
+		if shell == "fish" {
+			probe, want = `source $argv[1]; complete -C "seckill se"; complete -C "seckill serve --redis-u"; complete -C "seckill dlq r"`,
+				"serve\trun the HTTP service\n--redis-url\tRedis URL\nretry"
+		}
+		cmd = exec.Command(path, "-c", probe, shell, file, file+".zcompdump")
+		if shell == "fish" {
+			cmd = exec.Command(path, "-c", probe, file)
+		}
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("%s: %v; got %q, want %q", shell, err, out, want)
 		}
 	}
 	if code, _, errOut := runCmd(environ{}, "completion", "tcsh"); code != 2 || !strings.Contains(errOut, "unknown shell") {
