@@ -16,7 +16,7 @@ import (
 // TestDemo runs the demo and reads its account of the sale: the numbers it
 // gives must add up, and every check must pass.
 func TestDemo(t *testing.T) {
-	code, out, errOut := runCmd(environ{}, "demo", "--buyers", "300", "--stock", "30")
+	code, out, errOut := runCmd(environ{}, "demo", "--users", "300", "--stock", "30")
 	if code != 0 {
 		t.Fatalf("seckill demo: exit %d\n%s\n%s", code, out, errOut)
 	}
