@@ -77,8 +77,8 @@ func (fs *flagSet) visible(fn func(*flag.Flag)) {
 	})
 }
 
-// sections are the flags under their headings: the groups, then the rest
-// under "Flags".
+// sections are the flags under their headings: the command's own, not
+// grouped, under "Flags", then the groups.
 func (fs *flagSet) sections() []flagGroup {
 	grouped := map[string]bool{}
 	for _, g := range fs.groups {
@@ -86,20 +86,16 @@ func (fs *flagSet) sections() []flagGroup {
 			grouped[n] = true
 		}
 	}
-	rest := flagGroup{title: "Flags"}
-	if len(fs.groups) > 0 {
-		rest.title = "Other flags"
-	}
+	own := flagGroup{title: "Flags"}
 	fs.visible(func(f *flag.Flag) {
 		if !grouped[f.Name] {
-			rest.names = append(rest.names, f.Name)
+			own.names = append(own.names, f.Name)
 		}
 	})
-	out := slices.Clone(fs.groups)
-	if len(rest.names) > 0 {
-		out = append(out, rest)
+	if len(own.names) == 0 {
+		return fs.groups
 	}
-	return out
+	return append([]flagGroup{own}, fs.groups...)
 }
 
 // singleDash finds flag names in the flag package's messages, which spell
