@@ -42,7 +42,7 @@ type benchFlags struct {
 // server's, as serve's.
 func benchFlagSet(fs *flagSet, c *Config, b *benchFlags) {
 	fs.StringVar(&c.Mode, "mode", "stream", "mode of the in-process server: stream, queue or sync")
-	urlFlag(fs, &b.url, "bench a running server at this URL, or address as serve's --addr takes it (:8080), instead of one in this process (needs its --jwt-secret); several instances comma-separated, each sent requests in turn")
+	urlFlag(fs, &b.url, "bench a running server at this `URL`, or address as serve's --addr takes it (:8080), instead of one in this process (needs its --jwt-secret); several instances comma-separated, each sent requests in turn")
 	fs.StringVar(&b.compare, "compare", "", "run each of these modes in turn, each on a fresh sale, e.g. sync,queue,stream")
 	fs.IntVar(&b.users, "users", 1000, "buyers")
 	fs.IntVar(&b.repeat, "repeat", 2, "requests per buyer")

@@ -74,6 +74,6 @@ type solveArgs struct {
 func solveFlags(fs *flagSet, a *solveArgs) {
 	fs.Int64Var(&a.voucher, "voucher", 0, "the voucher to buy (required)")
 	fs.StringVar(&a.token, "token", "", "the buyer's token (seckill token --user N); the solution is bound to this buyer (required)")
-	urlFlag(fs, &a.url, "the server: a URL, or an address as serve's --addr takes it (default: serve's, from $SECKILL_ADDR, else http://localhost:8080)")
+	urlFlag(fs, &a.url, "the server: a `URL`, or an address as serve's --addr takes it (default: serve's, from $SECKILL_ADDR, else http://localhost:8080)")
 	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "give up after this long")
 }

@@ -49,7 +49,7 @@ func runStats(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 func statsFlags(fs *flagSet, c *Config, url *string) {
-	urlFlag(fs, url, "read a running server's GET /api/admin/stats instead, with its admissions per second and its workers: a URL, or an address as serve's --addr takes it, as :8080 (signs an admin token with --jwt-secret, or the embedded default's in --data-dir)")
+	urlFlag(fs, url, "read a running server's GET /api/admin/stats instead, with its admissions per second and its workers: a `URL`, or an address as serve's --addr takes it, as :8080 (signs an admin token with --jwt-secret, or the embedded default's in --data-dir)")
 	fs.group("The service's sale", func(fs *flag.FlagSet) {
 		c.saleFlags(fs, "how the service takes orders: stream, queue or sync (in the sync mode the database's stock is what remains)")
 		fs.DurationVar(&c.ClaimLease, "claim-lease", 30*time.Second, "the service's claim lease: a consumer idle for twice as long no longer counts")
