@@ -70,6 +70,6 @@ func codeSender(c *Config, embedded bool, logger *slog.Logger) (seckill.CodeSend
 		return auth.LogSender{Logger: logger}, nil
 	}
 	logger.Warn("login is off: no login code sender is configured, so POST /api/auth/code and /api/auth/login answer 503; " +
-		"to turn it on, set SECKILL_LOGIN_WEBHOOK_URL and SECKILL_LOGIN_WEBHOOK_SECRET (see docs/configuration.md)")
+		"to turn it on, set SECKILL_LOGIN_WEBHOOK_URL and SECKILL_LOGIN_WEBHOOK_SECRET (see docs/configuration.md); to try it on this machine, seckill sms-sink prints the codes")
 	return nil, nil
 }
