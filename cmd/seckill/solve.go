@@ -40,19 +40,19 @@ func runSolve(ctx context.Context, args []string, getenv func(string) string, st
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("solve: get the challenge: %w", err)
+		return fmt.Errorf("get the challenge: %w", err)
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	if err != nil {
-		return fmt.Errorf("solve: read the challenge: %w", err)
+		return fmt.Errorf("read the challenge: %w", err)
 	}
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("solve: GET %s: %s: %s", url, res.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("GET %s: %s: %s", url, res.Status, strings.TrimSpace(string(body)))
 	}
 	var ch seckill.Challenge
 	if err := json.Unmarshal(body, &ch); err != nil {
-		return fmt.Errorf("solve: the challenge: %w", err)
+		return fmt.Errorf("the challenge: %w", err)
 	}
 	start := time.Now()
 	sol, err := seckill.SolveChallenge(ctx, ch)
