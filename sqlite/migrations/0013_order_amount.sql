@@ -1,6 +1,6 @@
 -- What an order owes (seckill.Order.Amount, Currency): its voucher's price
--- and currency, copied from the voucher's row by the statement that writes
--- the order. The orders written before are given theirs now: those of the
+-- and currency, copied from the voucher's row by the transaction that
+-- writes the order. The orders written before are given theirs now: those of the
 -- vouchers made with a price or a currency since 0012 (every older voucher
 -- is free, in the default currency '', as the columns' defaults say).
 --
