@@ -296,9 +296,11 @@
     $("#vouchers-empty").hidden = vouchers.length > 0;
     const numbers = ["initialStock", "stock", "remaining", "pending", "created", "failed", "awaitingPayment", "paid", "cancelled", "returned", "drift"];
     syncRows($("#vouchers tbody"), vouchers, "data-voucher", (v) => v.id, (v, key) => {
-      const tr = el("tr", {}, titleCell(v, key), el("td", { "data-voucher": key, "data-field": "window" }),
-        el("td", { class: "num", "data-voucher": key, "data-field": "price" }),
-        el("td", { class: "num", "data-voucher": key, "data-field": "revenue" }));
+      // The price under the title: the table has no width to spare.
+      const title = titleCell(v, key);
+      title.append(el("span", { class: "money" }, el("span", { "data-voucher": key, "data-field": "price", title: "what a buyer pays" }),
+        el("span", { class: "muted", "data-voucher": key, "data-field": "revenue", title: "what the paid orders took: paid × price" })));
+      const tr = el("tr", {}, title, el("td", { "data-voucher": key, "data-field": "window" }));
       for (const n of numbers) tr.append(el("td", { class: "num", "data-voucher": key, "data-field": n }));
       const reconcile = el("button", { type: "button", class: "small", "data-action": "reconcile", "data-voucher": key }, "Reconcile");
       const repair = el("button", { type: "button", class: "small quiet", "data-action": "repair", "data-voucher": key }, "Repair");
@@ -331,7 +333,7 @@
       price.dataset.value = String(v.price);
       price.dataset.currency = v.currency;
       const revenue = field(tr, "revenue");
-      revenue.textContent = v.revenueText;
+      revenue.textContent = "paid " + v.revenueText;
       revenue.dataset.value = String(v.revenue);
       const pause = tr.querySelector('button[data-action="pause"], button[data-action="resume"]');
       if (!pause.disabled) {
