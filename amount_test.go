@@ -165,3 +165,37 @@ func TestPendingOrderShowsThePrice(t *testing.T) {
 		t.Fatalf("Orders = %v, %v; want the pending order owing 1200 JPY", list, err)
 	}
 }
+
+// noPriceRows reads orders as an instance of a version before prices
+// wrote them: owing 0, in no currency.
+type noPriceRows struct{ seckill.Store }
+
+func (s noPriceRows) Order(ctx context.Context, id int64) (*seckill.Order, error) {
+	o, err := s.Store.Order(ctx, id)
+	if o != nil {
+		o.Amount, o.Currency = 0, ""
+	}
+	return o, err
+}
+
+// TestOrderWrittenWithoutPriceOwesTheVouchers: an order of a priced
+// voucher written with no price (by an instance of a version before
+// prices, in a rolling upgrade) owes its voucher's price: an event that
+// took nothing is refused, and one that took the price pays it.
+func TestOrderWrittenWithoutPriceOwesTheVouchers(t *testing.T) {
+	t.Parallel()
+	l := pricedLifecycle(t, 1, false, 1250)
+	l.payments.Store = noPriceRows{l.store}
+	l.payments.Provider = laterProvider{}
+	o := l.firstOrder()
+	got, err := l.payments.Confirm(t.Context(), seckill.PaymentEvent{ID: "evt_nothing", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_0",
+		Amount: took(0), Currency: "CNY"})
+	if err != nil || got.Status != seckill.OrderCreated {
+		t.Fatalf("Confirm(0 CNY) = %+v, %v; want refused, the order created", got, err)
+	}
+	got, err = l.payments.Confirm(t.Context(), seckill.PaymentEvent{ID: "evt_price", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_1",
+		Amount: took(1250), Currency: "CNY"})
+	if err != nil || got.Status != seckill.OrderPaid {
+		t.Fatalf("Confirm(1250 CNY) = %+v, %v; want paid", got, err)
+	}
+}

@@ -122,6 +122,11 @@ func (s *PaymentService) payOrder(ctx context.Context, userID, orderID int64) (*
 		// grace; started again, as if read so.
 		o = c
 	}
+	if o.Currency == "" {
+		// Written with no price (a voucher made before prices, or by an
+		// instance of a version before them): it owes its voucher's.
+		o.Amount, o.Currency = v.Price, s.Vouchers.currencyOf(v)
+	}
 	if o.Amount == 0 {
 		// Free: nothing to charge, and no provider to ask. Paid now, with
 		// a reference of its own, as the fake provider pays.
@@ -456,10 +461,19 @@ func (s *PaymentService) checkAmount(ctx context.Context, ev PaymentEvent) (*Ord
 	if o.Status == OrderFailed {
 		return nil, Errorf(ErrOrderNotFound, "order %d not found", o.ID)
 	}
-	currency := o.Currency
-	if currency == "" {
-		currency = s.Vouchers.CurrencyOrDefault()
+	if o.Currency == "" {
+		// Written with no price (a voucher made before prices, or by an
+		// instance of a version before them): it owes its voucher's.
+		o.Currency = s.Vouchers.CurrencyOrDefault()
+		if s.Vouchers != nil {
+			v, err := s.Vouchers.Row(ctx, o.VoucherID)
+			if err != nil {
+				return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
+			}
+			o.Amount, o.Currency = v.Price, s.Vouchers.currencyOf(v)
+		}
 	}
+	currency := o.Currency
 	r := &RefusedPayment{EventID: ev.ID, OrderID: o.ID, Ref: ev.Ref, ExpectedAmount: o.Amount, ExpectedCurrency: currency,
 		ReceivedAmount: ev.Amount, ReceivedCurrency: ev.Currency, At: s.Clock.Now()}
 	switch {
