@@ -45,6 +45,8 @@ func TestAdminPageInBrowser(t *testing.T) {
 	voucher := e.createVoucher(map[string]any{
 		"title":     "Flash sale: 50 yuan voucher",
 		"stock":     30,
+		"price":     1250,
+		"currency":  "CNY",
 		"beginTime": e.now.Add(-time.Minute).Format(time.RFC3339),
 		"endTime":   e.now.Add(time.Hour).Format(time.RFC3339),
 	})
@@ -101,9 +103,10 @@ func TestAdminPageInBrowser(t *testing.T) {
 	stats = e.adminJSON("GET", "/api/admin/stats")
 	want := map[string]string{}
 	v := statsVoucher(stats, vid)
-	for _, f := range []string{"remaining", "created", "pending", "failed", "drift", "stock", "initialStock"} {
+	for _, f := range []string{"remaining", "created", "pending", "failed", "drift", "stock", "initialStock", "price", "revenue"} {
 		want[f] = jsonNumber(v[f])
 	}
+	want["priceText"] = "12.50 CNY"
 	stream := v["stream"].(map[string]any)
 	for _, f := range []string{"length", "pending", "consumers", "deadLetters"} {
 		want["stream."+f] = jsonNumber(stream[f])
@@ -116,6 +119,8 @@ func TestAdminPageInBrowser(t *testing.T) {
 	// No late payment: no refund waits, and the page says so.
 	want["refunds"] = jsonNumber(e.adminJSON("GET", "/api/admin/refunds")["waiting"])
 	want["refundsEmpty"] = "true"
+	// No payment refused: the page says so.
+	want["refused"], want["refusedEmpty"] = "0", "true"
 	if want["admitted"] != "20" || want["duplicate_order"] != "5" || want["remaining"] != "10" {
 		t.Errorf("API: %s admitted, %s duplicate, %s remaining; want 20, 5 and 10 (30 − 20 sold)", want["admitted"], want["duplicate_order"], want["remaining"])
 	}
@@ -133,8 +138,12 @@ func TestAdminPageInBrowser(t *testing.T) {
 		out.breaker = val("#workers-breaker");
 		out.refunds = val("#refunds-count");
 		out.refundsEmpty = String(!document.querySelector("#refunds-empty").hidden);
+		const price = document.querySelector('#vouchers [data-voucher=%q][data-field="price"]');
+		out.priceText = price ? price.textContent : "(missing)";
+		out.refused = val("#refused-count");
+		out.refusedEmpty = String(!document.querySelector("#refused-empty").hidden);
 		return out;
-	})()`, jsArray("remaining", "created", "pending", "failed", "drift", "stock", "initialStock"), vid, vid, badID, vid))
+	})()`, jsArray("remaining", "created", "pending", "failed", "drift", "stock", "initialStock", "price", "revenue"), vid, vid, badID, vid, vid))
 	// The workers' busy count moves between the API's answer and the
 	// page's: a number is all that can be asked of it.
 	if _, err := strconv.Atoi(got["busy"]); err != nil {
