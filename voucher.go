@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,13 @@ const (
 	// to load the page and solve before the start, short enough that
 	// nobody stockpiles solutions.
 	DefaultChallengeLead = 60 * time.Second
+	// MaxSubtitleLength and MaxRulesLength bound Voucher.Subtitle and
+	// Voucher.Rules, in characters: a line under the title, and terms of
+	// use that fit a page.
+	MaxSubtitleLength = 200
+	MaxRulesLength    = 5000
+	// MaxImageURLLength bounds Voucher.ImageURL, in bytes.
+	MaxImageURLLength = 2048
 )
 
 // Voucher is an item on flash sale: a limited stock sold one per buyer
@@ -80,6 +88,24 @@ type Voucher struct {
 	// Paused says an operator paused the sale (VoucherService.Pause):
 	// admission answers ErrPaused, and admits nobody, until resumed.
 	Paused bool
+
+	// Price is what a buyer pays for the voucher, in Currency's minor
+	// units (fen, cents); 0 is free. It is fixed at creation: an order owes
+	// its voucher's price (Order.Amount).
+	Price int64
+	// Value is what the voucher is worth, in the same units; 0: not said.
+	// When said it is at least the price.
+	Value int64
+	// Currency is the ISO 4217 code of Price and Value (CurrencyExponent).
+	// "" is read for vouchers made before prices (their price is 0) and
+	// stands for the service's default currency (VoucherService.Currency).
+	Currency string
+	// Subtitle is a short line under the title; Rules the terms of use;
+	// ImageURL an absolute http or https URL of the voucher's picture. All
+	// optional.
+	Subtitle string
+	Rules    string
+	ImageURL string
 }
 
 // Validate reports every rule the voucher breaks as one ErrInvalidArgument
@@ -97,6 +123,7 @@ func (v *Voucher) Validate(now time.Time) error {
 	case strings.IndexFunc(v.Title, unicode.IsControl) >= 0:
 		problems = append(problems, "title: must not contain control characters")
 	}
+	problems = append(problems, v.validateSale()...)
 	if v.Stock < 1 || v.Stock > MaxStock {
 		problems = append(problems, fmt.Sprintf("stock: must be between 1 and %d, got %d", MaxStock, v.Stock))
 	}
@@ -126,6 +153,81 @@ func (v *Voucher) Validate(now time.Time) error {
 		return Errorf(ErrInvalidArgument, "%s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// validateSale reports what the voucher's price, value, currency and
+// description break, as Validate's problems.
+func (v *Voucher) validateSale() []string {
+	var problems []string
+	if v.Price < 0 || v.Price > MaxAmount {
+		problems = append(problems, fmt.Sprintf("price: must be between 0 and %d (minor units), got %d", int64(MaxAmount), v.Price))
+	}
+	switch {
+	case v.Value < 0 || v.Value > MaxAmount:
+		problems = append(problems, fmt.Sprintf("value: must be between 0 and %d (minor units), got %d", int64(MaxAmount), v.Value))
+	case v.Value > 0 && v.Value < v.Price:
+		// Most likely the two swapped: a voucher sold for more than it is
+		// worth is not a sale. 0 leaves the value unsaid.
+		problems = append(problems, fmt.Sprintf("value: must be 0 (not said) or at least the price (%d), got %d", v.Price, v.Value))
+	}
+	if v.Currency != "" {
+		if err := CheckCurrency("currency", v.Currency); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if p := checkText("subtitle", v.Subtitle, MaxSubtitleLength, false); p != "" {
+		problems = append(problems, p)
+	}
+	if p := checkText("rules", v.Rules, MaxRulesLength, true); p != "" {
+		problems = append(problems, p)
+	}
+	if p := checkImageURL(v.ImageURL); p != "" {
+		problems = append(problems, p)
+	}
+	return problems
+}
+
+// checkText returns what is wrong with an optional text field (s may be
+// empty), or "": valid UTF-8, at most most characters, no control
+// characters but, where lines are allowed, line breaks and tabs.
+func checkText(field, s string, most int, lines bool) string {
+	switch n := utf8.RuneCountInString(s); {
+	case !utf8.ValidString(s):
+		return field + ": must be valid UTF-8"
+	case n > most:
+		return fmt.Sprintf("%s: must be at most %d characters, got %d", field, most, n)
+	}
+	bad := strings.IndexFunc(s, func(r rune) bool {
+		return unicode.IsControl(r) && !(lines && (r == '\n' || r == '\r' || r == '\t'))
+	})
+	if bad >= 0 {
+		if lines {
+			return field + ": must not contain control characters other than line breaks and tabs"
+		}
+		return field + ": must not contain control characters"
+	}
+	return ""
+}
+
+// checkImageURL returns what is wrong with an image URL (empty: none), or
+// "": an absolute http or https URL with a host, printable ASCII (a
+// browser's own encoding of any other character), at most
+// MaxImageURLLength bytes.
+func checkImageURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	if len(s) > MaxImageURLLength {
+		return fmt.Sprintf("imageUrl: must be at most %d bytes, got %d", MaxImageURLLength, len(s))
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
+		return "imageUrl: must be printable ASCII without spaces (percent-encode other characters)"
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return fmt.Sprintf("imageUrl: must be an absolute http or https URL such as https://example.com/v.png, got %q", truncate(s, 60))
+	}
+	return ""
 }
 
 // VoucherStore keeps vouchers in the database, the source of truth for
@@ -315,6 +417,10 @@ type VoucherService struct {
 	// read afresh each time; a voucher created here is listed at once,
 	// elsewhere within ListFor. Default 1s; negative reads every time.
 	ListFor time.Duration
+	// Currency is the currency of a voucher created without one, and of
+	// the vouchers made before prices (Voucher.Currency ""). Default
+	// DefaultCurrency.
+	Currency string
 
 	// lists holds the rows List read, by limit, and lister makes the
 	// lists of one limit that miss wait for one read.
@@ -397,6 +503,8 @@ func (s *VoucherService) Create(ctx context.Context, v *Voucher) (*VoucherView, 
 		return nil, Errorf(ErrInvalidArgument, "shards: must be at most %d here, got %d: %s", most, v.Shards, why)
 	}
 	v.Title = strings.TrimSpace(v.Title)
+	v.Subtitle = strings.TrimSpace(v.Subtitle)
+	v.Currency = s.currencyOf(v)
 	v.InitialStock = v.Stock
 	v.Generation = newGeneration()
 	v.ShardTags = nil
@@ -547,14 +655,36 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 	if err != nil {
 		return nil, fmt.Errorf("read remaining stock: %w", err)
 	}
-	return viewsOf(vs, remaining), nil
+	return viewsOf(vs, remaining, s.CurrencyOrDefault()), nil
+}
+
+// CurrencyOrDefault is Currency, or DefaultCurrency if not set.
+func (s *VoucherService) CurrencyOrDefault() string {
+	if s.Currency == "" {
+		return DefaultCurrency
+	}
+	return s.Currency
+}
+
+// currencyOf returns v's currency: its own, or the service's default.
+func (s *VoucherService) currencyOf(v *Voucher) string {
+	if v.Currency != "" {
+		return v.Currency
+	}
+	return s.CurrencyOrDefault()
 }
 
 // viewsOf returns the views of vs with what remains of each as the ledger
-// said (Ledger.Remaining): a nil map, each row's stock.
-func viewsOf(vs []*Voucher, remaining map[int64]int64) []*VoucherView {
+// said (Ledger.Remaining): a nil map, each row's stock. A voucher made
+// before prices is shown in currency, on a copy: the rows may be shared.
+func viewsOf(vs []*Voucher, remaining map[int64]int64, currency string) []*VoucherView {
 	views := make([]*VoucherView, len(vs))
 	for i, v := range vs {
+		if v.Currency == "" {
+			c := *v
+			c.Currency = currency
+			v = &c
+		}
 		views[i] = &VoucherView{Voucher: v}
 		if remaining == nil {
 			views[i].Remaining = &v.Stock

@@ -61,6 +61,31 @@ func TestValidate(t *testing.T) {
 		"lead < 0":                {func(v *seckill.Voucher) { v.ChallengeLead = -time.Second }, "challengeLeadSeconds"},
 		"lead > an hour":          {func(v *seckill.Voucher) { v.ChallengeLead = seckill.MaxChallengeLead + time.Second }, "challengeLeadSeconds"},
 		"lead 1.5s":               {func(v *seckill.Voucher) { v.ChallengeLead = 1500 * time.Millisecond }, "challengeLeadSeconds"},
+		"priced, worth more":      {func(v *seckill.Voucher) { v.Price, v.Value, v.Currency = 1250, 2000, "CNY" }, ""},
+		"worth the price":         {func(v *seckill.Voucher) { v.Price, v.Value = 1250, 1250 }, ""},
+		"free, worth something":   {func(v *seckill.Voucher) { v.Value = 500 }, ""},
+		"largest price":           {func(v *seckill.Voucher) { v.Price = seckill.MaxAmount }, ""},
+		"price < 0":               {func(v *seckill.Voucher) { v.Price = -1 }, "price"},
+		"price > max":             {func(v *seckill.Voucher) { v.Price = seckill.MaxAmount + 1 }, "price"},
+		"value < 0":               {func(v *seckill.Voucher) { v.Value = -1 }, "value"},
+		"value < price":           {func(v *seckill.Voucher) { v.Price, v.Value = 1250, 1000 }, "value: must be 0 (not said) or at least the price"},
+		"currency unknown":        {func(v *seckill.Voucher) { v.Currency = "ABC" }, "currency"},
+		"currency lower case":     {func(v *seckill.Voucher) { v.Currency = "usd" }, "currency"},
+		"subtitle 200 characters": {func(v *seckill.Voucher) { v.Subtitle = strings.Repeat("券", seckill.MaxSubtitleLength) }, ""},
+		"subtitle too long":       {func(v *seckill.Voucher) { v.Subtitle = strings.Repeat("券", seckill.MaxSubtitleLength+1) }, "subtitle"},
+		"subtitle line break":     {func(v *seckill.Voucher) { v.Subtitle = "a\nb" }, "subtitle"},
+		"rules with lines":        {func(v *seckill.Voucher) { v.Rules = "one\r\ntwo\tthree" }, ""},
+		"rules too long":          {func(v *seckill.Voucher) { v.Rules = strings.Repeat("r", seckill.MaxRulesLength+1) }, "rules"},
+		"rules escape character":  {func(v *seckill.Voucher) { v.Rules = "a\x1bb" }, "rules"},
+		"rules invalid UTF-8":     {func(v *seckill.Voucher) { v.Rules = "\xff" }, "rules"},
+		"image https":             {func(v *seckill.Voucher) { v.ImageURL = "https://example.com/v.png?w=2" }, ""},
+		"image http":              {func(v *seckill.Voucher) { v.ImageURL = "http://example.com/v.png" }, ""},
+		"image data":              {func(v *seckill.Voucher) { v.ImageURL = "data:image/png;base64,AAAA" }, "imageUrl"},
+		"image relative":          {func(v *seckill.Voucher) { v.ImageURL = "//example.com/v.png" }, "imageUrl"},
+		"image not ASCII":         {func(v *seckill.Voucher) { v.ImageURL = "https://example.com/券.png" }, "imageUrl"},
+		"image too long": {func(v *seckill.Voucher) {
+			v.ImageURL = "https://example.com/" + strings.Repeat("a", seckill.MaxImageURLLength)
+		}, "imageUrl"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := valid()
@@ -157,6 +182,53 @@ func TestCreate(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, view.ID+1000); !errors.Is(err, seckill.ErrVoucherNotFound) {
 		t.Fatalf("Get(unknown) = %v, want ErrVoucherNotFound", err)
+	}
+}
+
+// TestCreateCurrency: a voucher created without a currency is stored in
+// the service's, and one with its own keeps it; a voucher made before
+// prices (stored with none) is shown in the service's.
+func TestCreateCurrency(t *testing.T) {
+	t.Parallel()
+	s, store, _ := services(t, "")
+	s.Currency = "USD"
+	ctx := context.Background()
+	plain, err := s.Create(ctx, onSale("plain", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yen := onSale("yen", 5)
+	yen.Price, yen.Currency = 1200, "JPY"
+	own, err := s.Create(ctx, yen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := onSale("made before prices", 5)
+	before.InitialStock = 5
+	if err := store.CreateVoucher(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]string{plain.ID: "USD", own.ID: "JPY", before.ID: "USD"} {
+		got, err := s.Get(ctx, id)
+		if err != nil || got.Currency != want {
+			t.Errorf("Get(%d).Currency = %+v, %v; want %s", id, got, err, want)
+		}
+	}
+	if row, err := store.Voucher(ctx, plain.ID); err != nil || row.Currency != "USD" {
+		t.Errorf("stored currency of a voucher created without one = %+v, %v; want USD", row, err)
+	}
+	list, err := s.List(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range list {
+		if v.Currency == "" {
+			t.Errorf("listed voucher %d has no currency", v.ID)
+		}
+	}
+	// The list's rows are kept, shared: showing the default changed none.
+	if row, err := store.Voucher(ctx, before.ID); err != nil || row.Currency != "" {
+		t.Errorf("stored currency of a voucher made before prices = %+v, %v; want none", row, err)
 	}
 }
 

@@ -71,6 +71,9 @@ func (f *fakeVouchers) Create(_ context.Context, v *seckill.Voucher) (*seckill.V
 	defer f.mu.Unlock()
 	f.nextID++
 	v.ID, v.InitialStock = f.nextID, v.Stock
+	if v.Currency == "" {
+		v.Currency = seckill.DefaultCurrency
+	}
 	view := &seckill.VoucherView{Voucher: v, Remaining: &v.Stock}
 	f.vouchers = append(f.vouchers, view)
 	return view, nil

@@ -18,6 +18,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill"
 )
 
 // openAPI is the embedded document, loaded and validated once, and a mux of
@@ -226,6 +228,24 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	slices.Sort(documented)
 	if diff := cmp.Diff(codes, documented); diff != "" {
 		t.Errorf("error codes of the table (-) and of openapi.json (+) differ:\n%s", diff)
+	}
+}
+
+// TestOpenAPICurrencies: the document's currencies are the service's
+// table (seckill.Currencies).
+func TestOpenAPICurrencies(t *testing.T) {
+	t.Parallel()
+	spec, err := openAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for _, c := range spec.doc.Components.Schemas["Currency"].Value.Enum {
+		documented = append(documented, c.(string))
+	}
+	slices.Sort(documented)
+	if diff := cmp.Diff(seckill.Currencies(), documented); diff != "" {
+		t.Errorf("currencies of the table (-) and of openapi.json (+) differ:\n%s", diff)
 	}
 }
 

@@ -46,8 +46,13 @@ type VoucherStatsJSON struct {
 	BeginTime       time.Time `json:"beginTime"`
 	EndTime         time.Time `json:"endTime"`
 	// Paused says an operator paused the sale.
-	Paused bool            `json:"paused"`
-	Stream StreamStatsJSON `json:"stream"`
+	Paused bool `json:"paused"`
+	// Price is in Currency's minor units; PriceText in its units, as
+	// "12.50 CNY".
+	Price     int64           `json:"price"`
+	Currency  string          `json:"currency"`
+	PriceText string          `json:"priceText"`
+	Stream    StreamStatsJSON `json:"stream"`
 	// RedisNode is the Redis master holding the voucher; "" when unknown,
 	// and for a sharded voucher, whose shards each name theirs.
 	RedisNode string `json:"redisNode"`
@@ -138,6 +143,9 @@ func NewStatsJSON(st *seckill.Stats) StatsJSON {
 			BeginTime:       v.BeginTime.UTC(),
 			EndTime:         v.EndTime.UTC(),
 			Paused:          v.Paused,
+			Price:           v.Price,
+			Currency:        v.Currency,
+			PriceText:       seckill.FormatMoney(v.Price, v.Currency),
 			RedisNode:       vs.RedisNode,
 			Shards:          v.ShardCount(),
 			ShardStats:      newShardStatsJSON(vs.Shards),
@@ -195,7 +203,7 @@ func (j *StatsJSON) Stats() *seckill.Stats {
 		}
 		st.Vouchers = append(st.Vouchers, seckill.VoucherStats{
 			Voucher: &seckill.Voucher{ID: v.ID, Title: v.Title, Stock: v.Stock, InitialStock: v.InitialStock, BeginTime: v.BeginTime, EndTime: v.EndTime, Paused: v.Paused,
-				Shards: v.Shards},
+				Shards: v.Shards, Price: v.Price, Currency: v.Currency},
 			Shards:    shards,
 			Remaining: v.Remaining, Created: v.Created, Failed: v.Failed, Pending: v.Pending, Drift: v.Drift, RedisNode: v.RedisNode,
 			AwaitingPayment: v.AwaitingPayment, Paid: v.Paid, Cancelled: v.Cancelled, Returned: v.Returned,

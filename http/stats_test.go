@@ -79,8 +79,10 @@ func mint(t *testing.T, tokens *auth.Tokens, id auth.Identity) string {
 func sampleStats() *seckill.Stats {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	lag, remaining := int64(3), int64(5)
-	v := &seckill.Voucher{ID: 9007199254740993, Title: "big id", Stock: 6, InitialStock: 10, BeginTime: at.Add(-time.Hour), EndTime: at.Add(time.Hour), Shards: 1, Paused: true}
-	sharded := &seckill.Voucher{ID: 3, Title: "sharded", Stock: 12, InitialStock: 12, BeginTime: at, EndTime: at.Add(time.Hour), Shards: 2}
+	v := &seckill.Voucher{ID: 9007199254740993, Title: "big id", Stock: 6, InitialStock: 10, BeginTime: at.Add(-time.Hour), EndTime: at.Add(time.Hour), Shards: 1, Paused: true,
+		Price: 1250, Currency: "CNY"}
+	sharded := &seckill.Voucher{ID: 3, Title: "sharded", Stock: 12, InitialStock: 12, BeginTime: at, EndTime: at.Add(time.Hour), Shards: 2,
+		Price: 1200, Currency: "JPY"}
 	shardLag := int64(1)
 	return &seckill.Stats{
 		Time: at,
@@ -88,7 +90,7 @@ func sampleStats() *seckill.Stats {
 			{Voucher: v, Remaining: &remaining, Created: 4, Failed: 1, Pending: 1, Drift: 0, RedisNode: "10.0.0.7:6379",
 				AwaitingPayment: 1, Paid: 3, Cancelled: 2, Returned: 1,
 				Stream: seckill.StreamStats{Length: 7, Pending: 2, Lag: &lag, OldestAge: 1500 * time.Millisecond, Consumers: 2, DeadLetters: 1}},
-			{Voucher: &seckill.Voucher{ID: 2, Title: "lost", InitialStock: 1, BeginTime: at, EndTime: at, Shards: 1}, Drift: 1},
+			{Voucher: &seckill.Voucher{ID: 2, Title: "lost", InitialStock: 1, BeginTime: at, EndTime: at, Shards: 1, Currency: "USD"}, Drift: 1},
 			{Voucher: sharded, Pending: 1, Drift: 0,
 				Stream: seckill.StreamStats{Length: 1, Pending: 0, Lag: nil, Consumers: 1},
 				Shards: []seckill.ShardState{
@@ -120,16 +122,19 @@ func TestAdminStatsJSON(t *testing.T) {
 			{"id": "9007199254740993", "title": "big id", "stock": 6, "initialStock": 10, "remaining": 5,
 			 "created": 4, "failed": 1, "pending": 1, "drift": 0, "awaitingPayment": 1, "paid": 3, "cancelled": 2, "returned": 1,
 			 "beginTime": "2026-12-01T11:00:00Z", "endTime": "2026-12-01T13:00:00Z", "paused": true,
+			 "price": 1250, "currency": "CNY", "priceText": "12.50 CNY",
 			 "stream": {"length": 7, "pending": 2, "lag": 3, "oldestPendingSeconds": 1.5, "consumers": 2, "deadLetters": 1},
 			 "redisNode": "10.0.0.7:6379", "shards": 1},
 			{"id": "2", "title": "lost", "stock": 0, "initialStock": 1, "remaining": null,
 			 "created": 0, "failed": 0, "pending": 0, "drift": 1, "awaitingPayment": 0, "paid": 0, "cancelled": 0, "returned": 0,
 			 "beginTime": "2026-12-01T12:00:00Z", "endTime": "2026-12-01T12:00:00Z", "paused": false,
+			 "price": 0, "currency": "USD", "priceText": "0.00 USD",
 			 "stream": {"length": 0, "pending": 0, "lag": null, "oldestPendingSeconds": 0, "consumers": 0, "deadLetters": 0},
 			 "redisNode": "", "shards": 1},
 			{"id": "3", "title": "sharded", "stock": 12, "initialStock": 12, "remaining": null,
 			 "created": 0, "failed": 0, "pending": 1, "drift": 0, "awaitingPayment": 0, "paid": 0, "cancelled": 0, "returned": 0,
 			 "beginTime": "2026-12-01T12:00:00Z", "endTime": "2026-12-01T13:00:00Z", "paused": false,
+			 "price": 1200, "currency": "JPY", "priceText": "1200 JPY",
 			 "stream": {"length": 1, "pending": 0, "lag": null, "oldestPendingSeconds": 0, "consumers": 1, "deadLetters": 0},
 			 "redisNode": "", "shards": 2,
 			 "shardStats": [

@@ -53,6 +53,15 @@ type voucherJSON struct {
 	ChallengeLeadSeconds int64 `json:"challengeLeadSeconds"`
 	// Paused says an operator paused the sale: buys answer 409 paused.
 	Paused bool `json:"paused"`
+	// Price and Value are in Currency's minor units (fen, cents): a price
+	// of 1250 CNY is 12.50 CNY. Price 0 is free; Value 0 is not said.
+	Price    int64  `json:"price"`
+	Value    int64  `json:"value"`
+	Currency string `json:"currency"`
+	// Subtitle, Rules and ImageURL are "" when not given.
+	Subtitle string `json:"subtitle"`
+	Rules    string `json:"rules"`
+	ImageURL string `json:"imageUrl"`
 }
 
 func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
@@ -71,6 +80,13 @@ func newVoucherJSON(v *seckill.VoucherView) voucherJSON {
 		Challenge:            v.Challenge,
 		ChallengeLeadSeconds: int64(v.ChallengeLead / time.Second),
 		Paused:               v.Paused,
+
+		Price:    v.Price,
+		Value:    v.Value,
+		Currency: v.Currency,
+		Subtitle: v.Subtitle,
+		Rules:    v.Rules,
+		ImageURL: v.ImageURL,
 	}
 }
 
@@ -92,6 +108,15 @@ type createVoucherRequest struct {
 	// else 0.
 	Challenge            *bool  `json:"challenge"`
 	ChallengeLeadSeconds *int64 `json:"challengeLeadSeconds"`
+	// Price and Value are optional: 0 when absent. Currency is optional:
+	// the service's default (--currency) when absent. Subtitle, Rules and
+	// ImageURL are optional: none when absent.
+	Price    *int64  `json:"price"`
+	Value    *int64  `json:"value"`
+	Currency *string `json:"currency"`
+	Subtitle *string `json:"subtitle"`
+	Rules    *string `json:"rules"`
+	ImageURL *string `json:"imageUrl"`
 }
 
 // decodeVoucher reads a voucher to create from body: every field present
@@ -159,7 +184,25 @@ func decodeVoucher(body io.Reader) (*seckill.Voucher, error) {
 		}
 		v.ChallengeLead = time.Duration(*p) * time.Second
 	}
+	// Their rules are Validate's, on the Voucher; a currency sent is
+	// never "", which would stand for the default.
+	if req.Currency != nil {
+		if err := seckill.CheckCurrency("currency", *req.Currency); err != nil {
+			return nil, err
+		}
+		v.Currency = *req.Currency
+	}
+	v.Price, v.Value = deref(req.Price), deref(req.Value)
+	v.Subtitle, v.Rules, v.ImageURL = derefString(req.Subtitle), derefString(req.Rules), derefString(req.ImageURL)
 	return v, nil
+}
+
+// derefString returns *p, or "" for nil.
+func derefString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // parseTime reads an RFC 3339 time, kept to the microsecond that every
@@ -186,7 +229,8 @@ func (s *Server) createVoucher(w http.ResponseWriter, r *http.Request, who auth.
 		s.error(w, r, err)
 		return
 	}
-	s.logger.Info("voucher created", "voucher", view.ID, "stock", view.Stock, "shards", view.ShardCount(), "admin", who.UserID)
+	s.logger.Info("voucher created", "voucher", view.ID, "stock", view.Stock, "shards", view.ShardCount(),
+		"price", seckill.FormatMoney(view.Price, view.Currency), "admin", who.UserID)
 	w.Header().Set("Location", "/api/vouchers/"+strconv.FormatInt(view.ID, 10))
 	writeJSON(w, http.StatusCreated, newVoucherJSON(view))
 }

@@ -70,6 +70,54 @@ func TestCreateVoucher(t *testing.T) {
 	}
 }
 
+// TestCreateVoucherSale: what a voucher sells (price, value, currency,
+// subtitle, rules, image) is stored and shown by the create answer, the
+// voucher and the list; one created without them is free, in the server's
+// default currency, with no description.
+func TestCreateVoucherSale(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := e.validVoucher()
+	sale := map[string]any{
+		"price":    float64(1250),
+		"value":    float64(2000),
+		"currency": "JPY",
+		"subtitle": "一杯咖啡",
+		"rules":    "Valid 30 days.\nOne per visit.",
+		"imageUrl": "https://img.example.com/coffee.png",
+	}
+	for k, v := range sale {
+		body[k] = v
+	}
+	created := e.createVoucher(body)
+	plain := e.createVoucher(e.validVoucher())
+	none := map[string]any{"price": float64(0), "value": float64(0), "currency": seckill.DefaultCurrency, "subtitle": "", "rules": "", "imageUrl": ""}
+
+	list := e.do("GET", "/api/vouchers", "", nil)
+	listed := map[string]map[string]any{}
+	for _, v := range list.body["vouchers"].([]any) {
+		listed[v.(map[string]any)["id"].(string)] = v.(map[string]any)
+	}
+	for _, tc := range []struct {
+		voucher map[string]any
+		want    map[string]any
+	}{{created, sale}, {plain, none}} {
+		id := tc.voucher["id"].(string)
+		got := e.do("GET", "/api/vouchers/"+id, "", nil).body
+		for k, v := range tc.want {
+			if tc.voucher[k] != v {
+				t.Errorf("voucher %s: created %s = %#v, want %#v", id, k, tc.voucher[k], v)
+			}
+			if got[k] != v {
+				t.Errorf("voucher %s: read back %s = %#v, want %#v", id, k, got[k], v)
+			}
+			if listed[id][k] != v {
+				t.Errorf("voucher %s: listed %s = %#v, want %#v", id, k, listed[id][k], v)
+			}
+		}
+	}
+}
+
 func TestGetVoucher(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

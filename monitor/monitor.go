@@ -74,6 +74,10 @@ type Config struct {
 	// queue mode the orders in the in-memory queue show as drift until
 	// they are written. Default seckill.ModeStream.
 	Mode seckill.Mode
+	// Currency is the service's default currency: that of the vouchers
+	// made before prices (seckill.VoucherService.Currency). Default
+	// seckill.DefaultCurrency.
+	Currency string
 	// ActiveWithin is how recently a consumer must have read its stream to
 	// count as one: a running instance reads every few seconds, and the
 	// workers remove consumers idle for twice the claim lease. Default 60s
@@ -299,6 +303,14 @@ func (m *Monitor) readAll(ctx context.Context, read func(ctx context.Context, id
 	return r, nil
 }
 
+// currency is the default currency (Config.Currency).
+func (m *Monitor) currency() string {
+	if m.cfg.Currency == "" {
+		return seckill.DefaultCurrency
+	}
+	return m.cfg.Currency
+}
+
 // readVoucher reads one voucher, Redis first, then the database, and
 // compares them as seckill.Reconciler does (seckill.Compare). A busy sale
 // can show a passing drift; a second look clears it.
@@ -309,6 +321,9 @@ func (m *Monitor) readVoucher(ctx context.Context, id int64) (*seckill.VoucherSt
 	}
 	if err != nil {
 		return nil, err
+	}
+	if v.Currency == "" {
+		v.Currency = m.currency()
 	}
 	vs := &seckill.VoucherStats{Voucher: v}
 	if vs.Failed, err = m.cfg.Store.CountFailedOrders(ctx, id); err != nil {
@@ -378,6 +393,9 @@ func (m *Monitor) countVoucher(ctx context.Context, id int64) (*seckill.VoucherS
 	}
 	if err != nil {
 		return nil, err
+	}
+	if v.Currency == "" {
+		v.Currency = m.currency()
 	}
 	vs := &seckill.VoucherStats{Voucher: v}
 	if vs.Failed, err = m.cfg.Store.CountFailedOrders(ctx, id); err != nil {

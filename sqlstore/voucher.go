@@ -12,11 +12,11 @@ import (
 
 // VoucherColumns are a voucher's columns (scanVoucher), for a dialect's
 // SelectDeadlineVouchers too.
-const VoucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds, paused`
+const VoucherColumns = `id, title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds, paused, price, face_value, currency, subtitle, rules, image_url`
 
 const (
-	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertVoucherSQL = `INSERT INTO vouchers (title, stock, initial_stock, begin_time, end_time, created_at, generation, shards, shard_tags, pay_within_seconds, rebuy_after_cancel, challenge, challenge_lead_seconds, price, face_value, currency, subtitle, rules, image_url)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectVoucherSQL         = `SELECT ` + VoucherColumns + ` FROM vouchers WHERE id = ?`
 	selectVouchersSQL        = `SELECT ` + VoucherColumns + ` FROM vouchers ORDER BY id DESC LIMIT ?`
 	selectUnendedVouchersSQL = `SELECT ` + VoucherColumns + ` FROM vouchers WHERE end_time > ? ORDER BY id`
@@ -37,7 +37,8 @@ func (s *Store) CreateVoucher(ctx context.Context, v *seckill.Voucher) (err erro
 	created := now()
 	res, err := s.db.ExecContext(ctx, insertVoucherSQL,
 		v.Title, v.Stock, v.InitialStock, s.at(v.BeginTime), s.at(v.EndTime), s.at(created), v.Generation, v.ShardCount(), tags,
-		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel, v.Challenge, payWithinSeconds(v.ChallengeLead))
+		payWithinSeconds(v.PayWithin), v.RebuyAfterCancel, v.Challenge, payWithinSeconds(v.ChallengeLead),
+		v.Price, v.Value, v.Currency, v.Subtitle, v.Rules, v.ImageURL)
 	if err != nil {
 		return s.errorf("create voucher: %w", s.d.Err(err))
 	}
@@ -94,7 +95,8 @@ func scanVoucher(row sqlrows.Scanner) (*seckill.Voucher, error) {
 		payWithin             int64
 		lead                  int64
 	)
-	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel, &v.Challenge, &lead, &v.Paused); err != nil {
+	if err := row.Scan(&v.ID, &v.Title, &v.Stock, &v.InitialStock, &begin, &end, &createdAt, &v.Generation, &v.Shards, &tags, &payWithin, &v.RebuyAfterCancel, &v.Challenge, &lead, &v.Paused,
+		&v.Price, &v.Value, &v.Currency, &v.Subtitle, &v.Rules, &v.ImageURL); err != nil {
 		return nil, err
 	}
 	v.BeginTime, v.EndTime, v.CreatedAt = begin.Time, end.Time, createdAt.Time

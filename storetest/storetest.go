@@ -56,6 +56,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Voucher/NegativeStock", s.testVoucherNegativeStock},
 		{"Voucher/Shards", s.testVoucherShards},
 		{"Voucher/Payment", s.testVoucherPayment},
+		{"Voucher/Sale", s.testVoucherSale},
 		{"Voucher/Challenge", s.testVoucherChallenge},
 		{"Vouchers/OrderAndLimit", s.testVouchersOrderAndLimit},
 		{"Vouchers/DefaultLimit", s.testVouchersDefaultLimit},

@@ -181,6 +181,46 @@ func (s suite) testVoucherPayment(t *testing.T) {
 	readsBack(t, st, want)
 }
 
+// testVoucherSale: what a voucher sells (its price, value, currency,
+// subtitle, rules and image) round-trips through every read, each field
+// on its own (a column read into another field would show), at the
+// columns' bounds; one created without them (as every voucher made before)
+// reads price 0, value 0 and currency "" (the service's default). A
+// negative price or value is refused by the database too.
+func (s suite) testVoucherSale(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	mk := func(title string, price, value int64, currency, subtitle, rules, image string) *seckill.Voucher {
+		return &seckill.Voucher{Title: title, Stock: 5, InitialStock: 5, BeginTime: base, EndTime: base.Add(time.Hour), Generation: 3,
+			Price: price, Value: value, Currency: currency, Subtitle: subtitle, Rules: rules, ImageURL: image}
+	}
+	created := []*seckill.Voucher{
+		mk("coffee", 1250, 2000, "CNY", "一杯咖啡 ☕ Café", "Valid 30 days.\nOne per visit;\tnot with other offers.", "https://img.example.com/c.png?s=2&q=%E2%98%95"),
+		mk("ramen", 1200, 0, "JPY", "", "", "http://example.com/r.jpg"),
+		mk("free sample", 0, 500, "USD", "try it", "", ""),
+		mk("largest", seckill.MaxAmount, seckill.MaxAmount, "EUR", strings.Repeat("🎉", seckill.MaxSubtitleLength),
+			strings.Repeat("秒", seckill.MaxRulesLength), "https://example.com/"+strings.Repeat("a", seckill.MaxImageURLLength-len("https://example.com/"))),
+		mk("as before", 0, 0, "", "", "", ""),
+	}
+	want := map[int64]*seckill.Voucher{}
+	for _, v := range created {
+		sent := *v
+		if err := st.CreateVoucher(ctx, v); err != nil {
+			t.Fatalf("CreateVoucher(%q): %v", v.Title, err)
+		}
+		w := sent
+		w.ID, w.CreatedAt, w.Shards = v.ID, v.CreatedAt, 1
+		want[v.ID] = storedVoucher(&w)
+	}
+	readsBack(t, st, want)
+
+	for _, bad := range []*seckill.Voucher{mk("negative price", -1, 0, "CNY", "", "", ""), mk("negative value", 0, -1, "CNY", "", "", "")} {
+		if err := st.CreateVoucher(ctx, bad); !errors.Is(err, seckill.ErrInvalidArgument) {
+			t.Errorf("CreateVoucher(%q): %v; want an error wrapping ErrInvalidArgument", bad.Title, err)
+		}
+	}
+}
+
 // readsBack fails the test unless every read of the store (Voucher,
 // Vouchers, UnendedVouchers) gives back exactly the vouchers want, by id:
 // all the vouchers st holds.

@@ -70,6 +70,7 @@ type Config struct {
 	PaymentWebhookSecret string        // HMAC-SHA256 key of its signatures
 	SweepEvery           time.Duration // how often unpaid orders past their deadline are cancelled
 	PaymentGrace         time.Duration // how long a payment started before payBy is waited for after it
+	Currency             string        // ISO 4217 code of vouchers created without one
 
 	LoginWebhookURL      string        // where login codes are posted
 	LoginWebhookSecret   string        // HMAC-SHA256 key of the webhook's signature

@@ -344,15 +344,17 @@ func TestServeRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		"redis without db":   {environ{"SECKILL_REDIS_URL": "redis://127.0.0.1:1"}, nil, "SECKILL_DB_URL is not"},
-		"db without redis":   {environ{"SECKILL_DB_URL": "sqlite://x.db"}, nil, "SECKILL_REDIS_URL is not"},
-		"no secret":          {environ{"SECKILL_REDIS_URL": "redis://127.0.0.1:1", "SECKILL_DB_URL": "sqlite://x.db"}, nil, "SECKILL_JWT_SECRET is required"},
-		"short secret":       {environ{"SECKILL_JWT_SECRET": "short"}, nil, "at least 32"},
-		"unknown mode":       {environ{}, []string{"--mode", "fast"}, "--mode"},
-		"wait in queue mode": {environ{}, []string{"--mode", "queue", "--redis-wait-replicas", "1"}, "needs --mode stream"},
-		"bad log level":      {environ{"SECKILL_LOG_LEVEL": "loud"}, nil, "--log-level"},
-		"bad duration env":   {environ{"SECKILL_SHUTDOWN_TIMEOUT": "soon"}, nil, "SECKILL_SHUTDOWN_TIMEOUT"},
-		"unknown db scheme":  {environ{"SECKILL_REDIS_URL": "redis://127.0.0.1:1", "SECKILL_DB_URL": "oracle://u:hunter2@x/db", "SECKILL_JWT_SECRET": testSecret}, nil, "unknown scheme"},
+		"redis without db":    {environ{"SECKILL_REDIS_URL": "redis://127.0.0.1:1"}, nil, "SECKILL_DB_URL is not"},
+		"db without redis":    {environ{"SECKILL_DB_URL": "sqlite://x.db"}, nil, "SECKILL_REDIS_URL is not"},
+		"no secret":           {environ{"SECKILL_REDIS_URL": "redis://127.0.0.1:1", "SECKILL_DB_URL": "sqlite://x.db"}, nil, "SECKILL_JWT_SECRET is required"},
+		"short secret":        {environ{"SECKILL_JWT_SECRET": "short"}, nil, "at least 32"},
+		"unknown mode":        {environ{}, []string{"--mode", "fast"}, "--mode"},
+		"wait in queue mode":  {environ{}, []string{"--mode", "queue", "--redis-wait-replicas", "1"}, "needs --mode stream"},
+		"bad log level":       {environ{"SECKILL_LOG_LEVEL": "loud"}, nil, "--log-level"},
+		"unknown currency":    {environ{"SECKILL_CURRENCY": "XBT"}, nil, "--currency: must be an ISO 4217 code"},
+		"lower-case currency": {environ{}, []string{"--currency", "usd"}, "--currency"},
+		"bad duration env":    {environ{"SECKILL_SHUTDOWN_TIMEOUT": "soon"}, nil, "SECKILL_SHUTDOWN_TIMEOUT"},
+		"unknown db scheme":   {environ{"SECKILL_REDIS_URL": "redis://127.0.0.1:1", "SECKILL_DB_URL": "oracle://u:hunter2@x/db", "SECKILL_JWT_SECRET": testSecret}, nil, "unknown scheme"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dir}, tc.args...)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill"
@@ -19,6 +20,7 @@ func (c *Config) paymentFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PaymentAPIKey, "payment-api-key", "", "the bearer token the webhook provider's API takes, if any")
 	fs.StringVar(&c.PaymentWebhookSecret, "payment-webhook-secret", "", "HMAC-SHA256 key of the webhook provider's signatures, at least 32 bytes")
 	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Second, "how often unpaid orders past their deadline are cancelled and their units put back on sale")
+	fs.StringVar(&c.Currency, "currency", seckill.DefaultCurrency, "ISO 4217 code of the currency of vouchers created without one, and of those made before prices (price 0): one of "+strings.Join(seckill.Currencies(), ", "))
 	fs.DurationVar(&c.PaymentGrace, "payment-grace", seckill.DefaultPaymentGrace, "how long after its payBy an order whose payment was started before it waits for the provider's confirmation before it is cancelled")
 }
 

@@ -110,6 +110,12 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 	if err := app.CheckWaitReplicas(mode, c.RedisWaitReplicas); err != nil {
 		return nil, err
 	}
+	// Checked before anything opens; "" (bench, demo) is the default.
+	if c.Currency != "" {
+		if err := seckill.CheckCurrency("--currency", c.Currency); err != nil {
+			return nil, err
+		}
+	}
 	embedded, err := c.embedded()
 	if err != nil {
 		return nil, err
@@ -190,6 +196,7 @@ func startService(ctx context.Context, c *Config, logs io.Writer, holdWorkers bo
 		Webhook:      webhook,
 		SweepEvery:   c.SweepEvery,
 		PaymentGrace: c.PaymentGrace,
+		Currency:     c.Currency,
 		Challenge: seckill.ChallengeConfig{TTL: c.ChallengeTTL, MinNumber: c.ChallengeMinNumber, MaxNumber: c.ChallengeMaxNumber,
 			Rate: c.ChallengeRate},
 		ChallengeKey: seckill.ChallengeKey(secret),

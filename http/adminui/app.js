@@ -288,7 +288,8 @@
     $("#vouchers-empty").hidden = vouchers.length > 0;
     const numbers = ["initialStock", "stock", "remaining", "pending", "created", "failed", "awaitingPayment", "paid", "cancelled", "returned", "drift"];
     syncRows($("#vouchers tbody"), vouchers, "data-voucher", (v) => v.id, (v, key) => {
-      const tr = el("tr", {}, titleCell(v, key), el("td", { "data-voucher": key, "data-field": "window" }));
+      const tr = el("tr", {}, titleCell(v, key), el("td", { "data-voucher": key, "data-field": "window" }),
+        el("td", { class: "num", "data-voucher": key, "data-field": "price" }));
       for (const n of numbers) tr.append(el("td", { class: "num", "data-voucher": key, "data-field": n }));
       const reconcile = el("button", { type: "button", class: "small", "data-action": "reconcile", "data-voucher": key }, "Reconcile");
       const repair = el("button", { type: "button", class: "small quiet", "data-action": "repair", "data-voucher": key }, "Repair");
@@ -316,6 +317,10 @@
       w.title = v.beginTime + " – " + v.endTime;
       w.dataset.paused = String(!!v.paused);
       tr.classList.toggle("paused", !!v.paused);
+      const price = field(tr, "price");
+      price.textContent = v.priceText;
+      price.dataset.value = String(v.price);
+      price.dataset.currency = v.currency;
       const pause = tr.querySelector('button[data-action="pause"], button[data-action="resume"]');
       if (!pause.disabled) {
         pause.dataset.action = v.paused ? "resume" : "pause";
@@ -709,7 +714,14 @@
       shards: num("#cv-shards"),
       payWithinSeconds: num("#cv-pay"),
       rebuyAfterCancel: $("#cv-rebuy").checked,
+      price: num("#cv-price"),
+      value: num("#cv-value"),
+      subtitle: $("#cv-subtitle").value,
+      rules: $("#cv-rules").value,
+      imageUrl: $("#cv-image").value,
     };
+    // Empty: the server's default currency.
+    if ($("#cv-currency").value) body.currency = $("#cv-currency").value;
     // The challenge's options go with a challenge only: without one, the
     // API's defaults (no challenge, a lead of 60 s) are what the form says.
     if ($("#cv-challenge").checked) {

@@ -105,6 +105,11 @@ type Config struct {
 	Challenge    seckill.ChallengeConfig
 	ChallengeKey []byte
 
+	// Currency is the currency of the vouchers created without one and of
+	// those made before prices (seckill.VoucherService.Currency): an ISO
+	// 4217 code of seckill.Currencies. Default seckill.DefaultCurrency.
+	Currency string
+
 	// Test holds what only tests set.
 	Test TestConfig
 }
@@ -179,6 +184,11 @@ func (c Config) validate() error {
 	}
 	if c.Mode == seckill.ModeStream && c.Stream.Consumer == "" {
 		return errors.New("app: Config.Stream.Consumer is required in the stream mode")
+	}
+	if c.Currency != "" {
+		if err := seckill.CheckCurrency("--currency", c.Currency); err != nil {
+			return err
+		}
 	}
 	return CheckWaitReplicas(c.Mode, c.Cache.WaitReplicas())
 }
@@ -260,6 +270,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	ops := NewOps(cfg.Mode, cfg.Retention, cfg.Store, cfg.Cache, logger)
 	a.Vouchers, a.Redis, a.DeadLetters, a.Reconciler, a.Sweeper = ops.Vouchers, ops.Redis, ops.DeadLetters, ops.Reconciler, ops.Sweeper
+	a.Vouchers.Currency = cfg.Currency
 	a.Sweeper.Every = cfg.SweepEvery
 	a.Sweeper.Grace = cfg.PaymentGrace
 	a.Sweeper.Crash = cfg.Test.Crash
@@ -375,7 +386,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// The open vouchers' state: the admin API's snapshot, and gauges read
 	// at scrape time.
 	if a.Monitor, err = monitor.New(monitor.Config{Vouchers: a.Vouchers, Store: cfg.Store, Streams: cfg.Cache,
-		Workers: workers, Consumer: cfg.Stream.Consumer, Mode: cfg.Mode, ActiveWithin: cfg.StatsActiveWithin, CacheFor: cfg.Test.statsCacheFor(),
+		Workers: workers, Consumer: cfg.Stream.Consumer, Mode: cfg.Mode, Currency: cfg.Currency, ActiveWithin: cfg.StatsActiveWithin, CacheFor: cfg.Test.statsCacheFor(),
 		MetricsCacheFor: cfg.MetricsCacheFor, Logger: logger}); err != nil {
 		return nil, err
 	}
