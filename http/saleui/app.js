@@ -499,6 +499,8 @@
     set($('[data-field="saving"]', el), off >= 1 ? "−" + off + "%" : "");
   }
 
+  const HUES = [4, 24, 152, 172, 196, 218, 258, 290, 330];
+
   // drawPicture shows the voucher's picture: its imageUrl when it is https
   // (the page's policy, saleCSP in http/salepage.go, loads no other),
   // otherwise, or while or when it fails to load, a gradient of a colour
@@ -509,9 +511,11 @@
     el.dataset.imageUrl = url;
     const old = $("img", box);
     if (old) old.remove();
-    let hue = 0;
-    for (const ch of d.title || "") hue = (hue * 31 + ch.codePointAt(0)) % 360;
-    box.style.setProperty("--hue", String(hue));
+    // FNV-1a of the title picks one of a few hues: the same title, the
+    // same colour, on every visit.
+    let h = 2166136261;
+    for (const ch of d.title || "") h = Math.imul(h ^ ch.codePointAt(0), 16777619) >>> 0;
+    box.style.setProperty("--hue", String(HUES[h % HUES.length]));
     $('[data-field="initial"]', box).textContent = Array.from((d.title || "?").trim())[0] || "?";
     box.dataset.picture = "placeholder";
     let https = false;
