@@ -500,6 +500,29 @@ func TestSalePageInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("login")),
 		chromedp.Poll[chromedp.Void](`localStorage.getItem("seckill.buyerToken") === null && document.querySelector('[data-field="order"]:not([hidden])') === null`),
 	)
+	if account := eval(`({t: localStorage.getItem("seckill.buyerPhone") || ""})`)["t"]; account != "" {
+		t.Errorf("after logging out the page keeps the phone %q", account)
+	}
+
+	// A server that writes codes to its log says so (TestCodeDelivery):
+	// the page, and only then, points the buyer there. The answer is the
+	// server's, with the log's word put in.
+	step("a code to the server's log",
+		run(`(() => {
+			const f = window.fetch;
+			window.fetch = async (url, init) => {
+				const res = await f(url, init);
+				if (!String(url).endsWith("/api/auth/code") || !res.ok) return res;
+				const body = await res.json();
+				return new Response(JSON.stringify(Object.assign(body, {delivery: "log"})), {status: res.status, headers: res.headers});
+			};
+		})()`),
+		chromedp.Click(chromedp.ID("send-code")),
+		chromedp.WaitVisible(chromedp.ID("code")),
+	)
+	if sent := eval(`({t: document.querySelector("#login-status").textContent})`)["t"]; !strings.Contains(sent, "log") || !strings.Contains(sent, "login code phone="+phone+" code=") {
+		t.Errorf("after a code written to the server's log the page says %q", sent)
+	}
 }
 
 // saveSaleScreenshot writes a screenshot of the sale page to the test's
