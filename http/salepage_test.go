@@ -72,9 +72,9 @@ func TestSalePageInBrowser(t *testing.T) {
 		t.Errorf("GET %s = %d, Cache-Control %q; want 200, immutable", app, res.status, res.header.Get("Cache-Control"))
 	}
 
-	// The shop's pictures are on an https server of their own. (Chromium
-	// tries its certificate once before it is told to take it: the
-	// handshake error goes to the test's log.)
+	// The shop's pictures are on an https server of their own, whose
+	// handshake errors go to the test's log (one connection of Chromium's
+	// a run refuses its certificate; the picture loads on another).
 	picture := testPicture(t)
 	pictures := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "image/png")
