@@ -49,6 +49,15 @@ type VoucherStats struct {
 	Shards []ShardState
 }
 
+// Revenue is what the voucher's paid orders took, in its currency's minor
+// units: each owes the price, fixed at the voucher's creation.
+func (vs VoucherStats) Revenue() int64 {
+	if vs.Voucher == nil {
+		return 0
+	}
+	return vs.Paid * vs.Voucher.Price
+}
+
 // StreamStats is a voucher's order stream in a Stats snapshot.
 type StreamStats struct {
 	Length      int64

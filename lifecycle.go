@@ -101,6 +101,13 @@ type LifecycleStore interface {
 	// RecordPaymentEvent records a payment provider's event by its id, and
 	// reports whether it is new (false: seen already, a replay).
 	RecordPaymentEvent(ctx context.Context, eventID string, orderID int64, at time.Time) (bool, error)
+	// RefusePaymentEvent records a payment provider's event refused for
+	// its amount or currency (PaymentService.Confirm), by its id, and
+	// reports whether it is new (false: refused already, a replay).
+	RefusePaymentEvent(ctx context.Context, r *RefusedPayment) (bool, error)
+	// RefusedPayments returns up to limit refused payment events, the
+	// latest refused first.
+	RefusedPayments(ctx context.Context, limit int) ([]*RefusedPayment, error)
 	// ClaimRefunds claims up to limit refund requests due at now: refunding
 	// orders whose next attempt is at or before now, or not set (an order a
 	// binary from before the refund retry made refunding), the earliest
@@ -263,7 +270,38 @@ type PaymentEvent struct {
 	Ref string
 	// At is when the provider signed it.
 	At time.Time
+	// Amount and Currency are what the provider says it took, for
+	// PaymentSucceeded: nil and "" when the event does not say, which
+	// refuses it (Confirm).
+	Amount   *int64
+	Currency string
 }
+
+// RefusedPayment is a payment provider's PaymentSucceeded event that did
+// not pay its order: its amount or currency is not the order's, or it
+// does not say them. The operator settles it with the provider (a refund
+// of what was taken).
+type RefusedPayment struct {
+	EventID string
+	OrderID int64
+	Ref     string
+	// Expected is what the order owes; Received what the event says was
+	// taken (ReceivedAmount nil, ReceivedCurrency "": not said).
+	ExpectedAmount   int64
+	ExpectedCurrency string
+	ReceivedAmount   *int64
+	ReceivedCurrency string
+	// Reason is RefusedAmount, RefusedCurrency or RefusedUnsaid.
+	Reason string
+	At     time.Time
+}
+
+// The reasons a payment event is refused (RefusedPayment.Reason).
+const (
+	RefusedAmount   = "amount_mismatch"
+	RefusedCurrency = "currency_mismatch"
+	RefusedUnsaid   = "amount_missing"
+)
 
 // The types of PaymentEvent.
 const (

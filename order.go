@@ -74,6 +74,14 @@ type Order struct {
 	// cache, as well as in the database (which takes it back with the
 	// cancellation). False between the two, after a crash in between.
 	Returned bool
+	// Amount is what the buyer owes, in Currency's minor units: its
+	// voucher's price, which the database copies from the voucher's row as
+	// it writes the order (OrderStore.SaveOrders, PlaceOrder). Currency ""
+	// is read for an order not written (pending, failed) and for one of a
+	// voucher made before prices: OrderService shows those its voucher's
+	// price and currency.
+	Amount   int64
+	Currency string
 }
 
 // OrderCounter counts a voucher's orders in the database.
@@ -280,7 +288,7 @@ func (s *OrderService) Order(ctx context.Context, userID, id int64) (*Order, err
 		if o.UserID != userID {
 			return nil, Errorf(ErrOrderNotFound, "order %d not found", id)
 		}
-		return o, nil
+		return o, s.priced(ctx, o)
 	case !errors.Is(err, ErrOrderNotFound):
 		return nil, fmt.Errorf("get order %d: %w", id, err)
 	}
@@ -290,12 +298,12 @@ func (s *OrderService) Order(ctx context.Context, userID, id int64) (*Order, err
 	}
 	for _, p := range pending {
 		if p.ID == id {
-			return p, nil
+			return p, s.priced(ctx, p)
 		}
 	}
 	// Written between the two reads? Look once more.
 	if o, err := s.Store.Order(ctx, id); err == nil && o.UserID == userID {
-		return o, nil
+		return o, s.priced(ctx, o)
 	}
 	return nil, Errorf(ErrOrderNotFound, "order %d not found", id)
 }
@@ -340,7 +348,26 @@ func (s *OrderService) Orders(ctx context.Context, userID int64, limit int) ([]*
 	if limit > 0 && len(all) > limit {
 		all = all[:limit]
 	}
-	return all, nil
+	return all, s.priced(ctx, all...)
+}
+
+// priced sets the Amount and Currency of the orders that the database
+// holds none for: a pending or failed order shows its voucher's price (what
+// it owes once written), and one of a voucher made before prices (price
+// 0) the default currency. The voucher's row is read once per process
+// (VoucherService.Row).
+func (s *OrderService) priced(ctx context.Context, os ...*Order) error {
+	for _, o := range os {
+		if o.Currency != "" {
+			continue
+		}
+		v, err := s.Vouchers.Row(ctx, o.VoucherID)
+		if err != nil {
+			return fmt.Errorf("order %d: %w", o.ID, err)
+		}
+		o.Amount, o.Currency = v.Price, s.Vouchers.currencyOf(v)
+	}
+	return nil
 }
 
 // pendingOrders returns the orders Redis holds for the user in the vouchers

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,7 +49,16 @@ type PaymentService struct {
 	// (CrashBeforeReturn, CrashBeforeMark): the crash tests' failpoint,
 	// which kills the process there. Nil in service.
 	Crash func(point string)
+
+	// refused counts the payment events refused for their amount or
+	// currency (Confirm), once each.
+	refused atomic.Int64
 }
+
+// Refused returns how many payment events this service refused for their
+// amount or currency since it started (each event once): the metric
+// seckill_payment_events_refused_total.
+func (s *PaymentService) Refused() int64 { return s.refused.Load() }
 
 // The crash points of a cancellation, between its three writes: the
 // database's cancellation, the cache's return of the unit, and the
@@ -76,7 +86,7 @@ type PayResult struct {
 	Charge  Charge
 }
 
-// Pay pays the user's order: created → paid with the fake provider, or the
+// payOrder pays the user's order: created → paid with the fake provider, or the
 // payment started with the provider, which confirms it later (Confirm),
 // and the start recorded (LifecycleStore.StartPayment). A paid order is
 // answered as it is: nothing is charged twice. An order past its PayBy is
@@ -84,7 +94,7 @@ type PayResult struct {
 // started before PayBy and the Grace after it is not over: that payment
 // is started again (the provider's idempotency key makes it the same one),
 // so that its buyer can finish it.
-func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayResult, error) {
+func (s *PaymentService) payOrder(ctx context.Context, userID, orderID int64) (*PayResult, error) {
 	o, v, err := s.payable(ctx, userID, orderID)
 	if err != nil {
 		return nil, err
@@ -112,6 +122,11 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 		// grace; started again, as if read so.
 		o = c
 	}
+	if o.Amount == 0 {
+		// Free: nothing to charge, and no provider to ask. Paid now, with
+		// a reference of its own, as the fake provider pays.
+		return s.payNow(ctx, o.ID, Payment{Ref: FreeRefPrefix + strconv.FormatInt(o.ID, 10), At: now})
+	}
 	ch, err := s.Provider.Charge(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("pay order %d: %w", o.ID, err)
@@ -133,7 +148,17 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 		}
 		return &PayResult{Order: st, Started: true, Charge: ch}, nil
 	}
-	p, err := s.record(ctx, o.ID, Payment{Ref: ch.Ref, At: now})
+	return s.payNow(ctx, o.ID, Payment{Ref: ch.Ref, At: now})
+}
+
+// FreeRefPrefix starts the payment reference of a free order (Amount 0),
+// which Pay pays without the provider: "free_" and the order's id.
+const FreeRefPrefix = "free_"
+
+// payNow records a payment made now (the fake provider's, a free
+// order's) and answers Pay.
+func (s *PaymentService) payNow(ctx context.Context, id int64, pay Payment) (*PayResult, error) {
+	p, err := s.record(ctx, id, pay)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +169,25 @@ func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayRe
 		return nil, cancelledErr(p)
 	}
 	return &PayResult{Order: p}, nil
+}
+
+// Pay pays the user's order (payOrder), and shows it in its currency
+// (inCurrency).
+func (s *PaymentService) Pay(ctx context.Context, userID, orderID int64) (*PayResult, error) {
+	r, err := s.payOrder(ctx, userID, orderID)
+	if r != nil {
+		s.inCurrency(r.Order)
+	}
+	return r, err
+}
+
+// inCurrency shows an order of a voucher made before prices (it owes 0 in
+// no currency of its own) in the default currency.
+func (s *PaymentService) inCurrency(o *Order) *Order {
+	if o != nil && o.Currency == "" {
+		o.Currency = s.Vouchers.CurrencyOrDefault()
+	}
+	return o
 }
 
 // held says the order, past its PayBy at now, is held for its payment's
@@ -207,9 +251,9 @@ func (s *PaymentService) refunds() *RefundRequester {
 	return &RefundRequester{Store: s.Store, Provider: r, Logger: s.Logger, Clock: s.Clock}
 }
 
-// Cancel cancels the user's unpaid order, and puts its unit back on sale.
+// cancelOrder cancels the user's unpaid order, and puts its unit back on sale.
 // A cancelled order is answered as it is; a paid one is refused.
-func (s *PaymentService) Cancel(ctx context.Context, userID, orderID int64) (*Order, error) {
+func (s *PaymentService) cancelOrder(ctx context.Context, userID, orderID int64) (*Order, error) {
 	o, v, err := s.payable(ctx, userID, orderID)
 	if err != nil {
 		return nil, err
@@ -231,6 +275,13 @@ func (s *PaymentService) Cancel(ctx context.Context, userID, orderID int64) (*Or
 		return nil, paidErr(c)
 	}
 	return c, nil
+}
+
+// Cancel cancels the user's unpaid order (cancelOrder), and shows it in
+// its currency.
+func (s *PaymentService) Cancel(ctx context.Context, userID, orderID int64) (*Order, error) {
+	o, err := s.cancelOrder(ctx, userID, orderID)
+	return s.inCurrency(o), err
 }
 
 // cancel cancels the order in the database, then gives its unit back to
@@ -334,7 +385,7 @@ func (s *PaymentService) payable(ctx context.Context, userID, orderID int64) (*O
 	return o, v, nil
 }
 
-// Confirm acts on a payment provider's signed event, once per event id: a
+// confirm acts on a payment provider's signed event, once per event id: a
 // payment succeeded (created → paid; a cancelled order → refunding, the
 // payment recorded to be given back, and its refund asked for), or a
 // refund did (refunding → refunded). It returns the order as it then
@@ -348,7 +399,7 @@ func (s *PaymentService) payable(ctx context.Context, userID, orderID int64) (*O
 // provider sends it again, which the guarded transitions make harmless;
 // a replay of an event recorded does nothing more; and a crash after the
 // record leaves the refund due in the database, for Refunds' loop.
-func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, error) {
+func (s *PaymentService) confirm(ctx context.Context, ev PaymentEvent) (*Order, error) {
 	var (
 		o   *Order
 		err error
@@ -356,6 +407,10 @@ func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, 
 	)
 	switch ev.Type {
 	case PaymentSucceeded:
+		var refused *Order
+		if refused, err = s.checkAmount(ctx, ev); err != nil || refused != nil {
+			return refused, err
+		}
 		o, err = s.Store.PayOrder(ctx, ev.OrderID, p)
 	case RefundSucceeded:
 		o, err = s.Store.RefundOrder(ctx, ev.OrderID, s.Clock.Now())
@@ -377,6 +432,71 @@ func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, 
 		o = s.paid(ctx, o, p)
 	}
 	return o, nil
+}
+
+// Confirm acts on a payment provider's signed event (confirm), and shows
+// its order in its currency.
+func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, error) {
+	o, err := s.confirm(ctx, ev)
+	return s.inCurrency(o), err
+}
+
+// checkAmount checks that a payment event took what its order owes, in
+// its currency. An event that took another amount or currency, or does not
+// say, is refused: the order is not paid by it, the event is recorded
+// (RefusePaymentEvent) for the operator to settle with the provider, and
+// the order is returned as it stands, to be answered to the provider as
+// taken (a retry would say the same). It returns nil, nil for an event
+// that may pay its order; ErrOrderNotFound for an order not written.
+func (s *PaymentService) checkAmount(ctx context.Context, ev PaymentEvent) (*Order, error) {
+	o, err := s.Store.Order(ctx, ev.OrderID)
+	if err != nil {
+		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
+	}
+	if o.Status == OrderFailed {
+		return nil, Errorf(ErrOrderNotFound, "order %d not found", o.ID)
+	}
+	currency := o.Currency
+	if currency == "" {
+		currency = s.Vouchers.CurrencyOrDefault()
+	}
+	r := &RefusedPayment{EventID: ev.ID, OrderID: o.ID, Ref: ev.Ref, ExpectedAmount: o.Amount, ExpectedCurrency: currency,
+		ReceivedAmount: ev.Amount, ReceivedCurrency: ev.Currency, At: s.Clock.Now()}
+	switch {
+	case ev.Amount == nil || ev.Currency == "":
+		r.Reason = RefusedUnsaid
+	case ev.Currency != currency:
+		r.Reason = RefusedCurrency
+	case *ev.Amount != o.Amount:
+		r.Reason = RefusedAmount
+	default:
+		return nil, nil
+	}
+	fresh, err := s.Store.RefusePaymentEvent(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
+	}
+	received := "nothing said"
+	if ev.Amount != nil {
+		received = FormatMoney(*ev.Amount, ev.Currency)
+	}
+	if fresh {
+		s.refused.Add(1)
+	}
+	s.Logger.Warn("a payment event refused: it did not take what the order owes; the order is not paid by it, settle it with the provider",
+		"event", ev.ID, "order", o.ID, "ref", ev.Ref, "reason", r.Reason, "expected", FormatMoney(o.Amount, currency), "received", received,
+		"replay", !fresh, "provider", s.Provider.Name())
+	return o, nil
+}
+
+// RefusedPayments returns up to limit of the payment events refused for
+// their amount or currency, the latest first, for the operator.
+func (s *PaymentService) RefusedPayments(ctx context.Context, limit int) ([]*RefusedPayment, error) {
+	rs, err := s.Store.RefusedPayments(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("refused payment events: %w", err)
+	}
+	return rs, nil
 }
 
 func cancelledErr(o *Order) error {

@@ -67,7 +67,7 @@ func TestPaymentStartedBeforePayByHeldForGrace(t *testing.T) {
 	if err != nil || !res.Started || res.Charge.Ref != "pay_"+strconv.FormatInt(inGrace.ID, 10) {
 		t.Fatalf("Pay again after payBy, within the grace = %+v, %v; want the same payment started", res, err)
 	}
-	got, err := l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_in_grace", Type: seckill.PaymentSucceeded, OrderID: inGrace.ID, Ref: res.Charge.Ref})
+	got, err := l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_in_grace", Type: seckill.PaymentSucceeded, OrderID: inGrace.ID, Ref: res.Charge.Ref, Amount: took(testPrice), Currency: "CNY"})
 	if err != nil || got.Status != seckill.OrderPaid {
 		t.Errorf("Confirm within the grace = %+v, %v; want paid", got, err)
 	}
@@ -80,7 +80,7 @@ func TestPaymentStartedBeforePayByHeldForGrace(t *testing.T) {
 	if c, _, err := sweeper.Sweep(ctx); err != nil || c != 1 {
 		t.Errorf("Sweep after the grace = %d cancelled, %v; want 1", c, err)
 	}
-	got, err = l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_late", Type: seckill.PaymentSucceeded, OrderID: sweptAfterGrace.ID, Ref: "pay_late"})
+	got, err = l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_late", Type: seckill.PaymentSucceeded, OrderID: sweptAfterGrace.ID, Ref: "pay_late", Amount: took(testPrice), Currency: "CNY"})
 	if err != nil || got.Status != seckill.OrderRefunding {
 		t.Errorf("Confirm after the grace = %+v, %v; want refunding", got, err)
 	}
@@ -164,7 +164,7 @@ func TestBuyerCancelNotHeldByStartedPayment(t *testing.T) {
 	if err != nil || c.Status != seckill.OrderCancelled || c.Reason != seckill.ReasonBuyerCancelled {
 		t.Fatalf("Cancel within the grace = %+v, %v; want cancelled by the buyer", c, err)
 	}
-	got, err := l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_after_cancel", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_x"})
+	got, err := l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_after_cancel", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_x", Amount: took(testPrice), Currency: "CNY"})
 	if err != nil || got.Status != seckill.OrderRefunding {
 		t.Errorf("Confirm after the buyer's cancel = %+v, %v; want refunding", got, err)
 	}
@@ -275,7 +275,7 @@ func TestLatePayDoesNotCancelPaymentStartedMeanwhile(t *testing.T) {
 	} else if st.Remaining != 0 {
 		t.Errorf("Redis holds %d units; want 0: the unit held for the started payment is not back on sale", st.Remaining)
 	}
-	paid, err := l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_y", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: y.res.Charge.Ref})
+	paid, err := l.payments.Confirm(ctx, seckill.PaymentEvent{ID: "evt_y", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: y.res.Charge.Ref, Amount: took(testPrice), Currency: "CNY"})
 	if err != nil || paid.Status != seckill.OrderPaid {
 		t.Errorf("Confirm of Y's payment within the grace = %+v, %v; want paid", paid, err)
 	}

@@ -42,14 +42,28 @@ func soldLifecycle(t *testing.T, stock int64, rebuy bool) *lifecycle {
 	return soldLifecycleTB(t, stock, rebuy)
 }
 
+// testPrice is the price of the tests' vouchers with a deadline, in fen:
+// a free voucher's orders are paid without the provider.
+const testPrice = 1250
+
+// took returns a payment event's amount: what the provider took.
+func took(amount int64) *int64 { return &amount }
+
 // soldLifecycleTB is soldLifecycle for a test or a benchmark.
 func soldLifecycleTB(t testing.TB, stock int64, rebuy bool) *lifecycle {
+	t.Helper()
+	return pricedLifecycle(t, stock, rebuy, testPrice)
+}
+
+// pricedLifecycle is soldLifecycle of a voucher sold at price (in fen).
+func pricedLifecycle(t testing.TB, stock int64, rebuy bool, price int64) *lifecycle {
 	t.Helper()
 	ctx := context.Background()
 	vs, store, _ := services(t, "")
 	cache := cacheOf(vs)
 	in := onSale("lifecycle", stock)
 	in.PayWithin, in.RebuyAfterCancel = time.Hour, rebuy
+	in.Price, in.Currency = price, "CNY"
 	view, err := vs.Create(ctx, in)
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,7 @@ func cancelledOrders(t *testing.T, store seckill.Store, n int) []*seckill.Order 
 	ctx := t.Context()
 	v := onSale("refunds", int64(n))
 	v.InitialStock, v.PayWithin = int64(n), time.Hour
+	v.Price, v.Currency = testPrice, "CNY"
 	if err := store.CreateVoucher(ctx, v); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestReplayedLatePaymentAsksRefundOnce(t *testing.T) {
 	o := cancelledOrder(t, store)
 	provider := &countingRefunder{}
 	s := &seckill.PaymentService{Store: store, Provider: provider, Logger: testenv.Logger(t)}
-	ev := seckill.PaymentEvent{ID: "evt_late", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_late"}
+	ev := seckill.PaymentEvent{ID: "evt_late", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_late", Amount: took(testPrice), Currency: "CNY"}
 	for i := range 3 {
 		got, err := s.Confirm(t.Context(), ev)
 		if err != nil || got.Status != seckill.OrderRefunding {
@@ -119,7 +120,7 @@ func TestRefundLostToCrashAskedByLoop(t *testing.T) {
 	provider := &countingRefunder{}
 	r := &seckill.RefundRequester{Store: store, Provider: provider, Logger: testenv.Logger(t)}
 	s := &seckill.PaymentService{Store: store, Provider: provider, Refunds: r, Logger: testenv.Logger(t)}
-	if _, err := s.Confirm(ctx, seckill.PaymentEvent{ID: "evt_late", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_late"}); err != nil {
+	if _, err := s.Confirm(ctx, seckill.PaymentEvent{ID: "evt_late", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_late", Amount: took(testPrice), Currency: "CNY"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := provider.count(); n != 0 {

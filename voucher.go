@@ -658,9 +658,10 @@ func (s *VoucherService) withRemaining(ctx context.Context, vs []*Voucher) ([]*V
 	return viewsOf(vs, remaining, s.CurrencyOrDefault()), nil
 }
 
-// CurrencyOrDefault is Currency, or DefaultCurrency if not set.
+// CurrencyOrDefault is Currency, or DefaultCurrency if not set (or s is
+// nil).
 func (s *VoucherService) CurrencyOrDefault() string {
-	if s.Currency == "" {
+	if s == nil || s.Currency == "" {
 		return DefaultCurrency
 	}
 	return s.Currency

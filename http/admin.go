@@ -6,4 +6,5 @@ type adminServices struct {
 	stats       StatsSource
 	reconciler  Reconciler
 	refunds     RefundAdmin
+	refused     RefusedPaymentAdmin
 }

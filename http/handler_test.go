@@ -144,12 +144,13 @@ var (
 	bigID     = int64(9007199254740993)
 	remaining = int64(70)
 	voucherA  = &seckill.VoucherView{Voucher: &seckill.Voucher{ID: bigID, Title: "券 A", Stock: 100, InitialStock: 100,
-		BeginTime: fakeNow.In(shanghai), EndTime: fakeNow.Add(time.Hour).In(shanghai)}, Remaining: &remaining}
+		BeginTime: fakeNow.In(shanghai), EndTime: fakeNow.Add(time.Hour).In(shanghai),
+		Price: 1250, Value: 2000, Currency: "CNY", Subtitle: "一杯", Rules: "one a visit", ImageURL: "https://example.com/a.png"}, Remaining: &remaining}
 	voucherB = &seckill.VoucherView{Voucher: &seckill.Voucher{ID: 2, Title: "not loaded", Stock: 5, InitialStock: 5,
-		BeginTime: fakeNow, EndTime: fakeNow.Add(time.Hour)}}
-	orderA = &seckill.Order{ID: bigID + 2, VoucherID: bigID, UserID: 2, Status: seckill.OrderCreated, CreatedAt: fakeNow.In(shanghai)}
-	orderB = &seckill.Order{ID: 31, VoucherID: 2, UserID: 2, Status: seckill.OrderFailed, CreatedAt: fakeNow, Reason: "the database refused it"}
-	orderC = &seckill.Order{ID: 32, VoucherID: 2, UserID: 3, Status: seckill.OrderCreated, CreatedAt: fakeNow}
+		BeginTime: fakeNow, EndTime: fakeNow.Add(time.Hour), Currency: "JPY"}}
+	orderA = &seckill.Order{ID: bigID + 2, VoucherID: bigID, UserID: 2, Status: seckill.OrderCreated, CreatedAt: fakeNow.In(shanghai), Amount: 1250, Currency: "CNY"}
+	orderB = &seckill.Order{ID: 31, VoucherID: 2, UserID: 2, Status: seckill.OrderFailed, CreatedAt: fakeNow, Reason: "the database refused it", Currency: "JPY"}
+	orderC = &seckill.Order{ID: 32, VoucherID: 2, UserID: 3, Status: seckill.OrderCreated, CreatedAt: fakeNow, Currency: "JPY"}
 )
 
 // newDataEnv is a fakeEnv with vouchers, orders and dead letters.
@@ -184,33 +185,33 @@ func TestJSONShapes(t *testing.T) {
 		calls               []string
 	}{
 		{"list vouchers", "GET", "/api/vouchers", "", nil, 200, `{"vouchers":[
-			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false},
-			{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}]}`,
+			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false,"price":0,"value":0,"currency":"JPY","subtitle":"","rules":"","imageUrl":""},
+			{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false,"price":1250,"value":2000,"currency":"CNY","subtitle":"一杯","rules":"one a visit","imageUrl":"https://example.com/a.png"}]}`,
 			[]string{"List 100"}},
 		{"list vouchers with a limit", "GET", "/api/vouchers?limit=1", "", nil, 200, `{"vouchers":[
-			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}]}`,
+			{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false,"price":0,"value":0,"currency":"JPY","subtitle":"","rules":"","imageUrl":""}]}`,
 			[]string{"List 1"}},
 		{"get voucher", "GET", "/api/vouchers/9007199254740993", "", nil, 200,
-			`{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}`,
+			`{"id":"9007199254740993","title":"券 A","stock":100,"remaining":70,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false,"price":1250,"value":2000,"currency":"CNY","subtitle":"一杯","rules":"one a visit","imageUrl":"https://example.com/a.png"}`,
 			[]string{"Get 9007199254740993"}},
 		{"get voucher not loaded", "GET", "/api/vouchers/2", "", nil, 200,
-			`{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}`,
+			`{"id":"2","title":"not loaded","stock":5,"remaining":null,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false,"price":0,"value":0,"currency":"JPY","subtitle":"","rules":"","imageUrl":""}`,
 			[]string{"Get 2"}},
 		{"create voucher", "POST", "/api/admin/vouchers", "admin",
 			`{"title":"new","stock":5,"beginTime":"2026-12-01T20:00:00.1234567+08:00","endTime":"2026-12-01T22:00:00+08:00"}`, 201,
-			`{"id":"11","title":"new","stock":5,"remaining":5,"beginTime":"2026-12-01T12:00:00.123456Z","endTime":"2026-12-01T14:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false}`,
+			`{"id":"11","title":"new","stock":5,"remaining":5,"beginTime":"2026-12-01T12:00:00.123456Z","endTime":"2026-12-01T14:00:00Z","shards":1,"payWithinSeconds":0,"rebuyAfterCancel":false,"challenge":false,"challengeLeadSeconds":0,"paused":false,"price":0,"value":0,"currency":"CNY","subtitle":"","rules":"","imageUrl":""}`,
 			[]string{"Create new"}},
 		{"buy", "POST", "/api/vouchers/9007199254740993/seckill", "buyer", nil, 200,
 			`{"orderId":"9007199254741993","status":"pending"}`, []string{"Buy 2 9007199254740993"}},
 		{"get order", "GET", "/api/orders/9007199254740995", "buyer", nil, 200,
-			`{"orderId":"9007199254740995","voucherId":"9007199254740993","userId":"2","status":"created","createdAt":"2026-12-01T12:00:00Z"}`,
+			`{"orderId":"9007199254740995","voucherId":"9007199254740993","userId":"2","status":"created","createdAt":"2026-12-01T12:00:00Z","amount":1250,"currency":"CNY"}`,
 			[]string{"Order 2 9007199254740995"}},
 		{"get failed order", "GET", "/api/orders/31", "buyer", nil, 200,
-			`{"orderId":"31","voucherId":"2","userId":"2","status":"failed","createdAt":"2026-12-01T12:00:00Z","reason":"the database refused it"}`,
+			`{"orderId":"31","voucherId":"2","userId":"2","status":"failed","createdAt":"2026-12-01T12:00:00Z","reason":"the database refused it","amount":0,"currency":"JPY"}`,
 			[]string{"Order 2 31"}},
 		{"list orders", "GET", "/api/orders?limit=5", "buyer", nil, 200, `{"orders":[
-			{"orderId":"9007199254740995","voucherId":"9007199254740993","userId":"2","status":"created","createdAt":"2026-12-01T12:00:00Z"},
-			{"orderId":"31","voucherId":"2","userId":"2","status":"failed","createdAt":"2026-12-01T12:00:00Z","reason":"the database refused it"}]}`,
+			{"orderId":"9007199254740995","voucherId":"9007199254740993","userId":"2","status":"created","createdAt":"2026-12-01T12:00:00Z","amount":1250,"currency":"CNY"},
+			{"orderId":"31","voucherId":"2","userId":"2","status":"failed","createdAt":"2026-12-01T12:00:00Z","reason":"the database refused it","amount":0,"currency":"JPY"}]}`,
 			[]string{"Orders 2 5"}},
 		{"list no orders", "GET", "/api/orders", "admin", nil, 200, `{"orders":[]}`, []string{"Orders 1 100"}},
 		{"dead letters", "GET", "/api/admin/dlq", "admin", nil, 200, `{"deadLetters":[
@@ -235,6 +236,7 @@ func TestJSONShapes(t *testing.T) {
 		{"stats", "GET", "/api/admin/stats", "admin", nil, 200, `{"time":"2026-12-01T12:00:00Z",
 			"vouchers":[{"id":"9007199254740993","title":"券 A","stock":100,"initialStock":100,"remaining":70,"created":0,"failed":0,
 				"pending":0,"drift":30,"awaitingPayment":0,"paid":0,"cancelled":0,"returned":0,"beginTime":"2026-12-01T12:00:00Z","endTime":"2026-12-01T13:00:00Z","paused":false,
+				"price":1250,"currency":"CNY","priceText":"12.50 CNY","revenue":0,"revenueText":"0.00 CNY",
 				"stream":{"length":1,"pending":0,"lag":null,"oldestPendingSeconds":0.25,"consumers":1,"deadLetters":2},"redisNode":"10.0.0.7:6379","shards":1}],
 			"admissions":[{"time":"2026-12-01T12:00:00Z","counts":{"admitted":3}}],
 			"workers":{"consumer":"host-1","mode":"stream","busy":0,"allowed":4,"breaker":"closed"}}`,
@@ -366,7 +368,7 @@ func TestBadInput(t *testing.T) {
 		"array":           {`[1,2]`, "object"},
 		"two objects":     {`{} {}`, "single"},
 		"trailing":        {`{}x`, "JSON"},
-		"unknown field":   {`{"price":5}`, "price"},
+		"unknown field":   {`{"discount":5}`, "discount"},
 		"number for text": {`{"phone":8613800138000}`, "phone"},
 	}
 	ids := []string{"abc", "0", "-1", "01", "+1", "1.5", "1e3", "99999999999999999999", "%20", "%201"}

@@ -36,6 +36,10 @@ type orderJSON struct {
 	PaidAt      *time.Time `json:"paidAt,omitempty"`
 	CancelledAt *time.Time `json:"cancelledAt,omitempty"`
 	PaymentRef  string     `json:"paymentRef,omitempty"`
+	// Amount is what the order owes, in Currency's minor units: its
+	// voucher's price (a pending order's too, what it owes once written).
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
 }
 
 func newOrderJSON(o *seckill.Order) orderJSON {
@@ -50,6 +54,8 @@ func newOrderJSON(o *seckill.Order) orderJSON {
 		PaidAt:      optTime(o.PaidAt),
 		CancelledAt: optTime(o.CancelledAt),
 		PaymentRef:  o.PaymentRef,
+		Amount:      o.Amount,
+		Currency:    o.Currency,
 	}
 }
 

@@ -85,8 +85,8 @@ func (f fakeWebhook) Verify(header string, body []byte) (seckill.PaymentEvent, e
 func paymentEnv(t *testing.T, started bool) (*fakeEnv, *fakePayments) {
 	t.Helper()
 	pays := &fakePayments{started: started, orders: map[int64]*seckill.Order{
-		7: {ID: 7, UserID: 2, VoucherID: 1, Status: seckill.OrderCreated, CreatedAt: fakeNow, PayBy: fakeNow.Add(20 * time.Second)},
-		8: {ID: 8, UserID: 3, VoucherID: 1, Status: seckill.OrderCreated, CreatedAt: fakeNow},
+		7: {ID: 7, UserID: 2, VoucherID: 1, Status: seckill.OrderCreated, CreatedAt: fakeNow, PayBy: fakeNow.Add(20 * time.Second), Amount: 1250, Currency: "CNY"},
+		8: {ID: 8, UserID: 3, VoucherID: 1, Status: seckill.OrderCreated, CreatedAt: fakeNow, Amount: 1250, Currency: "CNY"},
 	}}
 	e := newFakeEnv(t, fakeOptions{edit: func(s *Services) {
 		s.Payments = pays

@@ -136,6 +136,9 @@ type Services struct {
 	// Refunds lists the refunds of late payments waiting for the provider
 	// on the admin API and page; nil: its route answers 503.
 	Refunds RefundAdmin
+	// RefusedPayments lists the payment events refused for their amount or
+	// currency on the admin API and page; nil: its route answers 503.
+	RefusedPayments RefusedPaymentAdmin
 	// Payments serves the pay and cancel routes and the payment webhook,
 	// Webhook checks the webhook's signatures; a nil one turns its routes
 	// off: they answer 503.
@@ -195,7 +198,8 @@ func New(cfg Config, svc Services, reg *prometheus.Registry, logger *slog.Logger
 		payments:   svc.Payments,
 		webhook:    svc.Webhook,
 		challenges: svc.Challenges,
-		ops:        adminServices{deadLetters: svc.DeadLetters, stats: svc.Stats, reconciler: svc.Reconciler, refunds: svc.Refunds},
+		ops: adminServices{deadLetters: svc.DeadLetters, stats: svc.Stats, reconciler: svc.Reconciler, refunds: svc.Refunds,
+			refused: svc.RefusedPayments},
 		login:      svc.Login,
 		tokens:     svc.Tokens,
 		checks:     svc.Checks,
@@ -256,6 +260,7 @@ func (s *Server) routeTable(reg *prometheus.Registry) []route {
 		{"POST /api/admin/dlq/{id}/retry", s.admin(s.adminRetryDeadLetter)},
 		{"POST /api/admin/dlq/{id}/discard", s.admin(s.adminDiscardDeadLetter)},
 		{"GET /api/admin/refunds", s.admin(s.adminRefunds)},
+		{"GET /api/admin/payments/refused", s.admin(s.adminRefusedPayments)},
 		{"POST /api/admin/vouchers/{id}/reconcile", s.admin(s.adminReconcile)},
 		{"POST /api/admin/vouchers/{id}/pause", s.admin(s.pauseVoucher(true))},
 		{"POST /api/admin/vouchers/{id}/resume", s.admin(s.pauseVoucher(false))},

@@ -49,10 +49,14 @@ type VoucherStatsJSON struct {
 	Paused bool `json:"paused"`
 	// Price is in Currency's minor units; PriceText in its units, as
 	// "12.50 CNY".
-	Price     int64           `json:"price"`
-	Currency  string          `json:"currency"`
-	PriceText string          `json:"priceText"`
-	Stream    StreamStatsJSON `json:"stream"`
+	Price     int64  `json:"price"`
+	Currency  string `json:"currency"`
+	PriceText string `json:"priceText"`
+	// Revenue is what the paid orders took: paid × the price, which is
+	// fixed at the voucher's creation and owed by each of its orders.
+	Revenue     int64           `json:"revenue"`
+	RevenueText string          `json:"revenueText"`
+	Stream      StreamStatsJSON `json:"stream"`
 	// RedisNode is the Redis master holding the voucher; "" when unknown,
 	// and for a sharded voucher, whose shards each name theirs.
 	RedisNode string `json:"redisNode"`
@@ -146,6 +150,8 @@ func NewStatsJSON(st *seckill.Stats) StatsJSON {
 			Price:           v.Price,
 			Currency:        v.Currency,
 			PriceText:       seckill.FormatMoney(v.Price, v.Currency),
+			Revenue:         vs.Revenue(),
+			RevenueText:     seckill.FormatMoney(vs.Revenue(), v.Currency),
 			RedisNode:       vs.RedisNode,
 			Shards:          v.ShardCount(),
 			ShardStats:      newShardStatsJSON(vs.Shards),

@@ -27,7 +27,7 @@ const (
 	// An order whose payment was started (payment_started_at) is due only
 	// once written before the second time too: held for the payment grace.
 	selectDueSQL = `SELECT o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
-o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?, o.payment_started_at
+o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, ?, o.payment_started_at, o.amount, o.currency
 FROM orders o FORCE INDEX (orders_voucher_status)
 WHERE o.voucher_id = ? AND o.status = 'created' AND o.returned_at IS NULL AND o.written_at < ?
 AND (o.payment_started_at IS NULL OR o.written_at < ?)

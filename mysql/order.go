@@ -4,7 +4,7 @@ package mysql
 // (fromOrders) for the pay-by deadline; scanOrder reads them.
 const (
 	orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
-o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_within_seconds, o.payment_started_at`
+o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, v.pay_within_seconds, o.payment_started_at, o.amount, o.currency`
 	fromOrders = ` FROM orders o JOIN vouchers v ON v.id = o.voucher_id`
 )
 

@@ -20,8 +20,9 @@ import "github.com/seckill/seckill/internal/retry"
 const (
 	// placeOrderSQL inserts an order, locking its voucher row (FOR UPDATE)
 	// as it reads it. Not INSERT IGNORE: a clash is an error.
-	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
-SELECT ?, ?, id, 'created', ?, ? FROM vouchers WHERE id = ? FOR UPDATE`
+	// The order owes the voucher's price, in its currency.
+	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at, amount, currency)
+SELECT ?, ?, id, 'created', ?, ?, price, currency FROM vouchers WHERE id = ? FOR UPDATE`
 	// takeOneSQL is hm-dianping's: one from the stock, unless none is
 	// left; nor while the sale is paused or once it ended, read under the
 	// row's lock, so that an operator's pause or end committed is seen by

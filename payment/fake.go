@@ -7,15 +7,44 @@ package payment
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/seckill/seckill"
 )
 
 // Fake is the provider that pays every order at once, with the reference
-// "fake_" and the order's id. It does no I/O, so a second charge of an
-// order is the first one again. The zero value is ready to use.
-type Fake struct{}
+// "fake_" and the order's id, whatever it owes. It does no I/O, so a
+// second charge of an order is the first one again. The zero value is
+// ready to use.
+type Fake struct {
+	// Charges, if set, records each charge asked for: what tests read
+	// of the amounts the service asked the provider to take.
+	Charges *FakeCharges
+}
+
+// FakeCharges records the charges a Fake was asked for; safe for
+// concurrent use.
+type FakeCharges struct {
+	mu   sync.Mutex
+	list []FakeCharge
+}
+
+// FakeCharge is one charge a Fake was asked for: the order and what it
+// owes, in its currency's minor units.
+type FakeCharge struct {
+	OrderID  int64
+	Amount   int64
+	Currency string
+}
+
+// List returns the charges asked for, in order.
+func (c *FakeCharges) List() []FakeCharge {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.list)
+}
 
 var _ seckill.PaymentProvider = Fake{}
 
@@ -23,7 +52,12 @@ var _ seckill.PaymentProvider = Fake{}
 func (Fake) Name() string { return "fake" }
 
 // Charge pays o at once.
-func (Fake) Charge(_ context.Context, o *seckill.Order) (seckill.Charge, error) {
+func (f Fake) Charge(_ context.Context, o *seckill.Order) (seckill.Charge, error) {
+	if f.Charges != nil {
+		f.Charges.mu.Lock()
+		f.Charges.list = append(f.Charges.list, FakeCharge{OrderID: o.ID, Amount: o.Amount, Currency: o.Currency})
+		f.Charges.mu.Unlock()
+	}
 	return seckill.Charge{Paid: true, Ref: "fake_" + strconv.FormatInt(o.ID, 10)}, nil
 }
 

@@ -25,3 +25,19 @@ func TestFakePaysAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestFakeRecordsTheAmount: a Fake with Charges records what each charge
+// asked it to take.
+func TestFakeRecordsTheAmount(t *testing.T) {
+	charges := &payment.FakeCharges{}
+	p := payment.Fake{Charges: charges}
+	for _, o := range []*seckill.Order{{ID: 1, Amount: 1250, Currency: "CNY"}, {ID: 2, Amount: 1200, Currency: "JPY"}} {
+		if _, err := p.Charge(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []payment.FakeCharge{{OrderID: 1, Amount: 1250, Currency: "CNY"}, {OrderID: 2, Amount: 1200, Currency: "JPY"}}
+	if got := charges.List(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("List() = %+v; want %+v", got, want)
+	}
+}

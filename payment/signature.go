@@ -49,8 +49,17 @@ type eventBody struct {
 	Data    struct {
 		OrderID string `json:"orderId"`
 		Ref     string `json:"ref"`
+		// Amount and Currency are what a payment took, in the currency's
+		// minor units: the service refuses a payment that does not say
+		// them, or took other than its order owes.
+		Amount   *int64 `json:"amount"`
+		Currency string `json:"currency"`
 	} `json:"data"`
 }
+
+// maxCurrencyLen bounds an event's currency: longer is no ISO 4217 code,
+// and is refused as unreadable rather than recorded.
+const maxCurrencyLen = 16
 
 // Verify checks a webhook request's signature, the value of its
 // SignatureHeader header, against its body, and returns the event the body
@@ -143,5 +152,8 @@ func parseEvent(body []byte, at time.Time) (seckill.PaymentEvent, error) {
 	if !validRef(b.Data.Ref) {
 		return seckill.PaymentEvent{}, seckill.Errorf(seckill.ErrInvalidArgument, "event %s: data.ref must be 1 to %d printable ASCII bytes", b.ID, MaxRefLen)
 	}
-	return seckill.PaymentEvent{ID: b.ID, Type: b.Type, OrderID: id, Ref: b.Data.Ref, At: at}, nil
+	if c := b.Data.Currency; c != "" && (len(c) > maxCurrencyLen || !validRef(c)) {
+		return seckill.PaymentEvent{}, seckill.Errorf(seckill.ErrInvalidArgument, "event %s: data.currency must be at most %d printable ASCII bytes", b.ID, maxCurrencyLen)
+	}
+	return seckill.PaymentEvent{ID: b.ID, Type: b.Type, OrderID: id, Ref: b.Data.Ref, At: at, Amount: b.Data.Amount, Currency: b.Data.Currency}, nil
 }

@@ -60,6 +60,8 @@ func TestVerifyAcceptsASignedEvent(t *testing.T) {
 	w := newVerifier(t, 0)
 	body := eventJSON("evt_1", seckill.PaymentSucceeded, "123456789012345678", "pay_1")
 	refund := eventJSON("evt_2", seckill.RefundSucceeded, "5", "pay_2")
+	priced := []byte(`{"id":"evt_3","type":"payment.succeeded","data":{"orderId":"5","ref":"pay_3","amount":1250,"currency":"CNY"}}`)
+	amount := int64(1250)
 	ts := strconv.FormatInt(now.Unix(), 10)
 	tests := []struct {
 		name   string
@@ -71,6 +73,8 @@ func TestVerifyAcceptsASignedEvent(t *testing.T) {
 			seckill.PaymentEvent{ID: "evt_1", Type: seckill.PaymentSucceeded, OrderID: 123456789012345678, Ref: "pay_1", At: now}},
 		{"a refund", payment.Sign(secret, now, refund), refund,
 			seckill.PaymentEvent{ID: "evt_2", Type: seckill.RefundSucceeded, OrderID: 5, Ref: "pay_2", At: now}},
+		{"with what it took", payment.Sign(secret, now, priced), priced,
+			seckill.PaymentEvent{ID: "evt_3", Type: seckill.PaymentSucceeded, OrderID: 5, Ref: "pay_3", At: now, Amount: &amount, Currency: "CNY"}},
 		{"signed at the tolerance's start", payment.Sign(secret, now.Add(-payment.DefaultTolerance), body), body,
 			seckill.PaymentEvent{ID: "evt_1", Type: seckill.PaymentSucceeded, OrderID: 123456789012345678, Ref: "pay_1", At: now.Add(-payment.DefaultTolerance)}},
 		{"signed at the tolerance's end", payment.Sign(secret, now.Add(payment.DefaultTolerance), body), body,
@@ -167,6 +171,10 @@ func TestVerifyRefusesASignedBadEvent(t *testing.T) {
 		{"no ref", string(eventJSON("evt_1", seckill.PaymentSucceeded, "42", ""))},
 		{"ref too long", string(eventJSON("evt_1", seckill.PaymentSucceeded, "42", strings.Repeat("p", payment.MaxRefLen+1)))},
 		{"created a string", `{"id":"evt_1","type":"payment.succeeded","created":"now","data":{"orderId":"42","ref":"pay_1"}}`},
+		{"amount a fraction", `{"id":"evt_1","type":"payment.succeeded","data":{"orderId":"42","ref":"pay_1","amount":12.5,"currency":"CNY"}}`},
+		{"amount a string", `{"id":"evt_1","type":"payment.succeeded","data":{"orderId":"42","ref":"pay_1","amount":"1250","currency":"CNY"}}`},
+		{"currency too long", `{"id":"evt_1","type":"payment.succeeded","data":{"orderId":"42","ref":"pay_1","amount":1250,"currency":"` + strings.Repeat("C", 17) + `"}}`},
+		{"currency with a space", `{"id":"evt_1","type":"payment.succeeded","data":{"orderId":"42","ref":"pay_1","amount":1250,"currency":"C NY"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -134,6 +134,10 @@ type chargeRequest struct {
 	OrderID   string `json:"orderId"`
 	UserID    string `json:"userId"`
 	VoucherID string `json:"voucherId"`
+	// Amount is what the order owes, in Currency's minor units (fen,
+	// cents): what the provider is asked to take.
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
 }
 
 // chargeAnswer is the provider's answer to a charge.
@@ -162,6 +166,8 @@ func (w *Webhook) Charge(ctx context.Context, o *seckill.Order) (seckill.Charge,
 		OrderID:   id,
 		UserID:    strconv.FormatInt(o.UserID, 10),
 		VoucherID: strconv.FormatInt(o.VoucherID, 10),
+		Amount:    o.Amount,
+		Currency:  o.Currency,
 	})
 	if err != nil {
 		return seckill.Charge{}, w.fail(o, err)

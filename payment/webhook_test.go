@@ -29,7 +29,7 @@ func newWebhook(t testing.TB, baseURL string, c payment.Config) *payment.Webhook
 	return w
 }
 
-var order = &seckill.Order{ID: 123456789012345678, UserID: 1001, VoucherID: 7}
+var order = &seckill.Order{ID: 123456789012345678, UserID: 1001, VoucherID: 7, Amount: 1250, Currency: "CNY"}
 
 func TestChargeStartsAPayment(t *testing.T) {
 	srv := paymenttest.NewServer(t, secret)
@@ -47,7 +47,7 @@ func TestChargeStartsAPayment(t *testing.T) {
 	}
 	wantCharges := []paymenttest.Charge{{
 		Key: "123456789012345678", ID: "pay_1", URL: want.URL,
-		OrderID: "123456789012345678", UserID: "1001", VoucherID: "7",
+		OrderID: "123456789012345678", UserID: "1001", VoucherID: "7", Amount: 1250, Currency: "CNY",
 		Authorization: "Bearer sk_test_1", Requests: 1,
 	}}
 	if diff := cmp.Diff(wantCharges, srv.Charges()); diff != "" {
@@ -283,8 +283,10 @@ func TestWebhookFromTheProvider(t *testing.T) {
 	send("retried", http.StatusNoContent, paymenttest.Event{ID: "evt_5", Ref: c.Ref})
 	send("refunded", http.StatusNoContent, paymenttest.Event{Type: seckill.RefundSucceeded, Ref: c.Ref})
 
-	paid := seckill.PaymentEvent{ID: "evt_5", Type: seckill.PaymentSucceeded, OrderID: order.ID, Ref: "pay_1"}
-	refunded := seckill.PaymentEvent{ID: "evt_7", Type: seckill.RefundSucceeded, OrderID: order.ID, Ref: "pay_1"}
+	// The events say what the charge took, as the provider's server does.
+	amount := order.Amount
+	paid := seckill.PaymentEvent{ID: "evt_5", Type: seckill.PaymentSucceeded, OrderID: order.ID, Ref: "pay_1", Amount: &amount, Currency: "CNY"}
+	refunded := seckill.PaymentEvent{ID: "evt_7", Type: seckill.RefundSucceeded, OrderID: order.ID, Ref: "pay_1", Amount: &amount, Currency: "CNY"}
 	want := []seckill.PaymentEvent{paid, paid, paid, refunded}
 	rc.mu.Lock()
 	got := rc.events

@@ -76,7 +76,7 @@ UPDATE vouchers SET stock = stock + 1 FROM c WHERE vouchers.id = c.voucher_id`
     FROM due
     WHERE o.id = due.id AND o.status = 'created'
     RETURNING o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
-        o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, $7::integer, o.payment_started_at
+        o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL, $7::integer, o.payment_started_at, o.amount, o.currency
 ), back AS (
     UPDATE vouchers SET stock = stock + (SELECT count(*) FROM c)
     WHERE id = $1 AND EXISTS (SELECT 1 FROM c)

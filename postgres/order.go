@@ -17,7 +17,7 @@ import (
 // an index probe of vouchers per order returned.
 const orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
 o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
-(SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id), o.payment_started_at`
+(SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id), o.payment_started_at, o.amount, o.currency`
 
 // Orders holding a unit are the rows of orders, created or paid, and so
 // are cancelled ones (cancelled, refunding, refunded); failed ones are
@@ -28,7 +28,7 @@ o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
 const (
 	// failedOrderColumns are orderColumns of failed_orders f: no payment,
 	// no cancellation, no deadline.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', false, 0, NULL`
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', false, 0, NULL, 0, ''`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
 	selectOrderSQL = `SELECT ` + orderColumns + ` FROM orders o WHERE o.id = $1
@@ -189,7 +189,7 @@ func scanOrder(row pgx.Row) (*seckill.Order, error) {
 		startedAt                      *time.Time
 	)
 	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &o.CreatedAt, &writtenAt,
-		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin, &startedAt); err != nil {
+		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin, &startedAt, &o.Amount, &o.Currency); err != nil {
 		return nil, err
 	}
 	o.CreatedAt = o.CreatedAt.UTC()

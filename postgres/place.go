@@ -27,8 +27,10 @@ WHERE v.id = $2`
 	// abort the transaction, and the order in the way could then be read
 	// only in another; DO NOTHING lets PlaceOrder read it at once, and
 	// tell the buyer (docs/design/persistence.md, Database). Any other clash, of the id, is an error.
-	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
-VALUES ($1, $2, $3, 'created', $4, $5)
+	// The order owes the voucher's price, in its currency.
+	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at, amount, currency)
+VALUES ($1, $2, $3, 'created', $4, $5,
+    COALESCE((SELECT price FROM vouchers WHERE id = $3), 0), COALESCE((SELECT currency FROM vouchers WHERE id = $3), ''))
 ON CONFLICT (user_id, voucher_id, slot) DO NOTHING
 RETURNING id`
 	// selectBuyerOrderSQL reads the buyer's order of a voucher that holds

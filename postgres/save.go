@@ -38,10 +38,14 @@ CROSS JOIN LATERAL (
 	// DO NOTHING: that would hide an order of the same buyer with another
 	// id (docs/design/persistence.md, Database), and a clash with a concurrent batch; a clash is an
 	// error, and SaveOrders starts over.
-	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at)
-SELECT id, user_id, voucher_id, 'created', created_at, written_at
+	// Each order owes its voucher's price, in its currency, joined from
+	// the voucher's row (no read per order); LEFT JOIN and COALESCE: an
+	// unknown voucher fails at the foreign key, as it did.
+	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at, amount, currency)
+SELECT o.id, o.user_id, o.voucher_id, 'created', o.created_at, o.written_at, COALESCE(v.price, 0), COALESCE(v.currency, '')
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[], $5::timestamptz[])
-    AS o(id, user_id, voucher_id, created_at, written_at)`
+    AS o(id, user_id, voucher_id, created_at, written_at)
+LEFT JOIN vouchers v ON v.id = o.voucher_id`
 	// takeStockSQL takes n from each voucher's stock unless that would make
 	// it negative, and returns the vouchers it changed: $1 the vouchers, $2
 	// the numbers. A concurrent transaction's change to a voucher is waited

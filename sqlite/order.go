@@ -6,7 +6,7 @@ package sqlite
 // a probe of vouchers' primary key per order returned.
 const orderColumns = `o.id, o.user_id, o.voucher_id, o.status, o.reason, o.created_at, o.written_at,
 o.paid_at, o.cancelled_at, o.payment_ref, o.returned_at IS NOT NULL,
-(SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id), o.payment_started_at`
+(SELECT v.pay_within_seconds FROM vouchers v WHERE v.id = o.voucher_id), o.payment_started_at, o.amount, o.currency`
 
 const (
 	// selectVoucherOrdersSQL reads a page of a voucher's orders as a range

@@ -9,7 +9,9 @@ package sqlite
 const (
 	// placeOrderSQL inserts an order. A plain INSERT: a clash is an error.
 	// Arguments: id, user, created, written, voucher.
-	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at) VALUES (?1, ?2, ?5, 'created', ?3, ?4)`
+	// The order owes the voucher's price, in its currency.
+	placeOrderSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at, amount, currency)
+VALUES (?1, ?2, ?5, 'created', ?3, ?4, COALESCE((SELECT price FROM vouchers WHERE id = ?5), 0), COALESCE((SELECT currency FROM vouchers WHERE id = ?5), ''))`
 	// takeOneSQL is hm-dianping's: one from the stock, unless none is
 	// left. The window and the pause were read under the write lock.
 	takeOneSQL        = `UPDATE vouchers SET stock = stock - 1 WHERE id = ?1 AND stock > 0`

@@ -21,7 +21,7 @@ import (
 const (
 	// failedOrderColumns are a dialect's OrderColumns of failed_orders f:
 	// no payment, no cancellation, no deadline.
-	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', FALSE, 0, NULL`
+	failedOrderColumns = `f.id, f.user_id, f.voucher_id, 'failed', f.reason, f.created_at, NULL, NULL, NULL, '', FALSE, 0, NULL, 0, ''`
 	notCreated         = `NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = f.id)`
 
 	countOrdersSQL       = `SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status IN ('created', 'paid')`
@@ -150,7 +150,7 @@ func scanOrder(row sqlrows.Scanner) (*seckill.Order, error) {
 		startedAt                                 nullTime
 	)
 	if err := row.Scan(&o.ID, &o.UserID, &o.VoucherID, &o.Status, &o.Reason, &createdAt, &writtenAt,
-		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin, &startedAt); err != nil {
+		&paidAt, &cancelledAt, &o.PaymentRef, &o.Returned, &payWithin, &startedAt, &o.Amount, &o.Currency); err != nil {
 		return nil, err
 	}
 	o.CreatedAt = createdAt.Time

@@ -18,8 +18,12 @@ const (
 	// insertOrdersSQL inserts orders, %s holding one insertOrderRow per
 	// order. A plain INSERT, not INSERT IGNORE: a clash is an error, never
 	// silently skipped.
-	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at) VALUES %s`
-	insertOrderRow  = `(?, ?, ?, 'created', ?, ?)`
+	// Each order owes its voucher's price, in its currency, read from the
+	// voucher's row in the statement (no read per order): the batch has
+	// the voucher locked already (the stock taken first, or LockVouchers).
+	// COALESCE: an unknown voucher fails at the foreign key, as it did.
+	insertOrdersSQL = `INSERT INTO orders (id, user_id, voucher_id, status, created_at, written_at, amount, currency) VALUES %s`
+	insertOrderRow  = `(?, ?, ?, 'created', ?, ?, COALESCE((SELECT price FROM vouchers WHERE id = ?), 0), COALESCE((SELECT currency FROM vouchers WHERE id = ?), ''))`
 	// takeStockSQL takes n from a voucher's stock unless that would make it
 	// negative: then it changes no row.
 	takeStockSQL   = `UPDATE vouchers SET stock = stock - ? WHERE id = ? AND stock >= ?`
@@ -130,10 +134,10 @@ func (s *Store) saveNew(ctx context.Context, orders []*seckill.Order) (bool, err
 // insertOrders inserts orders with status created in one statement,
 // written now.
 func (s *Store) insertOrders(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
-	args := make([]any, 0, 5*len(orders))
+	args := make([]any, 0, 7*len(orders))
 	for _, o := range orders {
 		created := createdAt(o)
-		args = append(args, o.ID, o.UserID, o.VoucherID, s.at(created), s.at(writtenAt(created)))
+		args = append(args, o.ID, o.UserID, o.VoucherID, s.at(created), s.at(writtenAt(created)), o.VoucherID, o.VoucherID)
 	}
 	query := fmt.Sprintf(insertOrdersSQL, sqlrows.Placeholders(insertOrderRow, len(orders)))
 	_, err := tx.ExecContext(ctx, query, args...)

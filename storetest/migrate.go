@@ -27,8 +27,9 @@ func versions(tb testing.TB, st seckill.Store) []int {
 // 0002_failed_orders, 0003_voucher_generation, 0004_write_probe,
 // 0005_voucher_shards, 0006_voucher_payment, 0007_order_lifecycle,
 // 0008_voucher_challenge, 0009_voucher_controls, 0010_payment_started,
-// 0011_refund_requests and 0012_voucher_sale. A migration added to the backends is added here too.
-var wantVersions = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+// 0011_refund_requests, 0012_voucher_sale and
+// 0013_order_amount. A migration added to the backends is added here too.
+var wantVersions = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 
 // checkVersions fails tb unless vs is wantVersions: each migration
 // recorded once, none skipped, none missing.

@@ -133,6 +133,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"CancelDue/Concurrent", s.testCancelDueConcurrent},
 		{"Unreturned", s.testUnreturned},
 		{"RecordPaymentEvent", s.testPaymentEvents},
+		{"RefusedPayments", s.testRefusedPayments},
+		{"Order/Amount", s.testOrderAmount},
 		{"RefundRequests", s.testRefundRequests},
 		{"RefundRequests/Concurrent", s.testClaimRefundsConcurrent},
 		{"RefundRequests/LeftByOldBinary", s.testRefundLeftByOldBinary},

@@ -305,7 +305,8 @@ func waitWritten(t *testing.T, db *database, voucher int64, must map[int64]int64
 func createLifecycleVoucher(t *testing.T, c *http.Client, base string, stock, payWithin int) int64 {
 	t.Helper()
 	now := time.Now().UTC()
-	body := fmt.Sprintf(`{"title":"lifecycle","stock":%d,"beginTime":"%s","endTime":"%s","payWithinSeconds":%d}`,
+	// Priced: a free voucher's orders are paid without the provider.
+	body := fmt.Sprintf(`{"title":"lifecycle","stock":%d,"beginTime":"%s","endTime":"%s","payWithinSeconds":%d,"price":1250,"currency":"CNY"}`,
 		stock, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), payWithin)
 	status, out, err := do(context.Background(), c, "POST", base+"/api/admin/vouchers", mint(t, adminUser, true), body)
 	if err != nil || status != 201 || out["payWithinSeconds"] != float64(payWithin) {
@@ -529,6 +530,7 @@ func TestPaymentWebhook(t *testing.T) {
 		return body
 	}
 
+	price := int64(1250) // the voucher's, owed by each order
 	// Pay starts a payment with the provider, once however often asked.
 	var ref string
 	for range 2 {
@@ -578,7 +580,7 @@ func TestPaymentWebhook(t *testing.T) {
 	if err != nil || status != 200 || body["status"] != "cancelled" {
 		t.Fatalf("cancel = %d %v %v", status, body, err)
 	}
-	if o := send("a payment after the cancellation", paymenttest.Event{ID: "evt_late", OrderID: orderOf[canceller], Ref: "pay_late"}, 200, ""); o["status"] != "refunding" {
+	if o := send("a payment after the cancellation", paymenttest.Event{ID: "evt_late", OrderID: orderOf[canceller], Ref: "pay_late", Amount: &price, Currency: "CNY"}, 200, ""); o["status"] != "refunding" {
 		t.Errorf("a late payment left the order %v, want refunding", o["status"])
 	}
 	if refunds := provider.Refunds(); len(refunds) != 1 || refunds[fmt.Sprintf("refund_%d", orderOf[canceller])] != "pay_late" {

@@ -156,6 +156,7 @@ func printStats(w io.Writer, st *seckill.Stats, source string, server bool) {
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "\nremaining + created + pending = initial when drift is 0; \"delivered\" are with a worker, not yet acknowledged.")
+		printMoney(w, st)
 		for _, vs := range st.Vouchers {
 			if len(vs.Shards) > 0 {
 				printShards(w, vs)
@@ -173,6 +174,20 @@ func printStats(w io.Writer, st *seckill.Stats, source string, server bool) {
 
 // printShards writes the shards of a sharded voucher as a table, each with
 // its master: the admissions of its buyers run there.
+// printMoney prints what each voucher sells for and what its paid orders
+// took, in the currency's units.
+func printMoney(w io.Writer, st *seckill.Stats) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "voucher\ttitle\tprice\tpaid\trevenue\t")
+	for _, vs := range st.Vouchers {
+		v := vs.Voucher
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t\n", v.ID, shorten(v.Title, 24), seckill.FormatMoney(v.Price, v.Currency), vs.Paid,
+			seckill.FormatMoney(vs.Revenue(), v.Currency))
+	}
+	tw.Flush()
+}
+
 func printShards(w io.Writer, vs seckill.VoucherStats) {
 	fmt.Fprintf(w, "\nvoucher %d: %d shards\n", vs.Voucher.ID, len(vs.Shards))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

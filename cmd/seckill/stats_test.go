@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,4 +146,36 @@ func TestPrintStatsShards(t *testing.T) {
 	if !strings.Contains(out, "voucher 6: 2 shards") || strings.Contains(out, "voucher 5: ") {
 		t.Errorf("want a shards table for voucher 6 only:\n%s", out)
 	}
+}
+
+// TestPrintStatsMoney: each voucher's price and its paid orders' revenue
+// are printed in the currency's units.
+func TestPrintStatsMoney(t *testing.T) {
+	t.Parallel()
+	st := &seckill.Stats{Time: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), Vouchers: []seckill.VoucherStats{
+		{Voucher: &seckill.Voucher{ID: 5, Title: "coffee", Stock: 3, InitialStock: 6, Shards: 1, Price: 1250, Currency: "CNY"}, Paid: 3},
+		{Voucher: &seckill.Voucher{ID: 6, Title: "ramen", Stock: 9, InitialStock: 9, Shards: 1, Price: 1200, Currency: "JPY"}},
+	}}
+	var b strings.Builder
+	printStats(&b, st, "test", false)
+	out := b.String()
+	for _, want := range [][]string{
+		{"voucher", "title", "price", "paid", "revenue"},
+		{"5", "coffee", "12.50", "CNY", "3", "37.50", "CNY"},
+		{"6", "ramen", "1200", "JPY", "0", "0", "JPY"},
+	} {
+		if !containsRow(out, want) {
+			t.Errorf("no row %q in:\n%s", want, out)
+		}
+	}
+}
+
+// containsRow reports whether a line of out has exactly the fields want.
+func containsRow(out string, want []string) bool {
+	for line := range strings.SplitSeq(out, "\n") {
+		if slices.Equal(strings.Fields(line), want) {
+			return true
+		}
+	}
+	return false
 }

@@ -153,8 +153,8 @@
     polling = true;
     clearTimeout(timer);
     const gen = generation;
-    const [stats, dlq, refunds] = await Promise.allSettled([api("GET", "/api/admin/stats"), api("GET", "/api/admin/dlq"),
-      api("GET", "/api/admin/refunds")]);
+    const [stats, dlq, refunds, refused] = await Promise.allSettled([api("GET", "/api/admin/stats"), api("GET", "/api/admin/dlq"),
+      api("GET", "/api/admin/refunds"), api("GET", "/api/admin/payments/refused")]);
     polling = false;
     if (gen !== generation) {
       // Signed out meanwhile; a new sign-in may be waiting for this poll.
@@ -183,6 +183,14 @@
       $("#refunds-card").hidden = true; // a server whose provider gives no refunds
     } else {
       errors.push("refunds: " + describe(refunds.reason));
+    }
+    if (refused.status === "fulfilled") {
+      $("#refused-card").hidden = false;
+      renderRefused(refused.value.refused || []);
+    } else if (refused.reason instanceof APIError && refused.reason.status === 503 && refused.reason.code === "unavailable") {
+      $("#refused-card").hidden = true; // a server without payments
+    } else {
+      errors.push("refused payments: " + describe(refused.reason));
     }
     const banner = $("#refresh-error");
     banner.hidden = errors.length === 0;
@@ -289,7 +297,8 @@
     const numbers = ["initialStock", "stock", "remaining", "pending", "created", "failed", "awaitingPayment", "paid", "cancelled", "returned", "drift"];
     syncRows($("#vouchers tbody"), vouchers, "data-voucher", (v) => v.id, (v, key) => {
       const tr = el("tr", {}, titleCell(v, key), el("td", { "data-voucher": key, "data-field": "window" }),
-        el("td", { class: "num", "data-voucher": key, "data-field": "price" }));
+        el("td", { class: "num", "data-voucher": key, "data-field": "price" }),
+        el("td", { class: "num", "data-voucher": key, "data-field": "revenue" }));
       for (const n of numbers) tr.append(el("td", { class: "num", "data-voucher": key, "data-field": n }));
       const reconcile = el("button", { type: "button", class: "small", "data-action": "reconcile", "data-voucher": key }, "Reconcile");
       const repair = el("button", { type: "button", class: "small quiet", "data-action": "repair", "data-voucher": key }, "Repair");
@@ -321,6 +330,9 @@
       price.textContent = v.priceText;
       price.dataset.value = String(v.price);
       price.dataset.currency = v.currency;
+      const revenue = field(tr, "revenue");
+      revenue.textContent = v.revenueText;
+      revenue.dataset.value = String(v.revenue);
       const pause = tr.querySelector('button[data-action="pause"], button[data-action="resume"]');
       if (!pause.disabled) {
         pause.dataset.action = v.paused ? "resume" : "pause";
@@ -627,6 +639,38 @@
       const e = field(tr, "lastError");
       e.textContent = r.lastError || "–";
       e.classList.toggle("warn", !!r.lastError);
+    });
+  }
+
+  // Why a payment event was refused, in words.
+  const REFUSED = {
+    amount_mismatch: "another amount",
+    currency_mismatch: "another currency",
+    amount_missing: "amount not said",
+  };
+
+  function renderRefused(list) {
+    setNum($("#refused-count"), list.length);
+    $("#refused-count").classList.toggle("alert", list.length > 0);
+    $("#refused-empty").hidden = list.length > 0;
+    $("#refused").hidden = list.length === 0;
+    syncRows($("#refused tbody"), list, "data-refused", (r) => r.eventId, (r, key) =>
+      el("tr", {}, ...["orderId", "expected", "received", "reason", "eventId", "at"].map((f) =>
+        el("td", { "data-refused": key, "data-field": f, class: f === "orderId" || f === "eventId" ? "mono" : f === "expected" || f === "received" ? "num" : "" }))),
+    (tr, r) => {
+      field(tr, "orderId").textContent = r.orderId;
+      field(tr, "expected").textContent = r.expected;
+      const got = field(tr, "received");
+      got.textContent = r.received || "not said";
+      got.classList.add("warn");
+      const why = field(tr, "reason");
+      why.textContent = REFUSED[r.reason] || r.reason;
+      why.dataset.value = r.reason;
+      field(tr, "eventId").textContent = r.eventId;
+      const at = field(tr, "at");
+      at.dataset.value = r.at;
+      at.textContent = clock(new Date(r.at));
+      at.title = r.at;
     });
   }
 

@@ -341,6 +341,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		OrderTime: orderid.Time}
 	a.Payments = &seckill.PaymentService{Store: cfg.Store, Ledger: ops.Ledger, Orders: a.Orders, Vouchers: a.Vouchers,
 		Provider: cfg.Payments, Grace: cfg.PaymentGrace, Logger: logger, Clock: time.Now, Crash: cfg.Test.Crash}
+	if err := register(cfg.Registry, "the payments' metrics", prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "seckill_payment_events_refused_total",
+		Help: "Payment events refused because their amount or currency was not their order's, or not said: the order not paid by them (listed on the admin page, to settle with the provider)."},
+		func() float64 { return float64(a.Payments.Refused()) })); err != nil {
+		return nil, err
+	}
 	if r, ok := cfg.Payments.(seckill.Refunder); ok {
 		a.Refunds = &seckill.RefundRequester{Store: cfg.Store, Provider: r, Logger: logger, Clock: time.Now}
 		a.Payments.Refunds = a.Refunds
@@ -415,6 +421,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Webhook:     cfg.Webhook,
 		Challenges:  a.Challenges,
 		Refunds:     refundAdmin(a.Refunds),
+
+		RefusedPayments: a.Payments,
 	}, cfg.Registry, logger); err != nil {
 		return nil, err
 	}

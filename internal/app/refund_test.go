@@ -50,12 +50,14 @@ func TestRefusedRefundAskedAgain(t *testing.T) {
 	var v struct{ ID string }
 	call(t, a, http.MethodPost, "/api/admin/vouchers", admin, map[string]any{
 		"title": "refund test", "stock": 1, "beginTime": now.Add(-time.Minute), "endTime": now.Add(time.Hour), "payWithinSeconds": 600,
+		"price": 1250,
 	}, http.StatusCreated, &v)
 	var o struct{ OrderID, Status string }
 	call(t, a, http.MethodPost, "/api/vouchers/"+v.ID+"/seckill", buyer, nil, http.StatusOK, &o)
 	call(t, a, http.MethodPost, "/api/orders/"+o.OrderID+"/cancel", buyer, nil, http.StatusOK, nil)
 
 	provider.RefuseRefunds(1)
+	lateAmount := int64(1250)
 	send := func(what string, res *http.Response, err error) {
 		t.Helper()
 		if err != nil {
@@ -68,7 +70,8 @@ func TestRefusedRefundAskedAgain(t *testing.T) {
 			t.Errorf("%s = %d %s; want 200 refunding", what, res.StatusCode, got.Status)
 		}
 	}
-	res, err := provider.Send(ctx, srv.URL+"/api/payments/webhook", paymenttest.Event{ID: "evt_late", OrderID: mustInt(t, o.OrderID), Ref: "pay_late"})
+	res, err := provider.Send(ctx, srv.URL+"/api/payments/webhook", paymenttest.Event{ID: "evt_late", OrderID: mustInt(t, o.OrderID), Ref: "pay_late",
+		Amount: &lateAmount, Currency: "CNY"})
 	send("the late payment", res, err)
 	if n, refunds := provider.RefundRequests(), provider.Refunds(); n != 1 || len(refunds) != 0 {
 		t.Fatalf("after the late payment the provider had %d refund requests and took %v; want 1 refused", n, refunds)

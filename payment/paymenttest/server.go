@@ -56,6 +56,9 @@ type Charge struct {
 	ID, URL string
 	// The ids of the charge's body, as sent.
 	OrderID, UserID, VoucherID string
+	// Amount and Currency are what the charge asked to take, as sent.
+	Amount   int64
+	Currency string
 	// Authorization is the first request's Authorization header.
 	Authorization string
 	// Requests counts the requests that carried Key: 1, and one more for
@@ -117,6 +120,8 @@ type chargeBody struct {
 	OrderID   string `json:"orderId"`
 	UserID    string `json:"userId"`
 	VoucherID string `json:"voucherId"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -164,13 +169,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			OrderID:       body.OrderID,
 			UserID:        body.UserID,
 			VoucherID:     body.VoucherID,
+			Amount:        body.Amount,
+			Currency:      body.Currency,
 			Authorization: r.Header.Get("Authorization"),
 		}
 		c.URL = s.URL + "/checkout/" + c.ID
 		s.byKey[key] = c
 		s.charges = append(s.charges, c)
 		status = http.StatusCreated
-	case c.OrderID != body.OrderID || c.UserID != body.UserID || c.VoucherID != body.VoucherID:
+	case c.OrderID != body.OrderID || c.UserID != body.UserID || c.VoucherID != body.VoucherID ||
+		c.Amount != body.Amount || c.Currency != body.Currency:
 		// As Stripe does: a key names one request, and another request
 		// under it is a client's bug, not a second payment.
 		http.Error(w, "the Idempotency-Key was used with another request", http.StatusUnprocessableEntity)
@@ -250,6 +258,13 @@ type Event struct {
 	OrderID int64
 	// Ref is the payment's id.
 	Ref string
+	// Amount and Currency are what the payment took, as the event says.
+	// Default: what the charge of Ref asked for, if the server took it.
+	Amount   *int64
+	Currency string
+	// Unsaid sends the event without an amount or a currency, as a
+	// provider that does not say them.
+	Unsaid bool
 }
 
 // sendOptions are how a Send departs from a provider's signed event.
@@ -279,8 +294,10 @@ type eventBody struct {
 	Type    string `json:"type"`
 	Created int64  `json:"created"`
 	Data    struct {
-		OrderID string `json:"orderId"`
-		Ref     string `json:"ref"`
+		OrderID  string `json:"orderId"`
+		Ref      string `json:"ref"`
+		Amount   *int64 `json:"amount,omitempty"`
+		Currency string `json:"currency,omitempty"`
 	} `json:"data"`
 }
 
@@ -297,12 +314,23 @@ func (s *Server) Send(ctx context.Context, targetURL string, ev Event, opts ...S
 	if ev.ID == "" {
 		ev.ID = "evt_" + strconv.Itoa(s.events)
 	}
-	if ev.OrderID == 0 {
-		for _, c := range s.charges {
-			if c.ID == ev.Ref {
-				ev.OrderID, _ = strconv.ParseInt(c.OrderID, 10, 64)
-			}
+	for _, c := range s.charges {
+		if c.ID != ev.Ref {
+			continue
 		}
+		if ev.OrderID == 0 {
+			ev.OrderID, _ = strconv.ParseInt(c.OrderID, 10, 64)
+		}
+		if ev.Amount == nil {
+			amount := c.Amount
+			ev.Amount = &amount
+		}
+		if ev.Currency == "" {
+			ev.Currency = c.Currency
+		}
+	}
+	if ev.Unsaid {
+		ev.Amount, ev.Currency = nil, ""
 	}
 	s.mu.Unlock()
 	if ev.Type == "" {
@@ -310,6 +338,7 @@ func (s *Server) Send(ctx context.Context, targetURL string, ev Event, opts ...S
 	}
 	b := eventBody{ID: ev.ID, Type: ev.Type, Created: o.at.Unix()}
 	b.Data.OrderID, b.Data.Ref = strconv.FormatInt(ev.OrderID, 10), ev.Ref
+	b.Data.Amount, b.Data.Currency = ev.Amount, ev.Currency
 	body, err := json.Marshal(b)
 	if err != nil {
 		return nil, fmt.Errorf("paymenttest: %w", err)

@@ -90,7 +90,7 @@ func TestSendSignsAsAProvider(t *testing.T) {
 		rw.WriteHeader(http.StatusNoContent)
 	}))
 	defer route.Close()
-	c, err := w.Charge(t.Context(), &seckill.Order{ID: 41, UserID: 1, VoucherID: 2})
+	c, err := w.Charge(t.Context(), &seckill.Order{ID: 41, UserID: 1, VoucherID: 2, Amount: 1250, Currency: "CNY"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,17 +103,32 @@ func TestSendSignsAsAProvider(t *testing.T) {
 		res.Body.Close()
 		return <-got
 	}
-	want := seckill.PaymentEvent{ID: "evt_1", Type: seckill.PaymentSucceeded, OrderID: 41, Ref: c.Ref, At: now.Truncate(time.Second)}
-	if v := send(paymenttest.Event{Ref: c.Ref}, paymenttest.SignedAt(now)); v.err != nil || v.ev != want {
-		t.Errorf("Send(): the route verified %+v, %v; want %+v", v.ev, v.err, want)
+	// By default the event says what the charge of its Ref took.
+	want := seckill.PaymentEvent{ID: "evt_1", Type: seckill.PaymentSucceeded, OrderID: 41, Ref: c.Ref, At: now.Truncate(time.Second), Currency: "CNY"}
+	took := func(ev seckill.PaymentEvent, amount int64) bool {
+		a := ev.Amount
+		ev.Amount = nil
+		return a != nil && *a == amount && ev == want
+	}
+	if v := send(paymenttest.Event{Ref: c.Ref}, paymenttest.SignedAt(now)); v.err != nil || !took(v.ev, 1250) {
+		t.Errorf("Send(): the route verified %+v, %v; want %+v of 1250", v.ev, v.err, want)
 	}
 	res, err := srv.Replay(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if v := <-got; v.err != nil || v.ev != want {
+	if v := <-got; v.err != nil || !took(v.ev, 1250) {
 		t.Errorf("Replay(): the route verified %+v, %v; want %+v again", v.ev, v.err, want)
+	}
+	// An event may say another amount than the charge's, or none.
+	less := int64(1000)
+	want.ID = "evt_2"
+	if v := send(paymenttest.Event{Ref: c.Ref, Amount: &less}, paymenttest.SignedAt(now)); v.err != nil || !took(v.ev, 1000) {
+		t.Errorf("Send(Amount 1000): the route verified %+v, %v; want %+v of 1000", v.ev, v.err, want)
+	}
+	if v := send(paymenttest.Event{Ref: c.Ref, Unsaid: true}, paymenttest.SignedAt(now)); v.err != nil || v.ev.Amount != nil || v.ev.Currency != "" {
+		t.Errorf("Send(Unsaid): the route verified %+v, %v; want no amount nor currency", v.ev, v.err)
 	}
 	for name, opt := range map[string]paymenttest.SendOption{
 		"Tampered":   paymenttest.Tampered(),
