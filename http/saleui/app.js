@@ -80,7 +80,6 @@
   }
 
   let token = "";
-  let userID = "";
 
   async function api(method, path, { body, auth, headers } = {}) {
     const h = { Accept: "application/json" };
@@ -135,11 +134,10 @@
     }
   }
 
-  function logIn(jwt, id, phone) {
+  function logIn(jwt, phone) {
     const c = claims(jwt);
     if (!c || (c.exp && c.exp * 1000 <= Date.now())) return false;
     token = jwt;
-    userID = id || String(c.sub || "");
     localStorage.setItem(TOKEN_KEY, jwt);
     if (phone) localStorage.setItem(PHONE_KEY, maskPhone(phone));
     const masked = localStorage.getItem(PHONE_KEY);
@@ -152,7 +150,6 @@
 
   function logOut(why) {
     token = "";
-    userID = "";
     localStorage.removeItem(TOKEN_KEY);
     localStorage.removeItem(PHONE_KEY);
     pendingOrders.clear();
@@ -241,7 +238,7 @@
     try {
       const { data } = await api("POST", "/api/auth/login", { body: { phone, code } });
       $("#code").value = "";
-      logIn(data.token, data.userId, phone);
+      logIn(data.token, phone);
       announce("Signed in.");
       $("#sale").focus();
     } catch (err) {
@@ -873,9 +870,11 @@
     let text = "";
     let note = "";
     switch (o.status) {
-      case "":
       case "pending":
         text = "Confirming your order…";
+        break;
+      case "": // not known yet: being asked
+        text = "Checking your order…";
         break;
       case "created":
         if (o.payBy) {
