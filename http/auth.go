@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill"
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/ratelimit"
 )
 
@@ -35,8 +36,19 @@ func (s *Server) sendCode(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
-		Sent bool `json:"sent"`
-	}{Sent: true})
+		Sent     bool   `json:"sent"`
+		Delivery string `json:"delivery"`
+	}{Sent: true, Delivery: codeDelivery(s.login.Sender)})
+}
+
+// codeDelivery says where a login code goes, for the sale page to tell the
+// buyer where to look: "log" on the embedded default, whose codes are
+// written to the server's log, "phone" through any other sender.
+func codeDelivery(sender seckill.CodeSender) string {
+	if _, ok := sender.(auth.LogSender); ok {
+		return "log"
+	}
+	return "phone"
 }
 
 func (s *Server) logIn(w http.ResponseWriter, r *http.Request, client string) {

@@ -199,3 +199,24 @@ func TestLoginRoutesRateLimited(t *testing.T) {
 			c.issued.Load(), c.sent.Load(), c.redeemed.Load(), c.users.Load())
 	}
 }
+
+// TestCodeDelivery: the code answer says "log" for the embedded default's
+// sender, which writes codes to the log, and "phone" for the webhook's.
+func TestCodeDelivery(t *testing.T) {
+	t.Parallel()
+	hook, err := auth.NewWebhookSender("https://sms.example/send", []byte(strings.Repeat("s", auth.MinSecretLen)), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sender seckill.CodeSender
+		want   string
+	}{
+		{auth.LogSender{Logger: slog.Default()}, "log"},
+		{hook, "phone"},
+	} {
+		if got := codeDelivery(tc.sender); got != tc.want {
+			t.Errorf("codeDelivery(%T) = %q, want %q", tc.sender, got, tc.want)
+		}
+	}
+}

@@ -34,8 +34,8 @@ func TestLogin(t *testing.T) {
 	// Asked for as people type it, sent to and redeemed as E.164.
 	const phone = "+8613800138000"
 	res := e.do("POST", "/api/auth/code", "", map[string]string{"phone": "0086 138-0013-8000"})
-	if res.status != 200 {
-		t.Fatalf("POST /api/auth/code = %d %s", res.status, res.raw)
+	if res.status != 200 || res.body["delivery"] != "phone" {
+		t.Fatalf("POST /api/auth/code = %d %s, want 200 with delivery phone (a sender not the log's)", res.status, res.raw)
 	}
 	code := e.codes.last(phone)
 	if len(code) != auth.CodeLen {

@@ -241,7 +241,7 @@ func TestJSONShapes(t *testing.T) {
 			"admissions":[{"time":"2026-12-01T12:00:00Z","counts":{"admitted":3}}],
 			"workers":{"consumer":"host-1","mode":"stream","busy":0,"allowed":4,"breaker":"closed"}}`,
 			[]string{"Stats"}},
-		{"send code", "POST", "/api/auth/code", "", map[string]string{"phone": "0086 138-0013-8000"}, 200, `{"sent":true}`,
+		{"send code", "POST", "/api/auth/code", "", map[string]string{"phone": "0086 138-0013-8000"}, 200, `{"sent":true,"delivery":"phone"}`,
 			[]string{"IssueCode " + phone}},
 		{"healthz", "GET", "/healthz", "", nil, 200, `{"status":"ok"}`, nil},
 		{"readyz", "GET", "/readyz", "", nil, 200, `{"status":"ok","checks":{"db":"ok","redis":"ok"}}`, nil},

@@ -27,8 +27,14 @@ var saleUI embed.FS
 const saleAssetPrefix = "/sale/"
 
 // saleCSP is adminCSP with the solver's Web Worker allowed from the page's
-// own origin: the buyer's token can go nowhere else.
-const saleCSP = "default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self'; img-src 'self' data:; " +
+// own origin: the buyer's token can go nowhere else. Images may come from
+// any https origin too, since a voucher's picture (imageUrl) is wherever
+// the shop keeps it; an image sends no token and runs nothing, and the
+// page sends no Referer with it. Not http: a page served over https, as a
+// shop's is, could not show an http picture anyway (the browser upgrades
+// or blocks it as mixed content), and over http which pictures a buyer
+// looks at is anyone's to read; the page shows its placeholder instead.
+const saleCSP = "default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self'; img-src 'self' data: https:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // Cache lifetimes of the sale page's files. The page is revalidated on

@@ -40,6 +40,11 @@ func TestSalePageFiles(t *testing.T) {
 	if csp := page.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "worker-src 'self'") {
 		t.Errorf("GET /: Content-Security-Policy %q", csp)
 	}
+	// Pictures from any https origin (a voucher's imageUrl), none over
+	// plain http.
+	if csp := page.header.Get("Content-Security-Policy"); !strings.Contains(csp, "img-src 'self' data: https:;") || strings.Contains(csp, "http:") {
+		t.Errorf("GET /: Content-Security-Policy %q, want img-src 'self' data: https: and no http:", csp)
+	}
 	if res := get("/", page.header.Get("ETag")); res.status != http.StatusNotModified || len(res.raw) != 0 {
 		t.Errorf("GET / with its ETag = %d (%d bytes), want 304", res.status, len(res.raw))
 	}

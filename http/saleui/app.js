@@ -4,9 +4,10 @@
 // and follows the order. Plain browser JavaScript, no build step and no
 // library: the page is the same static files for every buyer.
 //
-// Each voucher is an <li data-voucher=ID data-state=…>; the fields the
-// browser test (http/salepage_test.go) reads carry data-field, and the
-// order its data-order and data-status.
+// Each voucher is a card, an <li data-voucher=ID data-state=…>: its
+// picture, price, terms, countdown and buy button. The fields the browser
+// test (http/salepage_test.go) reads carry data-field, and the order its
+// data-order and data-status.
 "use strict";
 
 (() => {
@@ -18,9 +19,11 @@
   const REFRESH_MAX_MS = 30000;
   const CLOCK_SAMPLES = 5; // GET /api/time round trips per measurement
   const CLOCK_EVERY_MS = 5 * 60 * 1000;
-  const ENDED_SHOWN_MS = 30 * 60 * 1000; // an ended sale stays listed this long
   const AUTO_RETRIES = 3; // 429 and 503 answers retried by themselves
   const TOKEN_KEY = "seckill.buyerToken";
+  // The phone signed in with, masked (only its last digits are kept): the
+  // account shows it, the token holds no phone.
+  const PHONE_KEY = "seckill.buyerPhone";
 
   const $ = (sel, root = document) => root.querySelector(sel);
   const solverURL = document.currentScript.dataset.solver;
@@ -77,7 +80,6 @@
   }
 
   let token = "";
-  let userID = "";
 
   async function api(method, path, { body, auth, headers } = {}) {
     const h = { Accept: "application/json" };
@@ -100,7 +102,7 @@
     const retryAfter = parseInt(res.headers.get("Retry-After") || "0", 10) || 0;
     const code = data && data.code ? data.code : "http_" + res.status;
     const err = new APIError(res.status, code, data && data.message ? data.message : res.statusText, data, retryAfter);
-    if (err.status === 401 && auth) logOut("Your session has ended: log in again.");
+    if (err.status === 401 && auth) logOut("Your session has ended: sign in again.");
     throw err;
   }
 
@@ -132,13 +134,14 @@
     }
   }
 
-  function logIn(jwt, id) {
+  function logIn(jwt, phone) {
     const c = claims(jwt);
     if (!c || (c.exp && c.exp * 1000 <= Date.now())) return false;
     token = jwt;
-    userID = id || String(c.sub || "");
     localStorage.setItem(TOKEN_KEY, jwt);
-    $("#account-name").textContent = "Buyer " + userID;
+    if (phone) localStorage.setItem(PHONE_KEY, maskPhone(phone));
+    const masked = localStorage.getItem(PHONE_KEY);
+    $("#account-name").textContent = "Signed in" + (masked ? " · " + masked : "");
     $("#account").hidden = false;
     $("#login").hidden = true;
     loadOrders();
@@ -147,8 +150,9 @@
 
   function logOut(why) {
     token = "";
-    userID = "";
     localStorage.removeItem(TOKEN_KEY);
+    localStorage.removeItem(PHONE_KEY);
+    pendingOrders.clear();
     $("#account").hidden = true;
     $("#login").hidden = false;
     $("#login-form").hidden = true;
@@ -164,6 +168,13 @@
     }
   }
 
+  // maskPhone keeps a phone number's last 4 digits: enough for its owner to
+  // know it, little for someone looking over their shoulder.
+  function maskPhone(phone) {
+    const digits = phone.replace(/\D/g, "");
+    return digits.length < 4 ? "" : "•••• " + digits.slice(-4);
+  }
+
   // loginError says what a login route's refusal means to the buyer.
   function loginError(err) {
     switch (err.code) {
@@ -174,7 +185,9 @@
       case "rate_limited":
         return "Too many tries: wait " + (err.retryAfter || 60) + " s and try again.";
       case "unavailable":
-        return err.message + (err.retryAfter ? " (try again in " + err.retryAfter + " s)" : "");
+        return "Signing in is not possible right now" + (err.retryAfter ? ": try again in " + err.retryAfter + " s." : ".");
+      case "network":
+        return "The shop cannot be reached: check your connection and try again.";
       default:
         return err.message;
     }
@@ -191,10 +204,23 @@
     }
     $("#send-code").disabled = true;
     try {
-      await api("POST", "/api/auth/code", { body: { phone } });
+      const { data } = await api("POST", "/api/auth/code", { body: { phone } });
       $("#code-form").hidden = true;
       $("#login-form").hidden = false;
-      $("#login-status").textContent = "A code is on its way to " + phone + ".";
+      // A server that writes codes to its log (its trial setup) says so;
+      // only then is the log worth a word.
+      const status = $("#login-status");
+      status.textContent = "";
+      if (data && data.delivery === "log") {
+        status.append("This shop is set up for trying out: it writes the code to its server's log instead of texting it. Look for the line ");
+        const line = document.createElement("code");
+        line.textContent = "login code phone=" + phone + " code=…";
+        status.append(line, ".");
+        status.dataset.delivery = "log";
+      } else {
+        status.textContent = "We sent a code to " + phone + ".";
+        status.dataset.delivery = "phone";
+      }
       $("#code").focus();
     } catch (err) {
       $("#login-error").textContent = loginError(err);
@@ -212,8 +238,8 @@
     try {
       const { data } = await api("POST", "/api/auth/login", { body: { phone, code } });
       $("#code").value = "";
-      logIn(data.token, data.userId);
-      announce("Logged in as buyer " + data.userId + ".");
+      logIn(data.token, phone);
+      announce("Signed in.");
       $("#sale").focus();
     } catch (err) {
       $("#login-error").textContent = loginError(err);
@@ -232,7 +258,7 @@
 
   $("#log-out").addEventListener("click", () => {
     logOut("");
-    announce("Logged out.");
+    announce("Signed out.");
     $("#phone").focus();
   });
 
@@ -252,9 +278,19 @@
     try {
       const { data } = await api("GET", "/api/vouchers");
       const seen = new Set();
-      const list = data.vouchers.filter((d) => Date.parse(d.endTime) > serverNow() - ENDED_SHOWN_MS);
-      // Those on sale first, then those coming up, soonest first; ended last.
-      list.sort((a, b) => rank(a) - rank(b) || Date.parse(a.beginTime) - Date.parse(b.beginTime));
+      // An ended sale is gone, unless the buyer has an order on it shown
+      // already (it stays while the page is open, not to vanish as they
+      // pay), or one that still asks something of them: to pay, or being
+      // confirmed.
+      const list = data.vouchers.filter((d) => {
+        const v = vouchers.get(d.id);
+        return stateOf(d) !== "ended" || (v !== undefined && v.order !== null) || waitingOrder(pendingOrders.get(d.id));
+      });
+      // On sale first, ending soonest first; then coming up, starting
+      // soonest first; then sold out; an ended sale kept for its order last.
+      list.sort((a, b) => rank(a) - rank(b) ||
+        (rank(a) === 0 ? Date.parse(a.endTime) - Date.parse(b.endTime) : Date.parse(a.beginTime) - Date.parse(b.beginTime)) ||
+        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       const ul = $("#vouchers");
       const focused = document.activeElement;
       list.forEach((d, i) => {
@@ -265,6 +301,12 @@
           vouchers.set(d.id, v);
         }
         v.data = d;
+        // An order read before its voucher was listed.
+        const o = pendingOrders.get(d.id);
+        if (o) {
+          pendingOrders.delete(d.id);
+          if (!v.order) track(v, o);
+        }
         draw(v);
         // Moved only when the order changes: a moved node loses the focus,
         // which is given back.
@@ -293,15 +335,21 @@
     }
   }
 
+  const RANK = { "on-sale": 0, "paused": 0, "upcoming": 1, "sold-out": 2, "ended": 3 };
   function rank(d) {
-    const now = serverNow();
-    if (Date.parse(d.endTime) <= now) return 2;
-    return Date.parse(d.beginTime) <= now ? 0 : 1;
+    return RANK[stateOf(d)];
+  }
+
+  // waitingOrder reports whether an order still asks something of its
+  // buyer: it is being confirmed, or to pay.
+  function waitingOrder(o) {
+    return !!o && (o.status === "pending" || o.status === "" || (o.status === "created" && !!o.payBy && Date.parse(o.payBy) > serverNow()));
   }
 
   function newVoucher(d) {
     const el = $("#voucher-template").content.firstElementChild.cloneNode(true);
     el.dataset.voucher = d.id;
+    drawPicture(el, d);
     // peak is the most stock seen: the voucher JSON's stock is what the
     // database holds now, not what the sale began with.
     const v = { id: d.id, data: d, el, peak: 0, order: null, orderTimer: null, solution: null, preparing: null, busy: false };
@@ -315,7 +363,10 @@
 
   // state is what a voucher is now, on the server's clock.
   function state(v) {
-    const d = v.data;
+    return stateOf(v.data);
+  }
+
+  function stateOf(d) {
     const now = serverNow();
     if (Date.parse(d.endTime) <= now) return "ended";
     if (d.remaining === 0) return "sold-out";
@@ -336,6 +387,13 @@
     el.dataset.state = st;
     set($('[data-field="title"]', el), d.title);
     set($('[data-field="state"]', el), STATE_TEXT[st]);
+    drawPrice(v);
+    if (el.dataset.imageUrl !== (d.imageUrl || "")) drawPicture(el, d);
+    const sub = $('[data-field="subtitle"]', el);
+    set(sub, d.subtitle || "");
+    sub.hidden = !d.subtitle;
+    set($('[data-field="rules"]', el), d.rules || "");
+    $('[data-field="rules-box"]', el).hidden = !d.rules;
     const now = serverNow();
     let label = "";
     let count = "";
@@ -393,6 +451,89 @@
 
   function set(el, text) {
     if (el.textContent !== text) el.textContent = text;
+  }
+
+  // ---- money and pictures -----------------------------------------------
+
+  // money writes an amount in minor units (fen, cents; yen are their own
+  // minor unit) in its currency, in the buyer's language: 990 CNY is
+  // "CN¥9.90" in English, "¥9.90" in Chinese. Intl knows each currency's
+  // decimals. A currency it does not know is written as its code.
+  const formats = new Map();
+  function money(amount, currency) {
+    if (amount === 0) return "Free";
+    let f = formats.get(currency);
+    if (f === undefined) {
+      try {
+        f = new Intl.NumberFormat(undefined, { style: "currency", currency });
+      } catch (e) {
+        f = null; // no currency, or not one Intl knows
+      }
+      formats.set(currency, f);
+    }
+    if (f === null) return (amount / 100).toFixed(2) + (currency ? " " + currency : "");
+    return f.format(amount / 10 ** f.resolvedOptions().maximumFractionDigits);
+  }
+
+  // drawPrice shows the voucher's price, and its value struck through when
+  // it is above the price, with the saving.
+  function drawPrice(v) {
+    const d = v.data;
+    const el = v.el;
+    const price = typeof d.price === "number" ? d.price : null;
+    const row = $(".price-row", el);
+    row.hidden = price === null;
+    if (price === null) return;
+    const p = $('[data-field="price"]', el);
+    set(p, money(price, d.currency));
+    p.dataset.value = String(price);
+    const value = typeof d.value === "number" ? d.value : 0;
+    const above = value > price;
+    $('[data-field="value-box"]', el).hidden = !above;
+    set($('[data-field="value"]', el), above ? money(value, d.currency) : "");
+    const off = above && price > 0 ? Math.floor((1 - price / value) * 100) : 0;
+    $('[data-field="saving"]', el).hidden = off < 1;
+    set($('[data-field="saving"]', el), off >= 1 ? "−" + off + "%" : "");
+  }
+
+  const HUES = [4, 24, 152, 172, 196, 218, 258, 290, 330];
+
+  // drawPicture shows the voucher's picture: its imageUrl when it is https
+  // (the page's policy, saleCSP in http/salepage.go, loads no other),
+  // otherwise, or while or when it fails to load, a gradient of a colour
+  // of the title's with its first letter.
+  function drawPicture(el, d) {
+    const box = $('[data-field="picture"]', el);
+    const url = d.imageUrl || "";
+    el.dataset.imageUrl = url;
+    const old = $("img", box);
+    if (old) old.remove();
+    // FNV-1a of the title picks one of a few hues: the same title, the
+    // same colour, on every visit.
+    let h = 2166136261;
+    for (const ch of d.title || "") h = Math.imul(h ^ ch.codePointAt(0), 16777619) >>> 0;
+    box.style.setProperty("--hue", String(HUES[h % HUES.length]));
+    $('[data-field="initial"]', box).textContent = Array.from((d.title || "?").trim())[0] || "?";
+    box.dataset.picture = "placeholder";
+    let https = false;
+    try {
+      https = new URL(url).protocol === "https:";
+    } catch (e) {
+      // none, or not a URL: the placeholder stays
+    }
+    if (!https) return;
+    const img = document.createElement("img");
+    img.alt = "";
+    img.decoding = "async";
+    img.loading = "lazy";
+    img.referrerPolicy = "no-referrer";
+    img.addEventListener("load", () => { box.dataset.picture = "image"; });
+    img.addEventListener("error", () => {
+      img.remove();
+      box.dataset.picture = "placeholder";
+    });
+    img.src = url;
+    box.prepend(img);
   }
 
   // duration writes ms as "2 d 03:04:05", "03:04:05" or "04:05", rounded
@@ -533,7 +674,7 @@
 
   async function buyVoucher(v) {
     if (!token) {
-      outcome(v, "bad", "Log in first: your phone number, then the code we send.");
+      outcome(v, "bad", "Sign in first: your phone number, then the code we send.");
       $("#login").hidden = false;
       $("#phone").focus();
       return;
@@ -567,7 +708,7 @@
     try {
       const { data } = await api("POST", "/api/vouchers/" + v.id + "/seckill", { auth: true, headers });
       track(v, { orderId: data.orderId, voucherId: v.id, status: data.status });
-      outcome(v, "ok", "You got it! Your order is being written.");
+      outcome(v, "ok", "You got it!");
       focusOrder(v);
     } catch (err) {
       return bought(v, err, fresh, retries);
@@ -618,7 +759,7 @@
       case "voucher_not_found":
         return say("bad", "This sale no longer exists.");
       case "unauthorized":
-        return say("bad", "Log in again to buy.");
+        return say("bad", "Sign in again to buy.");
       case "rate_limited":
       case "unavailable": {
         const wait = Math.max(err.retryAfter || 1, 1);
@@ -639,9 +780,11 @@
 
   // ---- orders -----------------------------------------------------------
 
-  const ORDER_TEXT = {
-    pending: "pending", created: "created", paid: "paid", cancelled: "cancelled",
-    refunding: "cancelled, refunding", refunded: "cancelled, refunded", failed: "failed",
+  // The reasons the server gives a cancelled order (seckill.Reason*), in
+  // the buyer's words.
+  const CANCEL_REASON = {
+    "cancelled by the buyer": "you cancelled it",
+    "not paid by the deadline": "not paid in time",
   };
   const FINAL = ["paid", "cancelled", "refunded", "failed"];
 
@@ -719,18 +862,54 @@
     box.dataset.order = o.orderId;
     box.dataset.status = o.status;
     set($('[data-field="order-id"]', box), o.orderId);
-    set($('[data-field="order-status"]', box), ORDER_TEXT[o.status] || o.status || "…");
-    let note = "";
     const left = o.payBy ? Date.parse(o.payBy) - serverNow() : 0;
     // Past payBy the order is cancelled (the sweeper says so within
     // moments): paying would be refused.
     const payable = o.status === "created" && o.payBy && left > 0;
-    if (o.status === "pending") note = "Admitted: being written to the shop's books.";
-    else if (o.status === "created" && o.payBy) {
-      note = left > 0 ? "Pay within " + duration(left) + " or it is cancelled." : "The time to pay is up.";
-    } else if (o.status === "created") note = "Yours.";
-    else if (o.status === "paid") note = "Paid. Enjoy!";
-    else if (o.status === "cancelled" || o.status === "refunding" || o.status === "refunded" || o.status === "failed") note = o.reason || "";
+    const why = CANCEL_REASON[o.reason] ? " (" + CANCEL_REASON[o.reason] + ")" : "";
+    let text = "";
+    let note = "";
+    switch (o.status) {
+      case "pending":
+        text = "Confirming your order…";
+        break;
+      case "": // not known yet: being asked
+        text = "Checking your order…";
+        break;
+      case "created":
+        if (o.payBy) {
+          const at = new Date(Date.parse(o.payBy) - offset).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+          text = "Ordered — pay by " + at;
+          note = left > 0 ? "Pay within " + duration(left) + " or it is cancelled." : "The time to pay is up.";
+        } else {
+          text = "Ordered";
+        }
+        break;
+      case "paid":
+        text = "Paid";
+        note = "It is yours. Enjoy!";
+        break;
+      case "cancelled":
+        text = "Cancelled" + why;
+        break;
+      case "refunding":
+        text = "Cancelled" + why;
+        note = "Your payment came after the order was cancelled: it is being refunded.";
+        break;
+      case "refunded":
+        text = "Cancelled" + why;
+        note = "Your payment has been refunded.";
+        break;
+      case "failed":
+        text = "Not completed";
+        note = "The shop could not confirm this order, and nothing was charged. You may try again.";
+        break;
+      default:
+        text = o.status;
+    }
+    set($('[data-field="order-status"]', box), text);
+    const amount = typeof o.amount === "number" ? money(o.amount, o.currency) : "";
+    set($('[data-field="order-amount"]', box), amount);
     set($('[data-field="order-note"]', box), note);
     $(".order-actions", box).hidden = !payable;
   }
@@ -758,7 +937,7 @@
       stopOrderPoll(v);
       pollOrder(v);
     } catch (err) {
-      if (err.code === "order_pending") outcome(v, "wait", "Your order is still being written: try again in a moment.");
+      if (err.code === "order_pending") outcome(v, "wait", "Your order is still being confirmed: try again in a moment.");
       else if (err.code === "order_cancelled") outcome(v, "bad", "This order is cancelled (the time to pay is up).");
       else if (err.code === "order_paid") outcome(v, "ok", "This order is paid already.");
       else outcome(v, "bad", "Could not " + what + ": " + err.message);
@@ -799,11 +978,6 @@
     await syncClock();
     if (!clockKnown) banner("The server's clock could not be read: countdowns follow this device's clock.");
     await refresh();
-    for (const [id, o] of pendingOrders) {
-      const v = vouchers.get(id);
-      if (v && !v.order) track(v, o);
-    }
-    pendingOrders.clear();
     tick();
     startRefresh();
     setInterval(syncClock, CLOCK_EVERY_MS);
