@@ -144,7 +144,7 @@ func TestPendingOrderShowsThePrice(t *testing.T) {
 	vs, store, _ := services(t, "")
 	ctx := context.Background()
 	in := onSale("pending, priced", 10)
-	in.Price, in.Currency = 1200, "JPY"
+	in.Price, in.Currency, in.PayWithin = 1200, "JPY", time.Minute
 	v, err := vs.Create(ctx, in)
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,11 @@ const (
 	// MaxPayWithin bounds Voucher.PayWithin: a unit held longer than a
 	// day by a buyer who may never pay is not a flash sale's.
 	MaxPayWithin = 24 * time.Hour
+	// DefaultPricedPayWithin is the PayWithin of a voucher created with a
+	// price and no deadline (the API's default): a priced order must be
+	// paid, and a unit held by one that never is must come back on sale.
+	// A quarter of an hour, as shops commonly give.
+	DefaultPricedPayWithin = 15 * time.Minute
 	// MaxChallengeLead bounds Voucher.ChallengeLead: a challenge issued
 	// longer before the start could be solved at leisure, which its lead
 	// is there to prevent.
@@ -134,6 +139,11 @@ func (v *Voucher) Validate(now time.Time) error {
 	}
 	if v.PayWithin < 0 || v.PayWithin > MaxPayWithin || v.PayWithin%time.Second != 0 {
 		problems = append(problems, fmt.Sprintf("payWithinSeconds: must be whole seconds between 0 and %d, got %v", int64(MaxPayWithin/time.Second), v.PayWithin))
+	}
+	if v.Price > 0 && v.PayWithin == 0 {
+		// Its orders could never be paid (pay needs a deadline), nor their
+		// units come back.
+		problems = append(problems, fmt.Sprintf("payWithinSeconds: a voucher with a price must give its buyers a deadline to pay (1 to %d), got 0", int64(MaxPayWithin/time.Second)))
 	}
 	if v.ChallengeLead < 0 || v.ChallengeLead > MaxChallengeLead || v.ChallengeLead%time.Second != 0 {
 		problems = append(problems, fmt.Sprintf("challengeLeadSeconds: must be whole seconds between 0 and %d, got %v", int64(MaxChallengeLead/time.Second), v.ChallengeLead))

@@ -61,10 +61,11 @@ func TestValidate(t *testing.T) {
 		"lead < 0":                {func(v *seckill.Voucher) { v.ChallengeLead = -time.Second }, "challengeLeadSeconds"},
 		"lead > an hour":          {func(v *seckill.Voucher) { v.ChallengeLead = seckill.MaxChallengeLead + time.Second }, "challengeLeadSeconds"},
 		"lead 1.5s":               {func(v *seckill.Voucher) { v.ChallengeLead = 1500 * time.Millisecond }, "challengeLeadSeconds"},
-		"priced, worth more":      {func(v *seckill.Voucher) { v.Price, v.Value, v.Currency = 1250, 2000, "CNY" }, ""},
-		"worth the price":         {func(v *seckill.Voucher) { v.Price, v.Value = 1250, 1250 }, ""},
+		"priced, worth more":      {func(v *seckill.Voucher) { v.Price, v.Value, v.Currency, v.PayWithin = 1250, 2000, "CNY", time.Minute }, ""},
+		"worth the price":         {func(v *seckill.Voucher) { v.Price, v.Value, v.PayWithin = 1250, 1250, time.Minute }, ""},
 		"free, worth something":   {func(v *seckill.Voucher) { v.Value = 500 }, ""},
-		"largest price":           {func(v *seckill.Voucher) { v.Price = seckill.MaxAmount }, ""},
+		"largest price":           {func(v *seckill.Voucher) { v.Price, v.PayWithin = seckill.MaxAmount, time.Minute }, ""},
+		"priced, no deadline":     {func(v *seckill.Voucher) { v.Price = 1250 }, "payWithinSeconds"},
 		"price < 0":               {func(v *seckill.Voucher) { v.Price = -1 }, "price"},
 		"price > max":             {func(v *seckill.Voucher) { v.Price = seckill.MaxAmount + 1 }, "price"},
 		"value < 0":               {func(v *seckill.Voucher) { v.Value = -1 }, "value"},
@@ -198,7 +199,7 @@ func TestCreateCurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	yen := onSale("yen", 5)
-	yen.Price, yen.Currency = 1200, "JPY"
+	yen.Price, yen.Currency, yen.PayWithin = 1200, "JPY", time.Minute
 	own, err := s.Create(ctx, yen)
 	if err != nil {
 		t.Fatal(err)

@@ -88,13 +88,15 @@ func TestSalePageInBrowser(t *testing.T) {
 	// more fields, and fields to change, in extra.
 	sale := func(title string, stock int, payWithin int, extra map[string]any) string {
 		v := map[string]any{
-			"title":            title,
-			"stock":            stock,
-			"beginTime":        time.Now().Add(-time.Minute).Format(time.RFC3339),
-			"endTime":          time.Now().Add(time.Hour).Format(time.RFC3339),
-			"payWithinSeconds": payWithin,
-			"price":            1000,
-			"currency":         "CNY",
+			"title":     title,
+			"stock":     stock,
+			"beginTime": time.Now().Add(-time.Minute).Format(time.RFC3339),
+			"endTime":   time.Now().Add(time.Hour).Format(time.RFC3339),
+			"price":     1000,
+			"currency":  "CNY",
+		}
+		if payWithin > 0 { // else a priced sale's default deadline
+			v["payWithinSeconds"] = payWithin
 		}
 		maps.Copy(v, extra)
 		return e.createVoucher(v)["id"].(string)
@@ -329,8 +331,8 @@ func TestSalePageInBrowser(t *testing.T) {
 	bought := eval(fmt.Sprintf(`(() => { const v = document.querySelector('[data-voucher=%q]'); const f = (n) => v.querySelector('[data-field="' + n + '"]').textContent;
 		return {button: v.querySelector('[data-action="buy"]').textContent, status: f("order-status"), amount: f("order-amount"), id: f("order-id"),
 			idSize: getComputedStyle(v.querySelector('[data-field="order-id"]')).fontSize}; })()`, sid))
-	if bought["button"] != "Bought" || bought["status"] != "Ordered" || !regexp.MustCompile(`^\D*¥\D*25\.00\D*$`).MatchString(bought["amount"]) {
-		t.Errorf("after the buy the button reads %q, the order %q for %q; want Bought, Ordered, ¥25.00", bought["button"], bought["status"], bought["amount"])
+	if bought["button"] != "Bought" || !regexp.MustCompile(`^Ordered — pay by ([01]\d|2[0-3]):[0-5]\d$`).MatchString(bought["status"]) || !regexp.MustCompile(`^\D*¥\D*25\.00\D*$`).MatchString(bought["amount"]) {
+		t.Errorf("after the buy the button reads %q, the order %q for %q; want Bought, Ordered — pay by HH:MM (a priced sale's default deadline), ¥25.00", bought["button"], bought["status"], bought["amount"])
 	}
 	if bought["id"] != orderID || parsePx(bought["idSize"]) > 14 {
 		t.Errorf("the order's id reads %q in %s; want %s, small", bought["id"], bought["idSize"], orderID)

@@ -99,7 +99,8 @@ type createVoucherRequest struct {
 	EndTime   *string `json:"endTime"`
 	// Shards is optional: 1, an unsharded voucher, when absent.
 	Shards *int `json:"shards"`
-	// PayWithinSeconds is optional: 0, no deadline, when absent.
+	// PayWithinSeconds is optional: when absent, 0 (no deadline) for a
+	// free voucher, seckill.DefaultPricedPayWithin for a priced one.
 	PayWithinSeconds *int64 `json:"payWithinSeconds"`
 	// RebuyAfterCancel is optional: false when absent.
 	RebuyAfterCancel *bool `json:"rebuyAfterCancel"`
@@ -193,6 +194,11 @@ func decodeVoucher(body io.Reader) (*seckill.Voucher, error) {
 		v.Currency = *req.Currency
 	}
 	v.Price, v.Value = deref(req.Price), deref(req.Value)
+	if v.Price > 0 && req.PayWithinSeconds == nil {
+		// Absent: a priced voucher's orders still owe a deadline; 0 sent
+		// is refused by Validate.
+		v.PayWithin = seckill.DefaultPricedPayWithin
+	}
 	v.Subtitle, v.Rules, v.ImageURL = derefString(req.Subtitle), derefString(req.Rules), derefString(req.ImageURL)
 	return v, nil
 }

@@ -116,6 +116,22 @@ func TestCreateVoucherSale(t *testing.T) {
 			}
 		}
 	}
+
+	// A price with no deadline gets the default one; a deadline of 0 sent
+	// with a price is refused, since its orders could never be paid.
+	if got, want := created["payWithinSeconds"], float64(seckill.DefaultPricedPayWithin/time.Second); got != want {
+		t.Errorf("a priced voucher created with no payWithinSeconds has %v, want %v", got, want)
+	}
+	if got := plain["payWithinSeconds"]; got != float64(0) {
+		t.Errorf("a free voucher created with no payWithinSeconds has %v, want 0", got)
+	}
+	body = e.validVoucher()
+	body["price"], body["payWithinSeconds"] = 100, 0
+	res := e.do("POST", "/api/admin/vouchers", e.admin, body)
+	e.wantError(res, 400, "invalid_argument")
+	if !strings.Contains(string(res.raw), "payWithinSeconds") {
+		t.Errorf("a priced voucher with payWithinSeconds 0: %s, want the field named", res.raw)
+	}
 }
 
 func TestGetVoucher(t *testing.T) {
