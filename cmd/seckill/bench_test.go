@@ -27,8 +27,8 @@ func TestDemo(t *testing.T) {
 		"ok   no buyer has two orders",
 		"ok   nothing lost: all 30 orders answered 200 are in the database",
 		"ok   Redis and the database agree",
-		"Act two: 20 vouchers whose buyers must pay within 5s. 6 buyers pay, 4 cancel, 10 let the deadline pass.",
-		"6 paid; 4 cancelled, and their units are on sale again at once: 4 remaining.",
+		"Act two: 20 vouchers for 12.50 CNY whose buyers must pay within 5s. 6 buyers pay, 4 cancel, 10 let the deadline pass.",
+		"6 paid 12.50 CNY each, 75.00 CNY taken; 4 cancelled, and their units are on sale again at once: 4 remaining.",
 		"The deadline passed: the sweeper cancelled the 10 unpaid orders, 14 units remaining.",
 		"20 new buyers and the 14 whose orders were cancelled clicked again: 14 new buyers got the 14 units back on sale, and none of the cancelled buyers got one.",
 	} {

@@ -10,12 +10,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill"
 	"github.com/seckill/seckill/auth"
 )
 
 // demoPayWithin is the deadline of the demo's second sale: short, so that
 // the demo shows the deadline pass.
 const demoPayWithin = 5
+
+// demoPrice is the second sale's price, in yuan's minor units (fen): its
+// payments are for an amount, which the demo adds up.
+const demoPrice = 1250
 
 // demoLifecycle is the demo's second act: a sale whose buyers must pay
 // within demoPayWithin seconds. Of stock buyers, some pay, some cancel and
@@ -25,16 +30,16 @@ const demoPayWithin = 5
 func demoLifecycle(ctx context.Context, svc *service, stock int, stdout io.Writer) error {
 	pay, cancel := stock*3/10, stock/5
 	timeout := stock - pay - cancel
-	fmt.Fprintf(stdout, "\nAct two: %d vouchers whose buyers must pay within %ds. %d buyers pay, %d cancel, %d let the deadline pass.\n",
-		stock, demoPayWithin, pay, cancel, timeout)
+	fmt.Fprintf(stdout, "\nAct two: %d vouchers for %s whose buyers must pay within %ds. %d buyers pay, %d cancel, %d let the deadline pass.\n",
+		stock, seckill.FormatMoney(demoPrice, "CNY"), demoPayWithin, pay, cancel, timeout)
 	c := &demoClient{url: svc.url, http: &http.Client{Timeout: 10 * time.Second}, tokens: svc.tokens}
 	defer c.http.CloseIdleConnections()
 	now := time.Now().UTC()
 	var v struct {
 		ID string `json:"id"`
 	}
-	if err := c.call(ctx, "POST", "/api/admin/vouchers", 1, true, fmt.Sprintf(`{"title":"pay within %ds","stock":%d,"beginTime":%q,"endTime":%q,"payWithinSeconds":%d}`,
-		demoPayWithin, stock, now.Add(-time.Second).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), demoPayWithin), http.StatusCreated, &v); err != nil {
+	if err := c.call(ctx, "POST", "/api/admin/vouchers", 1, true, fmt.Sprintf(`{"title":"pay within %ds","stock":%d,"beginTime":%q,"endTime":%q,"payWithinSeconds":%d,"price":%d,"currency":"CNY"}`,
+		demoPayWithin, stock, now.Add(-time.Second).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), demoPayWithin, demoPrice), http.StatusCreated, &v); err != nil {
 		return err
 	}
 	const firstBuyer = 500_001
@@ -48,17 +53,32 @@ func demoLifecycle(ctx context.Context, svc *service, stock int, stdout io.Write
 		return err
 	}
 	// Paid and cancelled once the workers wrote the orders: a pending
-	// order answers 409 order_pending, and the buyer tries again.
+	// order answers 409 order_pending, and the buyer tries again. The paid
+	// orders' amounts are added up: each owes the price.
+	var (
+		takenMu sync.Mutex
+		taken   int64
+	)
 	if err := c.each(pay+cancel, func(i int) error {
 		verb, want := "pay", "paid"
 		if i >= pay {
 			verb, want = "cancel", "cancelled"
 		}
 		for {
-			var o struct{ Status, Code string }
+			var o struct {
+				Status, Code, Currency string
+				Amount                 int64
+			}
 			err := c.call(ctx, "POST", "/api/orders/"+orders[i]+"/"+verb, firstBuyer+int64(i), false, "", http.StatusOK, &o)
-			if err == nil && o.Status != want {
+			switch {
+			case err == nil && o.Status != want:
 				err = fmt.Errorf("%s order %s: %s, want %s", verb, orders[i], o.Status, want)
+			case err == nil && (o.Amount != demoPrice || o.Currency != "CNY"):
+				err = fmt.Errorf("%s order %s: it owes %s, want %s", verb, orders[i], seckill.FormatMoney(o.Amount, o.Currency), seckill.FormatMoney(demoPrice, "CNY"))
+			case err == nil && verb == "pay":
+				takenMu.Lock()
+				taken += o.Amount
+				takenMu.Unlock()
 			}
 			if err == nil || !strings.Contains(err.Error(), "order_pending") {
 				return err
@@ -72,7 +92,8 @@ func demoLifecycle(ctx context.Context, svc *service, stock int, stdout io.Write
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "  %d paid; %d cancelled, and their units are on sale again at once: %d remaining.\n", pay, cancel, left)
+	fmt.Fprintf(stdout, "  %d paid %s each, %s taken; %d cancelled, and their units are on sale again at once: %d remaining.\n",
+		pay, seckill.FormatMoney(demoPrice, "CNY"), seckill.FormatMoney(taken, "CNY"), cancel, left)
 	start := time.Now()
 	for left < int64(cancel+timeout) && left >= 0 {
 		if time.Since(start) > time.Minute {

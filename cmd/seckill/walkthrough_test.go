@@ -68,6 +68,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		"/api/vouchers/$V ":      `"stock":100,"remaining":100`,
 		"/api/orders -H":         `"status":"`,
 		"/pay ":                  `"status":"paid"`,
+		"$ORDER/pay":             `"amount":1250,"currency":"CNY"`,
 		`-H "X-Altcha: $ALTCHA"`: `"status":"pending"`,
 		"/pause ":                `"paused":true`,
 		"/resume ":               `"paused":false`,
