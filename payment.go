@@ -122,12 +122,15 @@ func (s *PaymentService) payOrder(ctx context.Context, userID, orderID int64) (*
 		// grace; started again, as if read so.
 		o = c
 	}
-	if o.Currency == "" {
-		// Written with no price (a voucher made before prices, or by an
-		// instance of a version before them): it owes its voucher's.
-		o.Amount, o.Currency = v.Price, s.Vouchers.currencyOf(v)
+	if o.Currency == "" || v.Currency == "" {
+		// Written with no price by an instance of a version before prices:
+		// it owes its voucher's. A voucher made before prices (no currency)
+		// has no price to charge, not a price of 0: its orders are charged
+		// as they were before prices, the provider asked with no amount
+		// (and a payment started then is not taken for free now).
+		o.Amount, o.Currency = v.Price, v.Currency
 	}
-	if o.Amount == 0 {
+	if o.Amount == 0 && o.Currency != "" {
 		// Free: nothing to charge, and no provider to ask. Paid now, with
 		// a reference of its own, as the fake provider pays.
 		return s.payNow(ctx, o.ID, Payment{Ref: FreeRefPrefix + strconv.FormatInt(o.ID, 10), At: now})
@@ -462,15 +465,20 @@ func (s *PaymentService) checkAmount(ctx context.Context, ev PaymentEvent) (*Ord
 		return nil, Errorf(ErrOrderNotFound, "order %d not found", o.ID)
 	}
 	if o.Currency == "" {
-		// Written with no price (a voucher made before prices, or by an
-		// instance of a version before them): it owes its voucher's.
+		// Written with no price by an instance of a version before
+		// prices: it owes its voucher's. A voucher made before prices has
+		// none to check (its payments were never for an amount), and the
+		// event is taken as it was then.
 		o.Currency = s.Vouchers.CurrencyOrDefault()
 		if s.Vouchers != nil {
 			v, err := s.Vouchers.Row(ctx, o.VoucherID)
 			if err != nil {
 				return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
 			}
-			o.Amount, o.Currency = v.Price, s.Vouchers.currencyOf(v)
+			if v.Currency == "" {
+				return nil, nil
+			}
+			o.Amount, o.Currency = v.Price, v.Currency
 		}
 	}
 	currency := o.Currency

@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
@@ -222,6 +223,17 @@ func TestSalePageInBrowser(t *testing.T) {
 		t.Errorf("at 1280 px the cards are in %s columns, want 3 or more", cols)
 	}
 	noDeveloperWords("before login")
+
+	// The page shows an amount in minor units with as many decimals as the
+	// browser gives its currency: for every currency the service takes,
+	// that must be the service's exponent, or a price shows 100× off.
+	codes, _ := json.Marshal(seckill.Currencies())
+	digits := eval(fmt.Sprintf(`Object.fromEntries(%s.map(c => [c, String(new Intl.NumberFormat(undefined, {style: "currency", currency: c}).resolvedOptions().maximumFractionDigits)]))`, codes))
+	for _, c := range seckill.Currencies() {
+		if exp, _ := seckill.CurrencyExponent(c); digits[c] != strconv.Itoa(exp) {
+			t.Errorf("the browser shows %s with %q decimals, the service charges in %d", c, digits[c], exp)
+		}
+	}
 	got := eval(fmt.Sprintf(`(() => {
 		const v = (id) => document.querySelector('[data-voucher="' + id + '"]');
 		const b = (id) => v(id).querySelector('[data-action="buy"]');

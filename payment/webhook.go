@@ -135,9 +135,10 @@ type chargeRequest struct {
 	UserID    string `json:"userId"`
 	VoucherID string `json:"voucherId"`
 	// Amount is what the order owes, in Currency's minor units (fen,
-	// cents): what the provider is asked to take.
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
+	// cents): what the provider is asked to take. Neither is sent for an
+	// order of a voucher made before prices, which has none.
+	Amount   *int64 `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
 }
 
 // chargeAnswer is the provider's answer to a charge.
@@ -162,13 +163,15 @@ var errUnavailable = &seckill.Error{
 // the buyer may try again. Errors name the provider's host, not its URL.
 func (w *Webhook) Charge(ctx context.Context, o *seckill.Order) (seckill.Charge, error) {
 	id := strconv.FormatInt(o.ID, 10)
-	body, err := json.Marshal(chargeRequest{
+	charge := chargeRequest{
 		OrderID:   id,
 		UserID:    strconv.FormatInt(o.UserID, 10),
 		VoucherID: strconv.FormatInt(o.VoucherID, 10),
-		Amount:    o.Amount,
-		Currency:  o.Currency,
-	})
+	}
+	if o.Currency != "" {
+		charge.Amount, charge.Currency = &o.Amount, o.Currency
+	}
+	body, err := json.Marshal(charge)
 	if err != nil {
 		return seckill.Charge{}, w.fail(o, err)
 	}

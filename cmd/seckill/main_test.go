@@ -268,6 +268,10 @@ func TestServeRealServices(t *testing.T) {
 				t.Fatalf("seckill token = %d: %s", code, errOut)
 			}
 			createAndRead(t, base, strings.TrimSpace(out))
+			// The fake payments, the default, are said to be fake here.
+			if !strings.Contains(p.stderr.String(), `"msg":"payments are fake:`) {
+				t.Errorf("serve on real services with the fake payment provider did not warn:\n%s", p.stderr.String())
+			}
 			if status, body := call(t, "GET", base+"/readyz", "", ""); status != 200 {
 				t.Errorf("/readyz = %d %v", status, body)
 			}

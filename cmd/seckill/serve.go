@@ -71,6 +71,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if openFiles > 0 && openFiles < minOpenFiles {
 		svc.Logger.Warn("the open-file limit is low for a flash sale: raise the hard limit (ulimit -Hn, LimitNOFILE=)", "open_files", openFiles, "want", minOpenFiles)
 	}
+	if !svc.embedded && c.PaymentProvider == "fake" {
+		// The default, right for trying it; on real services it sells
+		// every priced voucher for nothing.
+		svc.Logger.Warn("payments are fake: a buyer who pays is paid at once, and nothing is taken; for real payments set SECKILL_PAYMENT_PROVIDER=webhook (see docs/configuration.md)")
+	}
 	// With --redis-wait-replicas: warn where the conditions under which it
 	// holds through a failover do not (docs/guarantees.md). Warnings only.
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -10,10 +10,10 @@
 -- with the provider. refused_payment_events_at serves the list, newest
 -- first.
 --
--- The table comes first, IF NOT EXISTS, and the ALTER is one statement:
--- MySQL commits each DDL statement on its own, and the migration can run
--- again whole after a failure of the ALTER. The UPDATE after it finds no
--- row to change when run again.
+-- IF NOT EXISTS on the table and the columns (as 0011): MySQL commits each
+-- DDL statement on its own, so that after a failure of the UPDATE (a lock
+-- wait on a live orders table) the migration can run again whole. The
+-- UPDATE finds no row to change when run again.
 
 CREATE TABLE IF NOT EXISTS refused_payment_events (
     event_id          VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -30,8 +30,8 @@ CREATE TABLE IF NOT EXISTS refused_payment_events (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
 ALTER TABLE orders
-    ADD COLUMN amount   BIGINT  NOT NULL DEFAULT 0,
-    ADD COLUMN currency CHAR(3) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '';
+    ADD COLUMN IF NOT EXISTS amount   BIGINT  NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS currency CHAR(3) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '';
 
 UPDATE orders o JOIN vouchers v ON v.id = o.voucher_id
 SET o.amount = v.price, o.currency = v.currency
