@@ -199,3 +199,56 @@ func TestOrderWrittenWithoutPriceOwesTheVouchers(t *testing.T) {
 		t.Fatalf("Confirm(1250 CNY) = %+v, %v; want paid", got, err)
 	}
 }
+
+// TestRefusedEventIDNeverPays: an event id refused for its amount stays
+// refused when it comes again with the right one: the order is not paid
+// by it, and nothing more is recorded nor counted. The id is what the
+// provider sends again, so another body under it is not a new event.
+func TestRefusedEventIDNeverPays(t *testing.T) {
+	t.Parallel()
+	l := pricedLifecycle(t, 1, false, 1250)
+	l.payments.Provider = laterProvider{}
+	o := l.firstOrder()
+	ctx := t.Context()
+	ev := seckill.PaymentEvent{ID: "evt_1", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_1", Amount: took(1000), Currency: "CNY"}
+	if got, err := l.payments.Confirm(ctx, ev); err != nil || got.Status != seckill.OrderCreated {
+		t.Fatalf("Confirm(1000 CNY) = %+v, %v; want refused, the order created", got, err)
+	}
+	ev.Amount = took(1250)
+	if got, err := l.payments.Confirm(ctx, ev); err != nil || got.Status != seckill.OrderCreated {
+		t.Errorf("Confirm(evt_1 again, 1250 CNY) = %+v, %v; want it still refused, the order created", got, err)
+	}
+	if st, err := l.store.Order(ctx, o.ID); err != nil || st.Status != seckill.OrderCreated || st.PaymentRef != "" {
+		t.Errorf("the order after evt_1 came twice = %+v, %v; want it unpaid", st, err)
+	}
+	rs, err := l.payments.RefusedPayments(ctx, 10)
+	if err != nil || len(rs) != 1 || *rs[0].ReceivedAmount != 1000 || l.payments.Refused() != 1 {
+		t.Errorf("refused %v, %v, counted %d; want evt_1 once, as it first came (1000)", rs, err, l.payments.Refused())
+	}
+}
+
+// TestPaidEventReplayNotRefused: an event that paid its order, replayed
+// with other data (no amount, another amount), is a replay: answered with
+// the order as it stands, paid by it, and neither refused nor counted.
+func TestPaidEventReplayNotRefused(t *testing.T) {
+	t.Parallel()
+	l := pricedLifecycle(t, 1, false, 1250)
+	l.payments.Provider = laterProvider{}
+	o := l.firstOrder()
+	ctx := t.Context()
+	ev := seckill.PaymentEvent{ID: "evt_1", Type: seckill.PaymentSucceeded, OrderID: o.ID, Ref: "pay_1", Amount: took(1250), Currency: "CNY"}
+	if got, err := l.payments.Confirm(ctx, ev); err != nil || got.Status != seckill.OrderPaid {
+		t.Fatalf("Confirm(1250 CNY) = %+v, %v; want paid", got, err)
+	}
+	for _, amount := range []*int64{nil, took(1000)} {
+		ev.Amount = amount
+		got, err := l.payments.Confirm(ctx, ev)
+		if err != nil || got.Status != seckill.OrderPaid || got.PaymentRef != "pay_1" {
+			t.Errorf("Confirm(evt_1 again, amount %v) = %+v, %v; want the order paid by pay_1", amount, got, err)
+		}
+	}
+	rs, err := l.payments.RefusedPayments(ctx, 10)
+	if err != nil || len(rs) != 0 || l.payments.Refused() != 0 {
+		t.Errorf("refused %v, %v, counted %d; want none: replays of an event acted on", rs, err, l.payments.Refused())
+	}
+}

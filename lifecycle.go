@@ -105,6 +105,12 @@ type LifecycleStore interface {
 	// its amount or currency (PaymentService.Confirm), by its id, and
 	// reports whether it is new (false: refused already, a replay).
 	RefusePaymentEvent(ctx context.Context, r *RefusedPayment) (bool, error)
+	// PaymentEventSeen says what the database holds of a payment
+	// provider's event id: recorded (RecordPaymentEvent), refused
+	// (RefusePaymentEvent), or neither (PaymentEventNew). Ids compare
+	// exactly. An id in both (possible only by a version before this
+	// look-up) is PaymentEventRecorded: it was acted on.
+	PaymentEventSeen(ctx context.Context, eventID string) (PaymentEventState, error)
 	// RefusedPayments returns up to limit refused payment events, the
 	// latest refused first.
 	RefusedPayments(ctx context.Context, limit int) ([]*RefusedPayment, error)
@@ -295,6 +301,20 @@ type RefusedPayment struct {
 	Reason string
 	At     time.Time
 }
+
+// PaymentEventState is what the database holds of a payment event's id
+// (LifecycleStore.PaymentEventSeen).
+type PaymentEventState int
+
+const (
+	// PaymentEventNew: neither acted on nor refused.
+	PaymentEventNew PaymentEventState = iota
+	// PaymentEventRecorded: acted on (LifecycleStore.RecordPaymentEvent).
+	PaymentEventRecorded
+	// PaymentEventRefused: refused for its amount or currency
+	// (LifecycleStore.RefusePaymentEvent), and never acted on.
+	PaymentEventRefused
+)
 
 // The reasons a payment event is refused (RefusedPayment.Reason).
 const (

@@ -406,7 +406,9 @@ func (s *PaymentService) payable(ctx context.Context, userID, orderID int64) (*O
 // crash before the record leaves the event to act on again when the
 // provider sends it again, which the guarded transitions make harmless;
 // a replay of an event recorded does nothing more; and a crash after the
-// record leaves the refund due in the database, for Refunds' loop.
+// record leaves the refund due in the database, for Refunds' loop. A
+// payment event's id is looked up first (seen): one acted on or refused
+// already does nothing more, whatever its body says now.
 func (s *PaymentService) confirm(ctx context.Context, ev PaymentEvent) (*Order, error) {
 	var (
 		o   *Order
@@ -415,9 +417,12 @@ func (s *PaymentService) confirm(ctx context.Context, ev PaymentEvent) (*Order, 
 	)
 	switch ev.Type {
 	case PaymentSucceeded:
-		var refused *Order
-		if refused, err = s.checkAmount(ctx, ev); err != nil || refused != nil {
-			return refused, err
+		var stands *Order
+		if stands, err = s.seen(ctx, ev); err != nil || stands != nil {
+			return stands, err
+		}
+		if stands, err = s.checkAmount(ctx, ev); err != nil || stands != nil {
+			return stands, err
 		}
 		o, err = s.Store.PayOrder(ctx, ev.OrderID, p)
 	case RefundSucceeded:
@@ -449,14 +454,40 @@ func (s *PaymentService) Confirm(ctx context.Context, ev PaymentEvent) (*Order, 
 	return s.inCurrency(o), err
 }
 
-// checkAmount checks that a payment event took what its order owes, in
-// its currency. An event that took another amount or currency, or does not
-// say, is refused: the order is not paid by it, the event is recorded
-// (RefusePaymentEvent) for the operator to settle with the provider, and
-// the order is returned as it stands, to be answered to the provider as
-// taken (a retry would say the same). It returns nil, nil for an event
-// that may pay its order; ErrOrderNotFound for an order not written.
-func (s *PaymentService) checkAmount(ctx context.Context, ev PaymentEvent) (*Order, error) {
+// seen answers a payment event whose id was acted on or refused already,
+// before its amount is checked: the id, not the body, is what the provider
+// sends again, so a replay carrying other data (another amount, none) is
+// neither refused anew nor counted, and an id refused stays refused,
+// whatever its next delivery says; the order is returned as it stands. It
+// returns nil, nil for an id seen neither way.
+func (s *PaymentService) seen(ctx context.Context, ev PaymentEvent) (*Order, error) {
+	st, err := s.Store.PaymentEventSeen(ctx, ev.ID)
+	if err != nil {
+		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
+	}
+	if st == PaymentEventNew {
+		return nil, nil
+	}
+	o, err := s.eventOrder(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	if st == PaymentEventRecorded {
+		s.Logger.Info("a payment event seen already; not acted on again", "event", ev.ID, "type", ev.Type, "order", ev.OrderID)
+		return o, nil
+	}
+	received := "nothing said"
+	if ev.Amount != nil {
+		received = FormatMoney(*ev.Amount, ev.Currency)
+	}
+	s.Logger.Warn("a payment event refused already came again; it stays refused, whatever it says now",
+		"event", ev.ID, "order", o.ID, "ref", ev.Ref, "received", received, "provider", s.Provider.Name())
+	return o, nil
+}
+
+// eventOrder returns the order a payment event names, owing what it owes:
+// ErrOrderNotFound for an order not written.
+func (s *PaymentService) eventOrder(ctx context.Context, ev PaymentEvent) (*Order, error) {
 	o, err := s.Store.Order(ctx, ev.OrderID)
 	if err != nil {
 		return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
@@ -480,6 +511,21 @@ func (s *PaymentService) checkAmount(ctx context.Context, ev PaymentEvent) (*Ord
 			}
 			o.Amount, o.Currency = v.Price, v.Currency
 		}
+	}
+	return o, nil
+}
+
+// checkAmount checks that a payment event took what its order owes, in
+// its currency. An event that took another amount or currency, or does not
+// say, is refused: the order is not paid by it, the event is recorded
+// (RefusePaymentEvent) for the operator to settle with the provider, and
+// the order is returned as it stands, to be answered to the provider as
+// taken (a retry would say the same). It returns nil, nil for an event
+// that may pay its order; ErrOrderNotFound for an order not written.
+func (s *PaymentService) checkAmount(ctx context.Context, ev PaymentEvent) (*Order, error) {
+	o, err := s.eventOrder(ctx, ev)
+	if err != nil {
+		return nil, err
 	}
 	currency := o.Currency
 	r := &RefusedPayment{EventID: ev.ID, OrderID: o.ID, Ref: ev.Ref, ExpectedAmount: o.Amount, ExpectedCurrency: currency,

@@ -17,7 +17,29 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (event_id) DO NOTHING`
 	selectRefusedPaymentsSQL = `SELECT event_id, order_id, payment_ref, expected_amount, expected_currency, received_amount, received_currency, reason, refused_at
 FROM refused_payment_events ORDER BY refused_at DESC, event_id LIMIT $1`
+	// Both records by their primary keys, in one round trip.
+	selectPaymentEventSeenSQL = `SELECT EXISTS (SELECT 1 FROM payment_events WHERE event_id = $1),
+EXISTS (SELECT 1 FROM refused_payment_events WHERE event_id = $1)`
 )
+
+// PaymentEventSeen says what the database holds of a payment event's id;
+// see [seckill.LifecycleStore].
+func (s *Store) PaymentEventSeen(ctx context.Context, eventID string) (seckill.PaymentEventState, error) {
+	var recorded, refused bool
+	err := s.with(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, selectPaymentEventSeenSQL, eventID).Scan(&recorded, &refused)
+	})
+	if err != nil {
+		return seckill.PaymentEventNew, fmt.Errorf("postgres: payment event %q: %w", eventID, dbErr(err))
+	}
+	switch {
+	case recorded:
+		return seckill.PaymentEventRecorded, nil
+	case refused:
+		return seckill.PaymentEventRefused, nil
+	}
+	return seckill.PaymentEventNew, nil
+}
 
 // RefusePaymentEvent records a payment event refused for its amount or
 // currency, and reports whether it is new; see [seckill.LifecycleStore].

@@ -16,7 +16,26 @@ const (
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	selectRefusedPaymentsSQL = `SELECT event_id, order_id, payment_ref, expected_amount, expected_currency, received_amount, received_currency, reason, refused_at
 FROM refused_payment_events ORDER BY refused_at DESC, event_id LIMIT ?`
+	// Both records by their primary keys, in one round trip.
+	selectPaymentEventSeenSQL = `SELECT EXISTS (SELECT 1 FROM payment_events WHERE event_id = ?),
+EXISTS (SELECT 1 FROM refused_payment_events WHERE event_id = ?)`
 )
+
+// PaymentEventSeen says what the database holds of a payment event's id;
+// see [seckill.LifecycleStore].
+func (s *Store) PaymentEventSeen(ctx context.Context, eventID string) (seckill.PaymentEventState, error) {
+	var recorded, refused bool
+	if err := s.db.QueryRowContext(ctx, selectPaymentEventSeenSQL, eventID, eventID).Scan(&recorded, &refused); err != nil {
+		return seckill.PaymentEventNew, s.errorf("payment event %q: %w", eventID, s.d.Err(err))
+	}
+	switch {
+	case recorded:
+		return seckill.PaymentEventRecorded, nil
+	case refused:
+		return seckill.PaymentEventRefused, nil
+	}
+	return seckill.PaymentEventNew, nil
+}
 
 // RefusePaymentEvent records a payment event refused for its amount or
 // currency, and reports whether it is new; see [seckill.LifecycleStore].

@@ -127,3 +127,35 @@ func (s suite) testRefusedPayments(t *testing.T) {
 		t.Errorf("RefusedPayments(1) = %v, %v; want the latest alone", got, err)
 	}
 }
+
+// testPaymentEventSeen: an event id reads as recorded once acted on,
+// refused once refused, recorded if in both, and new otherwise; ids
+// compare exactly.
+func (s suite) testPaymentEventSeen(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	if _, err := st.RecordPaymentEvent(ctx, "evt_paid", 42, base); err != nil {
+		t.Fatalf("RecordPaymentEvent: %v", err)
+	}
+	for _, id := range []string{"evt_refused", "evt_both"} {
+		r := &seckill.RefusedPayment{EventID: id, OrderID: 42, ExpectedAmount: 1250, ExpectedCurrency: "CNY", Reason: seckill.RefusedUnsaid, At: base}
+		if _, err := st.RefusePaymentEvent(ctx, r); err != nil {
+			t.Fatalf("RefusePaymentEvent(%q): %v", id, err)
+		}
+	}
+	if _, err := st.RecordPaymentEvent(ctx, "evt_both", 42, base); err != nil {
+		t.Fatalf("RecordPaymentEvent: %v", err)
+	}
+	for id, want := range map[string]seckill.PaymentEventState{
+		"evt_paid":    seckill.PaymentEventRecorded,
+		"evt_refused": seckill.PaymentEventRefused,
+		"evt_both":    seckill.PaymentEventRecorded,
+		"evt_new":     seckill.PaymentEventNew,
+		"EVT_PAID":    seckill.PaymentEventNew,
+		"evt_Refused": seckill.PaymentEventNew,
+	} {
+		if got, err := st.PaymentEventSeen(ctx, id); err != nil || got != want {
+			t.Errorf("PaymentEventSeen(%q) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+}

@@ -134,6 +134,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Unreturned", s.testUnreturned},
 		{"RecordPaymentEvent", s.testPaymentEvents},
 		{"RefusedPayments", s.testRefusedPayments},
+		{"PaymentEventSeen", s.testPaymentEventSeen},
 		{"Order/Amount", s.testOrderAmount},
 		{"RefundRequests", s.testRefundRequests},
 		{"RefundRequests/Concurrent", s.testClaimRefundsConcurrent},
