@@ -495,22 +495,15 @@ func (s *PaymentService) eventOrder(ctx context.Context, ev PaymentEvent) (*Orde
 	if o.Status == OrderFailed {
 		return nil, Errorf(ErrOrderNotFound, "order %d not found", o.ID)
 	}
-	if o.Currency == "" {
+	if o.Currency == "" && s.Vouchers != nil {
 		// Written with no price by an instance of a version before
-		// prices: it owes its voucher's. A voucher made before prices has
-		// none to check (its payments were never for an amount), and the
-		// event is taken as it was then.
-		o.Currency = s.Vouchers.CurrencyOrDefault()
-		if s.Vouchers != nil {
-			v, err := s.Vouchers.Row(ctx, o.VoucherID)
-			if err != nil {
-				return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
-			}
-			if v.Currency == "" {
-				return nil, nil
-			}
-			o.Amount, o.Currency = v.Price, v.Currency
+		// prices: it owes its voucher's. One of a voucher made before
+		// prices keeps no currency: it has no price (checkAmount).
+		v, err := s.Vouchers.Row(ctx, o.VoucherID)
+		if err != nil {
+			return nil, fmt.Errorf("payment event %s: %w", ev.ID, err)
 		}
+		o.Amount, o.Currency = v.Price, v.Currency
 	}
 	return o, nil
 }
@@ -526,6 +519,11 @@ func (s *PaymentService) checkAmount(ctx context.Context, ev PaymentEvent) (*Ord
 	o, err := s.eventOrder(ctx, ev)
 	if err != nil {
 		return nil, err
+	}
+	if o.Currency == "" {
+		// A voucher made before prices: its payments were never for an
+		// amount, and its event is taken as it was then.
+		return nil, nil
 	}
 	currency := o.Currency
 	r := &RefusedPayment{EventID: ev.ID, OrderID: o.ID, Ref: ev.Ref, ExpectedAmount: o.Amount, ExpectedCurrency: currency,
